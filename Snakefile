@@ -1,0 +1,19 @@
+# clumpscout: Galaxy Zoo: Clump Scout aggregation, one reproducible DAG.
+# Run:  snakemake --cores 2         Report:  snakemake --report results/report.html
+
+
+configfile: "config.yaml"
+
+
+include: "workflow/rules/common.smk"
+include: "workflow/rules/data.smk"
+include: "workflow/rules/aggregate.smk"
+include: "workflow/rules/compare.smk"
+include: "workflow/rules/images.smk"
+include: "workflow/rules/figures.smk"
+
+
+rule all:
+    input:
+        all_targets(),
+    default_target: True

@@ -1,0 +1,40 @@
+"""Shared helper for the thin ``script:`` adapters in this folder.
+
+Snakemake runs each adapter in a fresh interpreter with this folder on
+``sys.path``; :func:`main` puts the repository's ``src/`` first on the path (so
+the adapters also work in a conda env where the package is not installed), sets
+NUMBA_NUM_THREADS from the rule's ``threads:``, logs to the rule's log file and
+turns a data error into a one-line message and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+_SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def main(snakemake, fn: Callable[[object], object]) -> None:
+    """Run ``fn(snakemake)`` with logging, thread settings and clean errors."""
+    threads = str(getattr(snakemake, "threads", 1) or 1)
+    os.environ["NUMBA_NUM_THREADS"] = threads
+    os.environ.setdefault("OMP_NUM_THREADS", threads)
+    if _SRC.is_dir() and str(_SRC) not in sys.path:
+        sys.path.insert(0, str(_SRC))
+    from clumpscout.errors import InputError
+    from clumpscout.logs import setup_logging
+
+    log = snakemake.log[0] if len(snakemake.log) else None
+    setup_logging(log)
+    try:
+        fn(snakemake)
+    except InputError as exc:
+        msg = f"error: {exc.one_line()}"
+        print(msg, file=sys.stderr)
+        if log:
+            with open(log, "a") as fh:
+                fh.write(msg + "\n")
+        sys.exit(2)

@@ -1,0 +1,16 @@
+"""Snakemake adapter: rule boxes -> clumpscout.boxes.make_boxes."""
+
+from _common import main
+
+
+def _run(sm):
+    import pandas as pd
+
+    from clumpscout.boxes import make_boxes
+    from clumpscout.io import write_parquet
+
+    boxes = make_boxes(pd.read_parquet(sm.input.clicks), pd.read_parquet(sm.input.subjects))
+    write_parquet(boxes, sm.output[0])
+
+
+main(snakemake, _run)  # noqa: F821

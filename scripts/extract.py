@@ -1,0 +1,23 @@
+"""Snakemake adapter: rules extract / extract_experts -> clumpscout.zooniverse.extract_clicks."""
+
+from _common import main
+
+
+def _run(sm):
+    from clumpscout.io import write_json, write_parquet
+    from clumpscout.zooniverse import extract_clicks
+
+    cfg = dict(sm.params.extract)
+    clicks, report = extract_clicks(
+        sm.input.classifications,
+        sm.input.subjects_export,
+        workflow_id=sm.params.workflow_id,
+        workflow_version=sm.params.workflow_version,
+        clump_task=cfg.get("clump_task"),
+        unusual_tools=cfg.get("unusual_tools"),
+    )
+    write_parquet(clicks, sm.output.clicks)
+    write_json(report, sm.output.report)
+
+
+main(snakemake, _run)  # noqa: F821

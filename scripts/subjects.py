@@ -1,0 +1,19 @@
+"""Snakemake adapter: rule subjects -> clumpscout.subjects.build_subjects."""
+
+from _common import main
+
+
+def _run(sm):
+    from clumpscout.io import write_parquet
+    from clumpscout.subjects import build_subjects
+
+    table = build_subjects(
+        catalogue=sm.input.catalogue or None,
+        subjects_export=sm.input.subjects_export,
+        cfg=dict(sm.params.subjects),
+        box_side=sm.params.box_side,
+    )
+    write_parquet(table, sm.output[0])
+
+
+main(snakemake, _run)  # noqa: F821

@@ -1,0 +1,81 @@
+"""The ``clumpscout`` command (also ``python -m clumpscout``).
+
+Each sub-command lives in the module that implements its paper section; that
+module provides ``add_arguments(parser)`` and ``run(args)``. Only the module of
+the sub-command being run is imported, so ``clumpscout extract`` does not pay
+for numba compilation of the aggregation kernels.
+
+A data error (:class:`clumpscout.errors.InputError`) ends in one line on stderr
+naming the file, the row and the problem, and exit code 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from clumpscout import __version__
+from clumpscout.errors import InputError
+
+#: sub-command -> (module, one-line help). Contract names: keep them stable.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "simulate": ("clumpscout.simulate", "simulate a Clump Scout universe as a Zooniverse export"),
+    "subjects": ("clumpscout.subjects", "cutout side and PSF FWHM per subject from a galaxy catalogue"),
+    "extract": ("clumpscout.zooniverse", "Zooniverse classification export -> tidy clicks table"),
+    "boxes": ("clumpscout.boxes", "clicks -> square boxes of side 2 FWHM"),
+    "aggregate": ("clumpscout.aggregate", "the paper's probabilistic consensus model (§4-5)"),
+    "subsample": ("clumpscout.subsample", "draw n classifications per subject (Z~_n)"),
+    "compare": ("clumpscout.compare", "purity and completeness against expert clicks or truth"),
+    "baseline": ("clumpscout.baseline", "scikit-learn MeanShift baseline (appendix)"),
+    "cutouts": ("clumpscout.cutouts", "SDSS frames -> colour subject images (§2.2)"),
+    "photometry": ("clumpscout.photometry", "g, r, i flux inside clump boxes"),
+    "figures": ("clumpscout.figures", "the paper's figures"),
+    "headline": ("clumpscout.headline", "headline numbers table"),
+    "ledger": ("clumpscout.ledger", "account for every input click"),
+}
+
+
+def _top_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="clumpscout",
+        description="Galaxy Zoo: Clump Scout aggregation pipeline (Dickinson et al.).",
+    )
+    p.add_argument("--version", action="version", version=f"clumpscout {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, helptext) in COMMANDS.items():
+        sub.add_parser(name, help=helptext, add_help=False)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] not in COMMANDS:
+        parser = _top_parser()
+        if not argv:
+            parser.print_help()
+            return 2
+        parser.parse_args(argv)  # prints usage / version and exits
+        return 2
+    name = argv[0]
+    modname, helptext = COMMANDS[name]
+    module = importlib.import_module(modname)
+    parser = argparse.ArgumentParser(prog=f"clumpscout {name}", description=helptext)
+    parser.add_argument("--log", default=None, help="also write the log to this file")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    from clumpscout.logs import setup_logging
+
+    setup_logging(args.log, logging.DEBUG if args.verbose else logging.INFO)
+    try:
+        rc = module.run(args)
+    except InputError as exc:
+        print(f"error: {exc.one_line()}", file=sys.stderr)
+        return 2
+    return int(rc or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,78 @@
+"""Atomic, deterministic output writers.
+
+Every file we produce is written under a temporary name in the same folder and
+renamed into place, so a killed job never leaves a file that looks complete.
+Parquet files are written without pandas' index and with fixed options, so the
+same table gives the same bytes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; rename it to ``path`` on success.
+
+    On any exception the temporary file is removed and ``path`` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            tmp_path.unlink()
+        raise
+
+
+def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` to Parquet atomically and reproducibly (no index, zstd)."""
+    with atomic_path(path) as tmp:
+        df.reset_index(drop=True).to_parquet(
+            tmp, index=False, engine="pyarrow", compression="zstd"
+        )
+
+
+def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
+    """Write ``df`` to CSV atomically (no index)."""
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False, lineterminator="\n")
+
+
+def write_json(obj: object, path: str | os.PathLike) -> None:
+    """Write ``obj`` as pretty, key-sorted JSON atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
+
+
+def write_text(text: str, path: str | os.PathLike) -> None:
+    """Write ``text`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(text)
+
+
+def _jsonable(x: object) -> object:
+    import numpy as np
+
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, np.floating):
+        return float(x)
+    if isinstance(x, np.ndarray):
+        return x.tolist()
+    if isinstance(x, Path):
+        return str(x)
+    raise TypeError(f"not JSON serialisable: {type(x).__name__}")

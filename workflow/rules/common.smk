@@ -1,0 +1,82 @@
+import hashlib
+from pathlib import Path
+
+from snakemake.utils import validate
+
+
+validate(config, schema="../schemas/config.schema.yaml")
+
+SRC = Path(workflow.basedir) / "src" / "clumpscout"
+RESULTS = "results"
+
+
+def code_digest(*modules):
+    """sha256 of the package modules a rule runs (plus the shared helpers).
+
+    Passed as a param so that editing those modules re-runs the rule."""
+    names = sorted(set(modules) | {"io", "errors", "logs"})
+    h = hashlib.sha256()
+    for name in names:
+        path = SRC / f"{name}.py"
+        h.update(name.encode())
+        if path.exists():
+            h.update(path.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def section(name):
+    """A config section as a plain dict (empty if absent)."""
+    return dict(config.get(name) or {})
+
+
+def seed_for(stage):
+    """Derive a stage seed from the master seed, deterministically."""
+    h = hashlib.sha256(f"{config['seed']}:{stage}".encode()).hexdigest()
+    return int(h[:8], 16)
+
+
+SIMULATED = config["source"] == "simulate"
+HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))
+NS = list(section("subsample").get("n", [20]))
+IMAGES = SIMULATED and bool(section("images").get("enabled", False))
+
+
+def universe(name):
+    return f"{RESULTS}/universe/{name}"
+
+
+def input_classifications():
+    if SIMULATED:
+        return universe("classifications.csv")
+    return section("export")["classifications"]
+
+
+def input_subjects_export():
+    if SIMULATED:
+        return universe("subjects_export.csv")
+    return section("export")["subjects"]
+
+
+def input_catalogue():
+    if SIMULATED:
+        return universe("galaxies.csv")
+    return section("export").get("catalogue") or []
+
+
+def input_expert_classifications():
+    if SIMULATED:
+        return universe("expert_classifications.csv")
+    return section("export").get("expert_classifications") or []
+
+
+def all_targets():
+    targets = [
+        f"{RESULTS}/boxes/boxes.parquet",
+        f"{RESULTS}/clicks/expert_clicks.parquet" if HAS_EXPERTS else [],
+    ]
+    targets += extra_targets
+    return [t for t in targets if t]
+
+
+# later rule files append their final outputs here
+extra_targets = []

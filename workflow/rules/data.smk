@@ -1,0 +1,121 @@
+# Data side (issue: foundation): simulate (or the user's export) -> subjects -> clicks -> boxes.
+
+
+rule simulate:
+    output:
+        classifications=universe("classifications.csv"),
+        subjects_export=universe("subjects_export.csv"),
+        galaxies=universe("galaxies.csv"),
+        truth=universe("truth_clumps.csv"),
+        experts=universe("expert_classifications.csv"),
+        volunteers=universe("volunteers_truth.csv"),
+    params:
+        simulate=section("simulate"),
+        seed=seed_for("simulate"),
+        code=code_digest("simulate"),
+    log:
+        f"{RESULTS}/logs/simulate.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/simulate.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        "../../envs/data.yaml"
+    script:
+        "../../scripts/simulate.py"
+
+
+rule subjects:
+    input:
+        catalogue=input_catalogue(),
+        subjects_export=input_subjects_export(),
+    output:
+        f"{RESULTS}/subjects/subjects.parquet",
+    params:
+        subjects=section("subjects"),
+        box_side=section("export").get("box_side"),
+        code=code_digest("subjects"),
+    log:
+        f"{RESULTS}/logs/subjects.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../envs/data.yaml"
+    script:
+        "../../scripts/subjects.py"
+
+
+rule extract:
+    input:
+        classifications=input_classifications(),
+        subjects_export=input_subjects_export(),
+    output:
+        clicks=f"{RESULTS}/clicks/clicks.parquet",
+        report=f"{RESULTS}/clicks/clicks_report.json",
+    params:
+        extract=section("extract"),
+        workflow_id=section("export").get("workflow_id"),
+        workflow_version=section("export").get("workflow_version"),
+        code=code_digest("zooniverse"),
+    log:
+        f"{RESULTS}/logs/extract.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/extract.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    conda:
+        "../../envs/data.yaml"
+    script:
+        "../../scripts/extract.py"
+
+
+rule extract_experts:
+    input:
+        classifications=input_expert_classifications(),
+        subjects_export=input_subjects_export(),
+    output:
+        clicks=f"{RESULTS}/clicks/expert_clicks.parquet",
+        report=f"{RESULTS}/clicks/expert_clicks_report.json",
+    params:
+        extract=section("extract"),
+        workflow_id=section("export").get("workflow_id"),
+        workflow_version=section("export").get("workflow_version"),
+        code=code_digest("zooniverse"),
+    log:
+        f"{RESULTS}/logs/extract_experts.log",
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    conda:
+        "../../envs/data.yaml"
+    script:
+        "../../scripts/extract.py"
+
+
+rule boxes:
+    input:
+        clicks=f"{RESULTS}/clicks/clicks.parquet",
+        subjects=f"{RESULTS}/subjects/subjects.parquet",
+    output:
+        f"{RESULTS}/boxes/boxes.parquet",
+    params:
+        code=code_digest("boxes"),
+    log:
+        f"{RESULTS}/logs/boxes.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/boxes.tsv"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=20,
+    conda:
+        "../../envs/data.yaml"
+    script:
+        "../../scripts/boxes.py"

@@ -1,0 +1,1 @@
+# rules for this stage are added by its issue
