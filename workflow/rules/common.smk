@@ -3,7 +3,6 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-
 validate(config, schema="../schemas/config.schema.yaml")
 
 SRC = Path(workflow.basedir) / "src" / "clumpscout"

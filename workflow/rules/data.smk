@@ -9,20 +9,20 @@ rule simulate:
         truth=universe("truth_clumps.csv"),
         experts=universe("expert_classifications.csv"),
         volunteers=universe("volunteers_truth.csv"),
-    params:
-        simulate=section("simulate"),
-        seed=seed_for("simulate"),
-        code=code_digest("simulate"),
     log:
         f"{RESULTS}/logs/simulate.log",
     benchmark:
         f"{RESULTS}/benchmarks/simulate.tsv"
+    conda:
+        "../../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=30,
-    conda:
-        "../../envs/data.yaml"
+    params:
+        simulate=section("simulate"),
+        seed=seed_for("simulate"),
+        code=code_digest("simulate"),
     script:
         "../../scripts/simulate.py"
 
@@ -33,18 +33,18 @@ rule subjects:
         subjects_export=input_subjects_export(),
     output:
         f"{RESULTS}/subjects/subjects.parquet",
-    params:
-        subjects=section("subjects"),
-        box_side=section("export").get("box_side"),
-        code=code_digest("subjects"),
     log:
         f"{RESULTS}/logs/subjects.log",
+    conda:
+        "../../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=2000,
         runtime=10,
-    conda:
-        "../../envs/data.yaml"
+    params:
+        subjects=section("subjects"),
+        box_side=section("export").get("box_side"),
+        code=code_digest("subjects"),
     script:
         "../../scripts/subjects.py"
 
@@ -56,21 +56,21 @@ rule extract:
     output:
         clicks=f"{RESULTS}/clicks/clicks.parquet",
         report=f"{RESULTS}/clicks/clicks_report.json",
+    log:
+        f"{RESULTS}/logs/extract.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/extract.tsv"
+    conda:
+        "../../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
     params:
         extract=section("extract"),
         workflow_id=section("export").get("workflow_id"),
         workflow_version=section("export").get("workflow_version"),
         code=code_digest("zooniverse"),
-    log:
-        f"{RESULTS}/logs/extract.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/extract.tsv"
-    threads: 1
-    resources:
-        mem_mb=4000,
-        runtime=30,
-    conda:
-        "../../envs/data.yaml"
     script:
         "../../scripts/extract.py"
 
@@ -82,19 +82,19 @@ rule extract_experts:
     output:
         clicks=f"{RESULTS}/clicks/expert_clicks.parquet",
         report=f"{RESULTS}/clicks/expert_clicks_report.json",
+    log:
+        f"{RESULTS}/logs/extract_experts.log",
+    conda:
+        "../../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
     params:
         extract=section("extract"),
         workflow_id=section("export").get("workflow_id"),
         workflow_version=section("export").get("workflow_version"),
         code=code_digest("zooniverse"),
-    log:
-        f"{RESULTS}/logs/extract_experts.log",
-    threads: 1
-    resources:
-        mem_mb=2000,
-        runtime=10,
-    conda:
-        "../../envs/data.yaml"
     script:
         "../../scripts/extract.py"
 
@@ -105,17 +105,17 @@ rule boxes:
         subjects=f"{RESULTS}/subjects/subjects.parquet",
     output:
         f"{RESULTS}/boxes/boxes.parquet",
-    params:
-        code=code_digest("boxes"),
     log:
         f"{RESULTS}/logs/boxes.log",
     benchmark:
         f"{RESULTS}/benchmarks/boxes.tsv"
+    conda:
+        "../../envs/data.yaml"
     threads: 1
     resources:
         mem_mb=4000,
         runtime=20,
-    conda:
-        "../../envs/data.yaml"
+    params:
+        code=code_digest("boxes"),
     script:
         "../../scripts/boxes.py"
