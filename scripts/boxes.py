@@ -9,7 +9,12 @@ def _run(sm):
     from clumpscout.boxes import make_boxes
     from clumpscout.io import write_parquet
 
-    boxes = make_boxes(pd.read_parquet(sm.input.clicks), pd.read_parquet(sm.input.subjects))
+    boxes = make_boxes(
+        pd.read_parquet(sm.input.clicks),
+        pd.read_parquet(sm.input.subjects),
+        clicks_path=sm.input.clicks,
+        subjects_path=sm.input.subjects,
+    )
     write_parquet(boxes, sm.output[0])
 
 

@@ -13,8 +13,10 @@ def _run(sm):
         sm.input.subjects_export,
         workflow_id=sm.params.workflow_id,
         workflow_version=sm.params.workflow_version,
-        clump_task=cfg.get("clump_task"),
-        unusual_tools=cfg.get("unusual_tools"),
+        clump_task=cfg.get("clump_task", "T1"),
+        unusual_tools=cfg.get("unusual_tools", [1]),
+        tools=cfg.get("tools"),
+        missing_subjects=cfg.get("missing_subjects", "keep"),
     )
     write_parquet(clicks, sm.output.clicks)
     write_json(report, sm.output.report)

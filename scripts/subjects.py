@@ -4,7 +4,7 @@ from _common import main
 
 
 def _run(sm):
-    from clumpscout.io import write_parquet
+    from clumpscout.io import write_json, write_parquet
     from clumpscout.subjects import build_subjects
 
     table = build_subjects(
@@ -12,8 +12,11 @@ def _run(sm):
         subjects_export=sm.input.subjects_export,
         cfg=dict(sm.params.subjects),
         box_side=sm.params.box_side,
+        psfield=sm.input.psfield or None,
     )
+    report = table.attrs.pop("report", {})
     write_parquet(table, sm.output[0])
+    write_json(report, sm.output.report)
 
 
 main(snakemake, _run)  # noqa: F821

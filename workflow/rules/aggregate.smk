@@ -1,1 +1,51 @@
-# rules for this stage are added by its issue
+# Issue 3: the aggregation engine (§4-5, appendix) on each subsample Z~_n.
+
+
+rule aggregate:
+    input:
+        f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
+    output:
+        labels=f"{RESULTS}/aggregate/n{{n}}/labels.parquet",
+        subjects=f"{RESULTS}/aggregate/n{{n}}/subjects.parquet",
+        volunteers=f"{RESULTS}/aggregate/n{{n}}/volunteers.parquet",
+        assignments=f"{RESULTS}/aggregate/n{{n}}/assignments.parquet",
+        clumps=f"{RESULTS}/aggregate/n{{n}}/clumps.ecsv",
+        report=f"{RESULTS}/aggregate/n{{n}}/report.json",
+    log:
+        f"{RESULTS}/logs/aggregate/n{{n}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/aggregate_n{{n}}.tsv"
+    wildcard_constraints:
+        n=r"\d+",
+    conda:
+        "../../envs/aggregate.yaml"
+    threads: 2
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        aggregate=section("aggregate"),
+        seed=seed_for("aggregate"),
+        code=code_digest(
+            "aggregate",
+            "skills",
+            "risk",
+            "retirement",
+            "distance",
+            "facility_location",
+        ),
+    script:
+        "../../scripts/aggregate.py"
+
+
+extra_targets += expand(
+    f"{RESULTS}/aggregate/n{{n}}/{{f}}",
+    n=NS,
+    f=[
+        "labels.parquet",
+        "subjects.parquet",
+        "volunteers.parquet",
+        "assignments.parquet",
+        "clumps.ecsv",
+    ],
+)

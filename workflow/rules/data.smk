@@ -31,8 +31,10 @@ rule subjects:
     input:
         catalogue=input_catalogue(),
         subjects_export=input_subjects_export(),
+        psfield=section("subjects").get("psfield") or [],
     output:
         f"{RESULTS}/subjects/subjects.parquet",
+        report=f"{RESULTS}/subjects/subjects_report.json",
     log:
         f"{RESULTS}/logs/subjects.log",
     conda:

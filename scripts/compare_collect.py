@@ -1,0 +1,14 @@
+"""Snakemake adapter: rules compare_*_collect -> one table over every n (clumpscout.compare)."""
+
+from _common import main
+
+
+def _run(sm):
+    from clumpscout.compare import collect_tables
+    from clumpscout.io import write_csv
+
+    for key in sm.output.keys():
+        write_csv(collect_tables(sm.input[key]), sm.output[key])
+
+
+main(snakemake, _run)  # noqa: F821

@@ -1,0 +1,17 @@
+"""Snakemake adapter: rule headline -> clumpscout.headline.build (issue 4 item 5)."""
+
+from _common import main
+
+
+def _run(sm):
+    from clumpscout.headline import build
+
+    inputs = {k: (v if isinstance(v, str) else list(v)) for k, v in sm.input.items()}
+    for key in ("labels", "subjects"):  # per-n inputs are lists even for one n
+        if isinstance(inputs.get(key), str):
+            inputs[key] = [inputs[key]]
+    params = {"ns": list(sm.params.ns), "figures": {"n_ref": sm.params.n_ref}}
+    build(inputs, sm.output.csv, sm.output.html, params)
+
+
+main(snakemake, _run)  # noqa: F821

@@ -1,0 +1,1174 @@
+"""The aggregation engine: the paper's probabilistic consensus model (§4-5, Appendix A).
+
+Python API (estimator style)::
+
+    from clumpscout.aggregate import Aggregator, Params
+    result = Aggregator(Params(), seed=1).fit(boxes_df)
+    result.labels, result.subjects, result.volunteers, result.assignments
+    result.write("out/")
+
+Command line::
+
+    clumpscout aggregate --boxes boxes.parquet --out DIR [--config FILE] [--seed N]
+
+Input: the boxes table of ``clumpscout boxes`` (contract 4): one row per click
+(x1, y1, x2, y2 in subject pixels), or one coordinate-less row (NaN) for a
+classification that marked nothing. Coordinates are normalised by the image
+size (SPEC 3, 5) for every distance.
+
+What happens (§5, Fig. agg_algo):
+
+1. Subjects are sorted into pre-retired empty / eligible / waiting
+   (:mod:`clumpscout.retirement`, SPEC 20) and eligible ones fill working
+   batches (SPEC 21).
+2. Per batch, EM (SPEC 16): an initial clustering with the initialisation costs
+   (eq. init_open_cost, init_conn_cost, init_city_dummy_cost; SPEC 11) →
+   skills and difficulties (:mod:`clumpscout.skills`) → clustering with the
+   nominal costs (eq. fac_cost, city_fac_cost, city_dummy_cost; SPEC 10) → … until
+   the total log-likelihood changes by less than ``em_rtol`` (relative) or after
+   ``em_max_iter`` nominal clusterings. The state with the highest likelihood
+   is kept. Each iteration is logged.
+3. Label boxes: mean of the member boxes' vertices (footnote to §5.3; SPEC 13
+   ``merge: mean``) or their inverse-variance (1/σ²_j) weighted mean.
+4. Risks and retirement (:mod:`clumpscout.risk`, :mod:`clumpscout.retirement`).
+
+The annotation unit ``z_ij`` is one volunteer on one subject: two
+classifications of one subject by one volunteer (a duplicate the export
+reader normally removes) are merged and counted in the report. Clusters never
+hold two boxes of one ``z_ij`` (SPEC 12, 25).
+
+Determinism (SPEC 28): rows are put into a canonical order (subject,
+volunteer, classification, coordinates) before anything else, volunteers are
+coded by sorted name, and every random step takes a seed derived from
+``seed``; the same input in any row order with the same seed gives the same
+outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from clumpscout import __version__
+from clumpscout import facility_location as fl
+from clumpscout.distance import jaccard_distance
+from clumpscout.errors import InputError
+from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.logs import timed
+from clumpscout.retirement import (
+    RETIRED,
+    RETIRED_EMPTY,
+    STALE,
+    STATUS_NAMES,
+    UNRETIRED,
+    SkillCache,
+    fill_batch,
+    pre_batch_status,
+    retire_mask,
+)
+from clumpscout.risk import (
+    clump_false_positive_prob,
+    clump_location_variance,
+    clump_sigma_prob,
+    coincidence_scan,
+    coincidence_term,
+    constrained_masks,
+    expected_missed_init,
+    subject_risk,
+)
+from clumpscout.skills import (
+    SkillCounts,
+    Skills,
+    batch_counts,
+    combined_variance,
+    log_likelihood,
+    subject_difficulty,
+    volunteer_skills,
+)
+
+log = logging.getLogger(__name__)
+
+REQUIRED_COLUMNS = (
+    "classification_id",
+    "subject_id",
+    "volunteer",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
+    "image_width",
+    "image_height",
+)
+
+
+@dataclass(frozen=True)
+class Params:
+    """Hyper-parameters; field names are the keys of config.yaml's ``aggregate:`` section.
+
+    Defaults: Table prior_param_values and Table subject_retirement_params (SPEC 8).
+    """
+
+    # Table prior_param_values
+    p0_fp: float = 0.1
+    p0_fn: float = 0.1
+    n_beta_fp: float = 500.0
+    n_beta_fn: float = 50.0
+    sigma2_0_S: float = 0.1
+    n_chi_S: float = 10.0
+    sigma2_0_V: float = 0.1
+    n_chi_V: float = 10.0
+    f_V: float = 0.1
+    d_max: float = 0.9
+    # Table subject_retirement_params
+    alpha_fp: float = 1.0
+    alpha_fn: float = 1.0
+    alpha_sigma: float = 2.0
+    delta: float = 0.5
+    n_fp_max: float = 1.0
+    n_fn_max: float = 0.3
+    n_sigma_max: float = 3.0
+    tau: float = 5.0
+    max_cycles: int = 10
+    # model choices (SPEC 6, 13, 16, 21)
+    distance_likelihood: str = "d"
+    merge: str = "mean"
+    min_cluster_size: int = 2
+    em_max_iter: int = 10
+    em_rtol: float = 1e-6
+    min_batch_classifications: int = 0
+    stale_updates_skills: bool = False
+    min_volunteers_batch: int = 3
+    min_volunteers_empty: int = 5
+
+    def __post_init__(self):
+        if self.distance_likelihood not in ("d", "d_squared"):
+            raise ValueError(
+                f"distance_likelihood must be d or d_squared, not {self.distance_likelihood!r}"
+            )
+        if self.merge not in ("mean", "inverse_variance"):
+            raise ValueError(f"merge must be mean or inverse_variance, not {self.merge!r}")
+        for name in ("p0_fp", "p0_fn"):
+            if not 0.0 < getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in (0, 1)")
+
+    @classmethod
+    def from_dict(cls, d: dict | None, path=None) -> Params:
+        """Params from a config ``aggregate:`` section; unknown keys are an error."""
+        d = dict(d or {})
+        known = {f.name: f for f in fields(cls)}
+        unknown = sorted(set(d) - set(known))
+        if unknown:
+            raise InputError(f"unknown aggregate setting(s): {', '.join(unknown)}", path=path)
+        kw = {}
+        for k, v in d.items():
+            t = known[k].type
+            if t in ("float", float):
+                kw[k] = float(v)
+            elif t in ("int", int):
+                kw[k] = int(v)
+            elif t in ("bool", bool):
+                kw[k] = bool(v)
+            else:
+                kw[k] = v
+        try:
+            return cls(**kw)
+        except ValueError as exc:
+            raise InputError(str(exc), path=path) from None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+# ------------------------------------------------------------------- the input
+
+
+@dataclass
+class Prepared:
+    """The input in canonical order, as integer codes and normalised coordinates."""
+
+    n_rows: int
+    # subjects (sorted by subject_id)
+    subject_ids: np.ndarray
+    subj_n_vol: np.ndarray  # |V_i|: annotations (volunteers), empty ones included
+    subj_n_boxes: np.ndarray
+    subj_cls_off: np.ndarray  # (S+1) into the annotation arrays
+    subj_box_off: np.ndarray  # (S+1) into the box arrays
+    subj_order_key: np.ndarray  # arrival order for batching
+    subj_width: np.ndarray
+    subj_height: np.ndarray
+    # annotations z_ij (sorted by subject, volunteer)
+    cls_subject: np.ndarray
+    cls_vol: np.ndarray
+    # boxes (rows with coordinates, canonical order)
+    box_row: np.ndarray  # original input row
+    box_cls: np.ndarray
+    box_subject: np.ndarray
+    box_vol: np.ndarray
+    box_xyxy: np.ndarray  # normalised (N, 4)
+    box_unusual: np.ndarray
+    # volunteers (sorted by name)
+    volunteer_names: np.ndarray
+    vol_n_subjects: np.ndarray
+    vol_n_classifications: np.ndarray
+    report: dict = field(default_factory=dict)
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Concatenated ``arange(s, e)`` for every (s, e), vectorised."""
+    starts = np.asarray(starts, np.int64)
+    lens = np.asarray(ends, np.int64) - starts
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, np.int64)
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
+    return offs + np.arange(total, dtype=np.int64)
+
+
+def _change_points(*keys: np.ndarray) -> np.ndarray:
+    """Boolean mask: row starts a new group of equal ``keys`` (rows sorted)."""
+    n = len(keys[0])
+    new = np.zeros(n, bool)
+    if n:
+        new[0] = True
+        for k in keys:
+            new[1:] |= k[1:] != k[:-1]
+    return new
+
+
+def prepare(df: pd.DataFrame, path=None) -> Prepared:
+    """Validate the boxes table and put it in canonical order (see the module docstring).
+
+    Data errors raise :class:`InputError` naming the row (0-based position in
+    the table). A row with NaN coordinates is an empty classification (never a
+    box, SPEC 15); a row with some but not all coordinates is an error.
+    """
+    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
+    if missing:
+        raise InputError(f"missing column(s): {', '.join(missing)}", path=path)
+    n = len(df)
+    report: dict = {"rows": n}
+
+    def num(col):
+        try:
+            return pd.to_numeric(df[col], errors="raise").to_numpy(
+                dtype=np.float64, na_value=np.nan
+            )
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"column {col} is not numeric ({exc})", path=path) from None
+
+    def ints(col):
+        s = df[col]
+        if s.isna().any():
+            raise InputError(f"{col} is missing", path=path, row=int(np.flatnonzero(s.isna())[0]))
+        try:
+            return s.to_numpy(dtype=np.int64)
+        except (ValueError, TypeError) as exc:
+            raise InputError(f"column {col} is not integer ({exc})", path=path) from None
+
+    cid = ints("classification_id")
+    sid = ints("subject_id")
+    x1, y1, x2, y2 = (num(c) for c in ("x1", "y1", "x2", "y2"))
+    width, height = num("image_width"), num("image_height")
+    finite = np.isfinite(np.column_stack([x1, y1, x2, y2]))
+    valid = finite.all(axis=1)
+    partial = finite.any(axis=1) & ~valid
+    if partial.any():
+        raise InputError(
+            "box has some but not all of x1, y1, x2, y2",
+            path=path,
+            row=int(np.flatnonzero(partial)[0]),
+        )
+    bad_size = ~(np.isfinite(width) & np.isfinite(height) & (width > 0) & (height > 0))
+    if bad_size.any():
+        raise InputError(
+            "image_width/image_height must be positive",
+            path=path,
+            row=int(np.flatnonzero(bad_size)[0]),
+        )
+    bad_box = valid & ~((x2 > x1) & (y2 > y1))
+    if bad_box.any():
+        raise InputError(
+            "box with x2 <= x1 or y2 <= y1", path=path, row=int(np.flatnonzero(bad_box)[0])
+        )
+
+    vol_series = df["volunteer"]
+    no_name = vol_series.isna().to_numpy()
+    names = vol_series.astype(object).to_numpy().copy()
+    if no_name.any():
+        names[no_name] = [f"anonymous-{c}" for c in cid[no_name]]
+    names = names.astype(str)
+    report["rows_without_volunteer"] = int(no_name.sum())
+    volunteer_names, vol = np.unique(names, return_inverse=True)
+    vol = vol.astype(np.int64)
+
+    unusual = (
+        df["unusual"].fillna(False).to_numpy(dtype=bool)
+        if "unusual" in df.columns
+        else np.zeros(n, bool)
+    )
+
+    # one subject and one volunteer per classification
+    o = np.lexsort((sid, cid))
+    cs, ss, vs = cid[o], sid[o], vol[o]
+    same = cs[1:] == cs[:-1]
+    bad = same & ((ss[1:] != ss[:-1]) | (vs[1:] != vs[:-1]))
+    if bad.any():
+        row = int(o[1:][bad][0])
+        raise InputError(
+            "classification appears with two subjects or volunteers", path=path, row=row
+        )
+
+    # canonical order
+    order = np.lexsort(
+        (
+            unusual,
+            np.nan_to_num(y2, nan=np.inf),
+            np.nan_to_num(x2, nan=np.inf),
+            np.nan_to_num(y1, nan=np.inf),
+            np.nan_to_num(x1, nan=np.inf),
+            cid,
+            vol,
+            sid,
+        )
+    )
+    s_sid, s_vol, s_cid = sid[order], vol[order], cid[order]
+    s_valid = valid[order]
+
+    # annotations z_ij = (subject, volunteer)
+    new_ann = _change_points(s_sid, s_vol)
+    ann_of_row = np.cumsum(new_ann) - 1
+    n_ann = int(new_ann.sum())
+    new_cls = _change_points(s_sid, s_vol, s_cid)
+    report["duplicate_classifications_merged"] = int(new_cls.sum() - n_ann)
+    ann_first = np.flatnonzero(new_ann)
+    cls_vol = s_vol[ann_first]
+    ann_sid = s_sid[ann_first]
+
+    # subjects
+    new_subj = _change_points(ann_sid)
+    subject_ids = ann_sid[new_subj]
+    cls_subject = np.cumsum(new_subj) - 1
+    n_subj = len(subject_ids)
+    subj_n_vol = np.bincount(cls_subject, minlength=n_subj)
+    subj_cls_off = np.concatenate([[0], np.cumsum(subj_n_vol)]).astype(np.int64)
+
+    # boxes
+    box_pos = np.flatnonzero(s_valid)
+    box_row = order[box_pos]
+    box_cls = ann_of_row[box_pos]
+    box_subject = cls_subject[box_cls]
+    subj_n_boxes = np.bincount(box_subject, minlength=n_subj)
+    subj_box_off = np.concatenate([[0], np.cumsum(subj_n_boxes)]).astype(np.int64)
+    w = width[box_row]
+    h = height[box_row]
+    box_xyxy = np.column_stack([x1[box_row] / w, y1[box_row] / h, x2[box_row] / w, y2[box_row] / h])
+    box_xyxy = np.ascontiguousarray(box_xyxy)
+
+    # image size per subject (first row of the subject)
+    first_row_of_subj = order[np.flatnonzero(_change_points(s_sid))]
+    subj_width = width[first_row_of_subj]
+    subj_height = height[first_row_of_subj]
+    row_subj = np.cumsum(_change_points(s_sid)) - 1
+    if len(box_row):
+        diff = (np.abs(w - subj_width[box_subject]) > 0) | (
+            np.abs(h - subj_height[box_subject]) > 0
+        )
+        if diff.any():
+            raise InputError(
+                "image size differs within a subject",
+                path=path,
+                row=int(box_row[np.flatnonzero(diff)[0]]),
+            )
+
+    # arrival order: when the subject's last classification came in, if known
+    if "created_at" in df.columns:
+        t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
+        tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        tv = np.where(t.isna().to_numpy(), np.iinfo(np.int64).min, tv)
+        key = np.full(n_subj, np.iinfo(np.int64).min, dtype=np.int64)
+        np.maximum.at(key, row_subj, tv[order])
+    else:
+        key = np.zeros(n_subj, dtype=np.int64)
+
+    n_vol_total = len(volunteer_names)
+    vol_n_subjects = np.bincount(cls_vol, minlength=n_vol_total)
+    vol_n_classifications = np.bincount(s_vol[new_cls], minlength=n_vol_total)
+
+    report.update(
+        {
+            "boxes": int(len(box_row)),
+            "empty_rows": int((~valid).sum()),
+            "annotations": n_ann,
+            "subjects": n_subj,
+            "volunteers": n_vol_total,
+        }
+    )
+    return Prepared(
+        n_rows=n,
+        subject_ids=subject_ids,
+        subj_n_vol=subj_n_vol,
+        subj_n_boxes=subj_n_boxes,
+        subj_cls_off=subj_cls_off,
+        subj_box_off=subj_box_off,
+        subj_order_key=key,
+        subj_width=subj_width,
+        subj_height=subj_height,
+        cls_subject=cls_subject.astype(np.int64),
+        cls_vol=cls_vol.astype(np.int64),
+        box_row=box_row.astype(np.int64),
+        box_cls=box_cls.astype(np.int64),
+        box_subject=box_subject.astype(np.int64),
+        box_vol=vol[box_row].astype(np.int64),
+        box_xyxy=box_xyxy,
+        box_unusual=unusual[box_row],
+        volunteer_names=volunteer_names,
+        vol_n_subjects=vol_n_subjects,
+        vol_n_classifications=vol_n_classifications,
+        report=report,
+    )
+
+
+# --------------------------------------------------------------- one batch
+
+
+@dataclass
+class Batch:
+    """The arrays of one working batch (local subject / annotation indices)."""
+
+    subjects: np.ndarray  # global subject indices, sorted
+    box_idx: np.ndarray  # global box indices
+    box_off: np.ndarray  # (S_b+1)
+    box_subject: np.ndarray  # local
+    box_cls: np.ndarray  # local annotation index
+    box_vol: np.ndarray  # global volunteer
+    xyxy: np.ndarray
+    cls_idx: np.ndarray  # global annotation indices
+    cls_subject: np.ndarray  # local
+    cls_vol: np.ndarray  # global volunteer
+    n_vol: np.ndarray  # |V_i| per local subject
+    volunteers: np.ndarray  # global volunteers present
+
+    @classmethod
+    def build(cls, prep: Prepared, subjects: np.ndarray) -> Batch:
+        subjects = np.asarray(subjects, np.int64)
+        bs, be = prep.subj_box_off[subjects], prep.subj_box_off[subjects + 1]
+        cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
+        box_idx = _ranges(bs, be)
+        cls_idx = _ranges(cs, ce)
+        nb = be - bs
+        nc = ce - cs
+        box_off = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
+        cls_off = np.concatenate([[0], np.cumsum(nc)]).astype(np.int64)
+        box_subject = np.repeat(np.arange(len(subjects), dtype=np.int64), nb)
+        cls_subject = np.repeat(np.arange(len(subjects), dtype=np.int64), nc)
+        # local annotation index = global − first global of subject + first local of subject
+        box_cls = prep.box_cls[box_idx] - cs[box_subject] + cls_off[box_subject]
+        cls_vol = prep.cls_vol[cls_idx]
+        return cls(
+            subjects=subjects,
+            box_idx=box_idx,
+            box_off=box_off,
+            box_subject=box_subject,
+            box_cls=box_cls.astype(np.int64),
+            box_vol=prep.box_vol[box_idx],
+            xyxy=np.ascontiguousarray(prep.box_xyxy[box_idx]),
+            cls_idx=cls_idx,
+            cls_subject=cls_subject,
+            cls_vol=cls_vol,
+            n_vol=nc.astype(np.float64),
+            volunteers=np.unique(cls_vol),
+        )
+
+
+@dataclass
+class Clustering:
+    """A batch's clustering and the model parameters estimated from it."""
+
+    facility_of: np.ndarray
+    box_cluster: np.ndarray  # compact cluster index, −1 dummy
+    cluster_subject: np.ndarray
+    cluster_facility: np.ndarray
+    labels: np.ndarray  # normalised (L, 4)
+    box_d: np.ndarray  # distance to label box (NaN on the dummy)
+    n_clusters_subject: np.ndarray
+    counts: SkillCounts
+    cls_n_fn: np.ndarray
+    skills: Skills
+    difficulty: np.ndarray
+    ll: dict
+    n_unassigned: int = 0
+
+
+def _clusters_from_facilities(facility_of: np.ndarray):
+    """Compact cluster indices from the kernel's facility_of (−1 dummy, −2 unassigned)."""
+    n = len(facility_of)
+    is_fac = facility_of == np.arange(n)
+    fac_rows = np.flatnonzero(is_fac)
+    assigned = facility_of >= 0
+    cl = np.full(n, -1, np.int64)
+    cl[assigned] = np.searchsorted(fac_rows, facility_of[assigned])
+    return cl, fac_rows, is_fac
+
+
+def merge_labels(xyxy, box_cluster, n_clusters, weights=None) -> np.ndarray:
+    """Label boxes: (weighted) mean of the member boxes' vertex coordinates (SPEC 13)."""
+    tp = box_cluster >= 0
+    cl = box_cluster[tp]
+    w = np.ones(int(tp.sum())) if weights is None else np.asarray(weights, float)[tp]
+    wsum = np.bincount(cl, weights=w, minlength=n_clusters)
+    out = np.empty((n_clusters, 4))
+    for k in range(4):
+        out[:, k] = np.bincount(cl, weights=w * xyxy[tp, k], minlength=n_clusters) / wsum
+    return out
+
+
+class _Engine:
+    """EM, risk and retirement over working batches (the §5 algorithm)."""
+
+    def __init__(self, prep: Prepared, params: Params, seed: int):
+        self.prep = prep
+        self.p = params
+        self.seed = int(seed)
+        self.n_vol = len(prep.volunteer_names)
+
+    # -------------------------------------------------------- costs (§5.3)
+    def _solve(self, b: Batch, skills: Skills, *, init: bool, **kw) -> np.ndarray:
+        p = self.p
+        n = len(b.box_idx)
+        if init:
+            # eq. init_open_cost, init_conn_cost, init_city_dummy_cost (SPEC 11)
+            open_cost = p.f_V * b.n_vol[b.box_subject]
+            conn_const = np.zeros(n)
+            dummy_cost = np.ones(n)
+        else:
+            open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
+        sigma2 = skills.sigma2[b.box_vol]
+        return np.asarray(
+            fl.solve_batch(
+                b.box_off,
+                b.xyxy,
+                b.box_cls,
+                open_cost,
+                conn_const,
+                sigma2,
+                dummy_cost,
+                init_phase=init,
+                d_max=p.d_max,
+                likelihood=p.distance_likelihood,
+                **kw,
+            ),
+            dtype=np.int64,
+        )
+
+    def _nominal_costs(self, b: Batch, skills: Skills):
+        """eq. fac_cost, city_fac_cost (city's own skills, SPEC 27), city_dummy_cost (SPEC 10)."""
+        fac_subject = np.bincount(
+            b.cls_subject, weights=-np.log(skills.p_fn[b.cls_vol]), minlength=len(b.subjects)
+        )
+        pfn = skills.p_fn[b.box_vol]
+        pfp = skills.p_fp[b.box_vol]
+        open_cost = fac_subject[b.box_subject]
+        conn_const = np.log(pfn) - np.log1p(-pfn) - np.log1p(-pfp)
+        dummy_cost = -np.log(pfp)
+        return open_cost, conn_const, dummy_cost
+
+    # ----------------------------------------------------- M step (§5.4-5.6)
+    def _estimate(self, b: Batch, facility_of: np.ndarray, prev: SkillCounts, skills_in: Skills):
+        p = self.p
+        box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
+        n_unassigned = int((facility_of == -2).sum())
+        n_cl = len(fac_rows)
+        cluster_subject = b.box_subject[fac_rows]
+        n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
+        weights = 1.0 / skills_in.sigma2[b.box_vol] if p.merge == "inverse_variance" else None
+        labels = merge_labels(b.xyxy, box_cluster, n_cl, weights)
+        tp = box_cluster >= 0
+        box_d = np.full(len(box_cluster), np.nan)
+        box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
+        counts, cls_stats = batch_counts(
+            b.box_vol,
+            b.box_cls,
+            box_cluster,
+            box_d,
+            b.cls_vol,
+            b.cls_subject,
+            n_clusters_subject,
+            self.n_vol,
+        )
+        skills = volunteer_skills(prev + counts, p)
+        difficulty = subject_difficulty(
+            box_cluster, box_d, cluster_subject, n_clusters_subject, p.sigma2_0_S, p.n_chi_S
+        )
+        box_s2_subject = np.full(len(box_cluster), np.nan)
+        box_s2_subject[tp] = difficulty[box_cluster[tp]]
+        ll = log_likelihood(
+            box_vol=b.box_vol,
+            box_cluster=box_cluster,
+            box_d=box_d,
+            box_sigma2_subject=box_s2_subject,
+            cls_vol=b.cls_vol,
+            cls_n_fn=cls_stats["n_fn"],
+            skills=skills,
+            difficulty=difficulty,
+            prev=prev,
+            batch_volunteers=b.volunteers,
+            p=p,
+        )
+        return Clustering(
+            facility_of=facility_of,
+            box_cluster=box_cluster,
+            cluster_subject=cluster_subject,
+            cluster_facility=fac_rows,
+            labels=labels,
+            box_d=box_d,
+            n_clusters_subject=n_clusters_subject,
+            counts=counts,
+            cls_n_fn=cls_stats["n_fn"],
+            skills=skills,
+            difficulty=difficulty,
+            ll=ll,
+            n_unassigned=n_unassigned,
+        )
+
+    # -------------------------------------------------------------- EM (SPEC 16)
+    def em(self, b: Batch, prev: SkillCounts, tag: str) -> tuple[Clustering, list[dict]]:
+        p = self.p
+        skills0 = volunteer_skills(prev, p)
+        history = []
+        t0 = time.perf_counter()
+        fac = self._solve(b, skills0, init=True, min_cluster_size=p.min_cluster_size)
+        state = self._estimate(b, fac, prev, skills0)
+        history.append(self._log_iter(tag, 0, state, t0))
+        best = state
+        for it in range(1, p.em_max_iter + 1):
+            t0 = time.perf_counter()
+            fac = self._solve(b, state.skills, init=False, min_cluster_size=p.min_cluster_size)
+            new = self._estimate(b, fac, prev, state.skills)
+            history.append(self._log_iter(tag, it, new, t0))
+            if new.ll["total"] > best.ll["total"]:
+                best = new
+            old_ll = state.ll["total"]
+            state = new
+            if abs(new.ll["total"] - old_ll) <= p.em_rtol * abs(old_ll):
+                break
+        log.info("%s: best log-likelihood %.6g", tag, best.ll["total"])
+        return best, history
+
+    def _log_iter(self, tag, it, s: Clustering, t0) -> dict:
+        rec = {
+            "iteration": it,
+            "log_likelihood": s.ll["total"],
+            "ll_data": s.ll["data"],
+            "ll_prior": s.ll["prior"],
+            "clusters": int(len(s.cluster_subject)),
+            "dummy_boxes": int((s.box_cluster < 0).sum()),
+            "seconds": round(time.perf_counter() - t0, 3),
+        }
+        log.info(
+            "%s EM iteration %d (%s): log L = %.8g (data %.6g, prior %.6g), %d clusters, "
+            "%d boxes on the dummy, %.2f s",
+            tag,
+            it,
+            "init costs" if it == 0 else "nominal costs",
+            rec["log_likelihood"],
+            rec["ll_data"],
+            rec["ll_prior"],
+            rec["clusters"],
+            rec["dummy_boxes"],
+            rec["seconds"],
+        )
+        return rec
+
+    # ------------------------------------------------------------ risk (§5.7)
+    def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
+        p = self.p
+        n_s = len(b.subjects)
+        n_cl = len(s.cluster_subject)
+        skills = s.skills
+        p_fp_l = clump_false_positive_prob(
+            box_cluster=s.box_cluster,
+            box_vol=b.box_vol,
+            cluster_subject=s.cluster_subject,
+            cls_subject=b.cls_subject,
+            cls_vol=b.cls_vol,
+            p_fp=skills.p_fp,
+            p_fn=skills.p_fn,
+        )
+        tp = s.box_cluster >= 0
+        box_s2 = np.full(len(s.box_cluster), np.nan)
+        box_s2[tp] = combined_variance(
+            s.box_d[tp],
+            skills.sigma2[b.box_vol[tp]],
+            s.difficulty[s.box_cluster[tp]],
+            p.distance_likelihood,
+        )
+        sigma2_l = clump_location_variance(s.box_cluster, box_s2, n_cl)
+        p_sigma_l = clump_sigma_prob(sigma2_l, p.delta)
+        n_fp = np.bincount(s.cluster_subject, weights=p_fp_l, minlength=n_s)
+        n_sigma = np.bincount(s.cluster_subject, weights=p_sigma_l, minlength=n_s)
+
+        # N_fn: constrained re-clustering (SPEC 19)
+        _, _, is_fac = _clusters_from_facilities(s.facility_of)
+        can_fac, can_city = constrained_masks(s.box_cluster, is_fac)
+        open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
+        n_fn_init = np.zeros(n_s)
+        if can_city.any():
+            sigma2 = skills.sigma2[b.box_vol]
+            fac2 = np.asarray(
+                fl.solve_batch(
+                    b.box_off,
+                    b.xyxy,
+                    b.box_cls,
+                    open_cost,
+                    conn_const,
+                    sigma2,
+                    dummy_cost,
+                    init_phase=False,
+                    d_max=p.d_max,
+                    likelihood=p.distance_likelihood,
+                    can_be_facility=can_fac,
+                    can_be_city=can_city,
+                    allow_dummy=False,
+                    min_cluster_size=1,
+                ),
+                dtype=np.int64,
+            )
+            c_cluster, c_dummy, c_subject = self._cluster_costs(
+                b, fac2, open_cost, conn_const, sigma2, dummy_cost
+            )
+            n_fn_init = expected_missed_init(c_cluster, c_dummy, c_subject, n_s)
+        # batch-wide coincidence term
+        retained, n_cap = coincidence_scan(b.xyxy, p.d_max, [self.seed, cycle])
+        label_off = np.concatenate([[0], np.cumsum(s.n_clusters_subject)]).astype(np.int64)
+        fac_cost = open_cost_per_subject(b, skills)
+        n_fn_coinc = coincidence_term(
+            b.xyxy[retained], n_cap, len(b.cls_idx), label_off, s.labels, fac_cost, p.d_max
+        )
+        n_fn = n_fn_init + n_fn_coinc
+        risk = subject_risk(n_fp, n_fn, n_sigma, p.alpha_fp, p.alpha_fn, p.alpha_sigma)
+        return {
+            "p_fp": p_fp_l,
+            "p_sigma": p_sigma_l,
+            "sigma2_l": sigma2_l,
+            "n_fp": n_fp,
+            "n_fn": n_fn,
+            "n_fn_init": n_fn_init,
+            "n_fn_coincidence": n_fn_coinc,
+            "n_sigma": n_sigma,
+            "risk": risk,
+            "n_retained": len(retained),
+        }
+
+    def _cluster_costs(self, b, facility_of, open_cost, conn_const, sigma2, dummy_cost):
+        """Assembly cost C(Z'_l) (eq. cluster_cost) and all-to-dummy cost C^∅ of each cluster.
+
+        From :func:`clumpscout.facility_location.cluster_costs` (the facility's own
+        box pays its connection at d = 0, SPEC 10).
+        """
+        cc = fl.cluster_costs(
+            b.box_off,
+            b.xyxy,
+            facility_of,
+            open_cost,
+            conn_const,
+            sigma2,
+            dummy_cost,
+            init_phase=False,
+            d_max=self.p.d_max,
+            likelihood=self.p.distance_likelihood,
+        )
+        return cc.cluster_cost, cc.cluster_dummy_cost, cc.cluster_subject
+
+
+def open_cost_per_subject(b: Batch, skills: Skills) -> np.ndarray:
+    """``C_f,i = −Σ_{j∈V_i} ln p_fn_j`` (eq. fac_cost) per batch subject."""
+    return np.bincount(
+        b.cls_subject, weights=-np.log(skills.p_fn[b.cls_vol]), minlength=len(b.subjects)
+    )
+
+
+# ------------------------------------------------------------- the result
+
+
+@dataclass
+class AggregationResult:
+    """The outputs of contract 5 plus a run report."""
+
+    labels: pd.DataFrame
+    subjects: pd.DataFrame
+    volunteers: pd.DataFrame
+    assignments: pd.DataFrame
+    report: dict
+    params: Params
+    seed: int
+
+    def clumps_table(self):
+        """The labels as an astropy Table with units and the hyper-parameters in ``meta``."""
+        import astropy.units as u
+        from astropy.table import Table
+
+        t = Table.from_pandas(self.labels.reset_index(drop=True))
+        for c in ("x1", "y1", "x2", "y2", "x", "y"):
+            t[c].unit = u.pix
+        for c in ("p_fp", "p_sigma", "frac_unusual", "sigma2", "difficulty"):
+            if c in t.colnames:
+                t[c].unit = u.dimensionless_unscaled
+        t.meta["description"] = (
+            "Galaxy Zoo: Clump Scout label clumps (Dickinson et al. §5); coordinates in subject "
+            "pixels (x right, y down, origin top-left); p_fp per SPEC 17, p_sigma per SPEC 18; "
+            "sigma2 and difficulty are Jaccard-distance variances"
+        )
+        t.meta["clumpscout_version"] = __version__
+        t.meta["seed"] = int(self.seed)
+        t.meta["hyper_parameters"] = self.params.to_dict()
+        t.meta["n_subjects"] = int(len(self.subjects))
+        t.meta["n_labels"] = int(len(self.labels))
+        return t
+
+    def write(self, out_dir) -> None:
+        """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and report.json."""
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        write_parquet(self.labels, out / "labels.parquet")
+        write_parquet(self.subjects, out / "subjects.parquet")
+        write_parquet(self.volunteers, out / "volunteers.parquet")
+        write_parquet(self.assignments, out / "assignments.parquet")
+        with atomic_path(out / "clumps.ecsv") as tmp:
+            self.clumps_table().write(tmp, format="ascii.ecsv", overwrite=True)
+        write_json(self.report, out / "report.json")
+
+
+class Aggregator:
+    """Estimator-style front end: ``Aggregator(params, seed).fit(boxes_df) -> AggregationResult``."""
+
+    def __init__(self, params: Params | dict | None = None, seed: int = 0):
+        if isinstance(params, dict) or params is None:
+            params = Params.from_dict(params)
+        self.params = params
+        self.seed = int(seed)
+
+    def fit(self, boxes: pd.DataFrame, path=None) -> AggregationResult:
+        t_start = time.perf_counter()
+        p = self.params
+        with timed(f"preparing {len(boxes):,} rows"):
+            prep = prepare(boxes, path=path)
+        engine = _Engine(prep, p, self.seed)
+        n_s = len(prep.subject_ids)
+        n_b = len(prep.box_row)
+
+        empty, eligible = pre_batch_status(
+            prep.subj_n_vol, prep.subj_n_boxes, p.min_volunteers_empty, p.min_volunteers_batch
+        )
+        status = np.full(n_s, UNRETIRED, np.int64)
+        status[empty] = RETIRED_EMPTY
+        cycles = np.zeros(n_s, np.int64)
+        batch_no = np.full(n_s, -1, np.int64)
+        subj_out = {
+            k: np.full(n_s, np.nan)
+            for k in ("n_fp", "n_fn", "n_sigma", "risk", "n_fn_init", "n_fn_coincidence")
+        }
+        subj_out["n_fp"][empty] = 0.0
+        subj_out["n_sigma"][empty] = 0.0
+        n_clumps = np.zeros(n_s, np.int64)
+        box_assign = np.full(n_b, -3, np.int64)  # −3 not aggregated, −1 dummy, ≥0 clump
+        label_parts: list[pd.DataFrame] = []
+        cache = SkillCache(len(prep.volunteer_names))
+
+        queue_idx = np.flatnonzero(eligible)
+        queue = queue_idx[np.lexsort((prep.subject_ids[queue_idx], prep.subj_order_key[queue_idx]))]
+        log.info(
+            "%d subjects: %d pre-retired empty, %d eligible for the working batch, %d waiting "
+            "(fewer than %d volunteers)",
+            n_s,
+            int(empty.sum()),
+            len(queue),
+            int(n_s - empty.sum() - len(queue)),
+            p.min_volunteers_batch,
+        )
+        pos = 0
+        leftovers = np.zeros(0, np.int64)
+        cycle = 0
+        memo = None  # (batch subjects, cache version) -> (clustering, risk) of the last cycle
+        batch_reports = []
+        while pos < len(queue) or len(leftovers):
+            batch_subj, pos = fill_batch(
+                leftovers, queue, pos, prep.subj_n_vol, p.min_batch_classifications
+            )
+            tag = f"cycle {cycle + 1}"
+            b = Batch.build(prep, batch_subj)
+            t0 = time.perf_counter()
+            key = (batch_subj.tobytes(), cache.version)
+            if memo is not None and memo[0] == key:
+                state, rk, history = memo[1], memo[2], []
+                log.info("%s: same batch and skills as the last cycle, result reused", tag)
+            else:
+                log.info(
+                    "%s: working batch of %d subjects (%d new), %d annotations, %d boxes",
+                    tag,
+                    len(batch_subj),
+                    len(batch_subj) - len(leftovers),
+                    len(b.cls_idx),
+                    len(b.box_idx),
+                )
+                state, history = engine.em(b, cache.counts, tag)
+                rk = engine.risk(b, state, cycle)
+                memo = (key, state, rk)
+            cycles[batch_subj] += 1
+            batch_no[batch_subj] = cycle
+            retire = retire_mask(rk["n_fp"], rk["n_fn"], rk["n_sigma"], rk["risk"], p)
+            stale = ~retire & (cycles[batch_subj] >= p.max_cycles)
+            final = retire | stale
+            status[batch_subj[retire]] = RETIRED
+            status[batch_subj[stale]] = STALE
+            # record final subjects
+            for k in subj_out:
+                if k in rk:
+                    subj_out[k][batch_subj[final]] = rk[k][final]
+            n_clumps[batch_subj] = state.n_clusters_subject
+            fin_box = final[b.box_subject]
+            clump_in_subj = _clump_index_in_subject(state)
+            ba = np.where(
+                state.box_cluster >= 0, clump_in_subj[np.maximum(state.box_cluster, 0)], -1
+            )
+            box_assign[b.box_idx[fin_box]] = ba[fin_box]
+            # unretired boxes keep their latest clustering too (overwritten later)
+            box_assign[b.box_idx[~fin_box]] = ba[~fin_box]
+            label_parts.append(self._labels_frame(prep, b, state, rk, final, clump_in_subj, status))
+            # skills: restore the cache and update it with the finalised subjects only
+            upd = retire | (stale & p.stale_updates_skills)
+            if upd.any():
+                w = upd[b.cls_subject].astype(np.float64)
+                counts, _ = batch_counts(
+                    b.box_vol,
+                    b.box_cls,
+                    state.box_cluster,
+                    state.box_d,
+                    b.cls_vol,
+                    b.cls_subject,
+                    state.n_clusters_subject,
+                    len(prep.volunteer_names),
+                    cls_weight=w,
+                )
+                n_subj_vol = np.bincount(b.cls_vol, weights=w, minlength=len(prep.volunteer_names))
+                cache.commit(counts, n_subj_vol)
+            batch_reports.append(
+                {
+                    "cycle": cycle + 1,
+                    "subjects": int(len(batch_subj)),
+                    "annotations": int(len(b.cls_idx)),
+                    "boxes": int(len(b.box_idx)),
+                    "retired": int(retire.sum()),
+                    "stale": int(stale.sum()),
+                    "left_over": int((~final).sum()),
+                    "em": history,
+                    "coincidence_retained": int(rk["n_retained"]),
+                    "seconds": round(time.perf_counter() - t0, 3),
+                }
+            )
+            log.info(
+                "%s: %d retired, %d stale, %d left for the next cycle (%.1f s)",
+                tag,
+                int(retire.sum()),
+                int(stale.sum()),
+                int((~final).sum()),
+                time.perf_counter() - t0,
+            )
+            leftovers = batch_subj[~final]
+            cycle += 1
+
+        labels = pd.concat(label_parts, ignore_index=True) if label_parts else _empty_labels()
+        # keep each subject's labels from its final cycle only
+        labels = labels[labels["final"]].drop(columns="final")
+        labels = labels.sort_values(["subject_id", "clump"], kind="stable").reset_index(drop=True)
+
+        skills_final = volunteer_skills(cache.counts, p)
+        volunteers = pd.DataFrame(
+            {
+                "volunteer": prep.volunteer_names.astype(object),
+                "p_fp": skills_final.p_fp,
+                "p_fn": skills_final.p_fn,
+                "sigma2": skills_final.sigma2,
+                "n_subjects": prep.vol_n_subjects.astype(np.int64),
+                "n_boxes": cache.counts.n_boxes.astype(np.int64),
+                "n_tp": cache.counts.n_tp.astype(np.int64),
+                "n_fp": cache.counts.n_fp.astype(np.int64),
+                "n_fn": cache.counts.n_fn.astype(np.int64),
+                "n_subjects_counted": cache.n_subjects,
+                "n_classifications": prep.vol_n_classifications.astype(np.int64),
+            }
+        )
+        subjects = pd.DataFrame(
+            {
+                "subject_id": prep.subject_ids,
+                "n_volunteers": prep.subj_n_vol.astype(np.int64),
+                "n_clumps": n_clumps,
+                "n_fp": subj_out["n_fp"],
+                "n_fn": subj_out["n_fn"],
+                "n_sigma": subj_out["n_sigma"],
+                "risk": subj_out["risk"],
+                "status": pd.Categorical.from_codes(status, categories=list(STATUS_NAMES)).astype(
+                    str
+                ),
+                "cycles": cycles,
+                "n_boxes": prep.subj_n_boxes.astype(np.int64),
+                "n_fn_init": subj_out["n_fn_init"],
+                "n_fn_coincidence": subj_out["n_fn_coincidence"],
+                "batch": batch_no,
+            }
+        )
+        assignments = self._assignments(boxes, prep, box_assign)
+        status_counts = {
+            str(k): int(v)
+            for k, v in zip(*np.unique(STATUS_NAMES[status], return_counts=True), strict=True)
+        }
+        report = dict(prep.report)
+        report.update(
+            {
+                "seed": self.seed,
+                "params": p.to_dict(),
+                "status_counts": status_counts,
+                "labels": int(len(labels)),
+                "boxes_on_dummy": int((box_assign == -1).sum()),
+                "boxes_not_aggregated": int((box_assign == -3).sum()),
+                "cycles": batch_reports,
+                "seconds": round(time.perf_counter() - t_start, 3),
+            }
+        )
+        log.info(
+            "aggregated %d subjects (%s) into %d label clumps in %.1f s",
+            n_s,
+            ", ".join(f"{k} {v}" for k, v in status_counts.items()),
+            len(labels),
+            report["seconds"],
+        )
+        return AggregationResult(labels, subjects, volunteers, assignments, report, p, self.seed)
+
+    @staticmethod
+    def _labels_frame(prep, b, state, rk, final, clump_in_subj, status) -> pd.DataFrame:
+        gs = b.subjects[state.cluster_subject]
+        w = prep.subj_width[gs]
+        h = prep.subj_height[gs]
+        lab = state.labels
+        n_cl = len(state.cluster_subject)
+        tp = state.box_cluster >= 0
+        n_marks = np.bincount(state.box_cluster[tp], minlength=n_cl)
+        unus = np.bincount(
+            state.box_cluster[tp],
+            weights=prep.box_unusual[b.box_idx[tp]].astype(float),
+            minlength=n_cl,
+        )
+        x1, y1, x2, y2 = lab[:, 0] * w, lab[:, 1] * h, lab[:, 2] * w, lab[:, 3] * h
+        return pd.DataFrame(
+            {
+                "subject_id": prep.subject_ids[gs],
+                "clump": clump_in_subj,
+                "x1": x1,
+                "y1": y1,
+                "x2": x2,
+                "y2": y2,
+                "x": 0.5 * (x1 + x2),
+                "y": 0.5 * (y1 + y2),
+                "p_fp": rk["p_fp"],
+                "p_sigma": rk["p_sigma"],
+                "n_marks": n_marks.astype(np.int64),
+                "frac_unusual": unus / np.maximum(n_marks, 1),
+                "sigma2": rk["sigma2_l"],
+                "difficulty": state.difficulty,
+                "final": final[state.cluster_subject],
+            }
+        )
+
+    @staticmethod
+    def _assignments(boxes: pd.DataFrame, prep: Prepared, box_assign: np.ndarray) -> pd.DataFrame:
+        out = boxes.reset_index(drop=True).copy()
+        cluster = np.full(prep.n_rows, -3, np.int64)
+        cluster[prep.box_row] = box_assign
+        kind = np.full(prep.n_rows, "empty", dtype=object)
+        kind[prep.box_row] = np.where(
+            box_assign >= 0, "clump", np.where(box_assign == -1, "dummy", "not_aggregated")
+        )
+        out["cluster"] = pd.array(np.where(cluster >= -1, cluster, 0), dtype="Int64")
+        out.loc[cluster < -1, "cluster"] = pd.NA
+        out["assignment"] = kind
+        return out
+
+
+def _clump_index_in_subject(s: Clustering) -> np.ndarray:
+    """0..K_i−1 within each subject (clusters are sorted by subject)."""
+    n_cl = len(s.cluster_subject)
+    if n_cl == 0:
+        return np.zeros(0, np.int64)
+    first = np.concatenate([[0], np.cumsum(s.n_clusters_subject)[:-1]])
+    return np.arange(n_cl, dtype=np.int64) - first[s.cluster_subject]
+
+
+def _empty_labels() -> pd.DataFrame:
+    cols = [
+        "subject_id", "clump", "x1", "y1", "x2", "y2", "x", "y", "p_fp", "p_sigma",
+        "n_marks", "frac_unusual", "sigma2", "difficulty", "final",
+    ]  # fmt: skip
+    return pd.DataFrame({c: pd.Series(dtype=bool if c == "final" else float) for c in cols})
+
+
+def aggregate(boxes: pd.DataFrame, params: Params | dict | None = None, seed: int = 0):
+    """Functional form of :class:`Aggregator`: ``aggregate(boxes_df) -> AggregationResult``."""
+    return Aggregator(params, seed).fit(boxes)
+
+
+# ----------------------------------------------------------------------- CLI
+
+
+def load_config(path) -> tuple[Params, int | None]:
+    """Params (and the master seed, if present) from a YAML file.
+
+    The file is either a whole config.yaml (its ``aggregate:`` section is used)
+    or just the ``aggregate`` settings.
+    """
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text()) or {}
+    except (OSError, yaml.YAMLError) as exc:
+        raise InputError(f"cannot read config ({exc})", path=path) from None
+    if not isinstance(data, dict):
+        raise InputError("config must be a mapping", path=path)
+    seed = data.get("seed") if isinstance(data.get("seed"), int) else None
+    if "aggregate" in data:
+        section = data["aggregate"] or {}
+    elif set(data) <= {f.name for f in fields(Params)}:
+        section = data
+    else:
+        section = {}
+    return Params.from_dict(section, path=path), seed
+
+
+def read_boxes(path) -> pd.DataFrame:
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read boxes table ({exc})", path=path) from None
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--boxes", required=True, help="boxes.parquet from `clumpscout boxes`")
+    parser.add_argument("--out", required=True, help="output folder")
+    parser.add_argument("--config", default=None, help="YAML with an `aggregate:` section")
+    parser.add_argument("--seed", type=int, default=None, help="seed (default: config seed or 0)")
+
+
+def run(args: argparse.Namespace) -> int:
+    params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
+    seed = args.seed if args.seed is not None else (cfg_seed or 0)
+    boxes = read_boxes(args.boxes)
+    result = Aggregator(params, seed).fit(boxes, path=args.boxes)
+    with timed(f"writing {args.out}"):
+        result.write(args.out)
+    return 0

@@ -1,0 +1,1329 @@
+"""Greedy facility location with a dummy facility (paper §5.3, §5.7; SPEC 9-12, 25, 27).
+
+For every subject the volunteer boxes are partitioned into clusters, each with a central
+*facility* box, plus a *dummy* facility for false positives, minimising the total cost
+(eq. total_cost)::
+
+    C_i = Σ_clusters [ C^f(facility) + Σ_{b in cluster} C^fc(facility, b) ] + Σ_{b -> dummy} C^∅c(b)
+
+Costs (all per box, supplied by the caller; the CITY's volunteer sets them, SPEC 27):
+
+* nominal phase (eq. fac_cost, city_fac_cost, city_dummy_cost; SPEC 10):
+  ``C^f(f) = open_cost[f]`` (the caller passes ``−Σ_{j∈V_i} ln p_fn_j``),
+  ``C^fc(f, b) = conn_const[b] + neg_log_distance_likelihood(d(f, b), sigma2[b])`` with
+  ``conn_const = ln p_fn − ln(1 − p_fn) − ln(1 − p_fp)`` of b's volunteer; the facility's own
+  box is connected to itself at d = 0 and pays that cost too (SPEC 10; eq. cluster_cost's
+  ``j ≠ j'`` is overridden); ``C^∅c(b) = dummy_cost[b]`` (``−ln p_fp``).
+* initialisation phase (eq. init_open_cost, init_conn_cost, init_city_dummy_cost; SPEC 11):
+  ``open_cost = f_V |V_i|`` and ``dummy_cost = 1`` (filled by the caller),
+  ``C^fc = 0`` if ``d ≤ d_max`` else forbidden (∞).
+
+Constraints: at most one box per classification (``cls``) per cluster, a double click
+included (SPEC 12, 25); with the dummy available a real cluster has at least
+``min_cluster_size`` boxes (paper: "establishing a new cluster entails labelling a box as a
+facility and connecting at least one other box provided by a different volunteer").
+
+The greedy (SPEC 9) — a constrained Jain–Mahdian–Saberi ("1.61") greedy
+------------------------------------------------------------------------------
+The JMS algorithm in its time-driven form (Jain, Mahdian, Markakis, Saberi & Vazirani 2003,
+Algorithm 2; the star formulation is equivalent): every still-unconnected city raises its
+budget ``α = t`` uniformly with time ``t``. An unconnected city offers ``max(0, t − c(f, b))``
+to a closed facility ``f``; an already connected city offers its saving
+``max(0, c(current, b) − c(f, b))`` (it would switch). Events, processed in time order:
+
+* (A) an unconnected city's budget reaches ``c(i, b)`` of an open facility i (the dummy is a
+  facility of opening cost 0 that is open from the start and has no exclusivity): it connects;
+* (O) the offers to a closed facility reach its opening cost: it opens, the offering
+  unconnected cities connect and the offering connected cities switch to it. At the time of
+  opening ``t`` this is exactly the star of lowest average cost
+  ``(C^f + Σ_new c(f, b) − Σ_switchers saving) / |new|``.
+
+The algorithm runs until no event is left (every city connected). Variant details:
+
+1. Costs are shifted per city so that all are non-negative (JMS assumes c ≥ 0): every option
+   of city b (connect to any facility, be the facility, go to the dummy) is reduced by
+   ``m_b = min(C^fc(b, b), C^∅c(b))`` (``C^fc(b, b)`` without dummy) — the minimum over b's
+   options, since d = 0 minimises ``C^fc(·, b)``. Every city pays exactly one option, so the
+   optimum is unchanged (the objective moves by the constant ``Σ m_b``); with nominal costs
+   this leaves ``c'(f, b) = d²/(2σ_b²)`` (or d⁴/2σ²) and a dummy cost of
+   ``−ln p_fp − C^fc(b, b)``. Boxes that cannot be cities are not shifted.
+2. A facility box is a member of its own cluster: opening f connects f to itself
+   (forced, cost ``c'(f, f)``; counted in the star). A box can be opened as a facility only
+   while it is unconnected, connected to the dummy, or cannot be a city; cluster members and
+   open facilities never move to another facility except cities switching in a star.
+3. Exclusivity inside the star: per classification only one box takes part — the cheaper of
+   (best unconnected city, offer ``t − a_k``) and (best switcher, offer ``s_k``); the
+   facility's own classification and classifications already in the cluster are excluded
+   (also for event A, so an open facility never takes a second box of a classification).
+4. ``min_cluster_size`` (only with the dummy): a closed facility opens only when its star
+   holds at least that many boxes (itself included); a city may switch out of a real cluster
+   only if that cluster keeps at least ``min_cluster_size`` boxes (jointly per star: surplus
+   switchers with the smallest savings are dropped). Without the dummy singletons are allowed.
+5. Facilities that can open from switch savings alone (connected cities only) open as soon as
+   the savings reach the opening cost, also after the last city connected (each such step
+   lowers the cost).
+6. Without the dummy (``allow_dummy=False``, the constrained re-clustering of §5.7) a city
+   that no facility can take stays unassigned (−2) — only possible when it cannot be a
+   facility itself (mask, exclusivity or forbidden init-phase costs).
+
+Pruning (exact): with the dummy available a city b never joins a facility f with
+``c'(f, b) > dummy'(b)`` (it reaches the dummy first and would never save by switching), so
+the subject splits into independent components of boxes linked by ``c'(f, b) ≤ dummy'(b)``
+(initialisation: ``d ≤ d_max``; disjoint boxes only link when ``1/(2σ_b²)`` is below the
+dummy cost); the greedy runs on each component. A component of one city goes to the dummy.
+
+Determinism and tie-breaking: each subject's rows are first put in a canonical order by
+``(x1, y1, x2, y2, cls)`` and all sums and scans run in that order, so the result does not
+depend on the input row order within a subject (rows identical in all five keys are
+interchangeable) nor on the number of threads (subjects are independent). Events at equal
+time: connections to an open real facility first, then openings, then connections to the
+dummy (so a cluster wins a cost tie with the dummy); among equals the smaller Jaccard distance
+(for openings: the smaller sum of distances from the facility to its star), then the
+canonical index. Within a classification the cheaper box, then the nearer, then the canonical
+first is the star's candidate.
+
+API: :func:`solve_batch` (the numba kernel over all subjects, parallel over subjects),
+:func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment),
+:func:`brute_force` (exact optimum of one small subject, for tests).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import prange
+
+from clumpscout.distance import (
+    jaccard_distance,
+    jaccard_nb,
+    likelihood_code,
+    neg_log_distance_likelihood,
+)
+
+#: facility_of value of a box connected to the dummy facility (a false positive)
+DUMMY = -1
+#: facility_of value of a box that is neither city nor facility (only with masks / no dummy)
+UNASSIGNED = -2
+
+_INF = np.inf
+# greedy states of a box (st array); >= 0: local index of its facility
+_UNCONN = -3
+_ST_DUMMY = -1
+_ST_NONE = -2
+
+
+# ----------------------------------------------------------------------------------------
+# numba kernels
+# ----------------------------------------------------------------------------------------
+@numba.njit(cache=True)
+def _key_less(boxes, cls, i, j):
+    """Canonical order of rows: (x1, y1, x2, y2, cls)."""
+    for c in range(4):
+        if boxes[i, c] < boxes[j, c]:
+            return True
+        if boxes[i, c] > boxes[j, c]:
+            return False
+    return cls[i] < cls[j]
+
+
+@numba.njit(cache=True)
+def _canonical_order(boxes, cls, lo, hi):
+    n = hi - lo
+    order = np.argsort(boxes[lo:hi, 0]) + lo
+    # insertion sort with the full key (nearly sorted after the argsort on x1)
+    for i in range(1, n):
+        v = order[i]
+        j = i - 1
+        while j >= 0 and _key_less(boxes, cls, v, order[j]):
+            order[j + 1] = order[j]
+            j -= 1
+        order[j + 1] = v
+    return order
+
+
+@numba.njit(cache=True)
+def _less_tie(x, dx, ix, y, dy, iy):
+    """(x, dx, ix) < (y, dy, iy) lexicographically."""
+    if x < y:
+        return True
+    if x > y:
+        return False
+    if dx < dy:
+        return True
+    if dx > dy:
+        return False
+    return ix < iy
+
+
+@numba.njit(cache=True)
+def _select(lam, f, n0, d0, idx, D, min_eff, ws):
+    """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
+
+    Per classification k the cheaper option (``v = a_k − lam`` for the best unconnected city,
+    ``v = −s_k`` for the best switcher; a tie goes to the city) takes part when it offers
+    something (``v ≤ 0`` for a city, ``v < 0`` for a switcher); if the star is then smaller
+    than ``min_eff`` the smallest remaining ``v`` are added (forced participants).
+    Writes part[k] (0 none, 1 city, 2 switcher); returns (g, slope magnitude, n_free).
+    """
+    a, ai, s, si, bp, cnt, part, vv = ws
+    K = a.shape[0]
+    gf = idx[f]
+    g = n0 - d0 * lam
+    slope = d0
+    nsel = 0
+    for k in range(K):
+        part[k] = 0
+        vc = a[k] - lam if ai[k] >= 0 else _INF
+        vs = -s[k] if si[k] >= 0 else _INF
+        if ai[k] >= 0 and vc <= vs:
+            vv[k] = vc
+            if vc <= 0.0:
+                part[k] = 1
+        elif si[k] >= 0:
+            vv[k] = vs
+            if vs < 0.0:
+                part[k] = 2
+        else:
+            vv[k] = _INF
+        if part[k] > 0:
+            g += vv[k]
+            nsel += 1
+            if part[k] == 1:
+                slope += 1.0
+    need = min_eff - 1 - nsel
+    while need > 0:
+        kb = -1
+        for k in range(K):
+            if part[k] != 0 or not (vv[k] < _INF):
+                continue
+            if kb < 0:
+                kb = k
+                continue
+            qk = ai[k] if (ai[k] >= 0 and a[k] - lam <= vv[k]) else si[k]
+            qb = ai[kb] if (ai[kb] >= 0 and a[kb] - lam <= vv[kb]) else si[kb]
+            if _less_tie(vv[k], D[gf, idx[qk]], qk, vv[kb], D[gf, idx[qb]], qb):
+                kb = k
+        if kb < 0:
+            return _INF, 0.0, nsel
+        if ai[kb] >= 0 and a[kb] - lam <= vv[kb]:
+            part[kb] = 1
+            slope += 1.0
+        else:
+            part[kb] = 2
+        g += vv[kb]
+        need -= 1
+    return g, slope, nsel
+
+
+@numba.njit(cache=True)
+def _eval_open(
+    f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
+):
+    """Opening time of closed facility ``f`` (event O) at current time ``t``.
+
+    The time is the smallest ``tau >= t`` with ``g(tau) <= 0``, where
+    ``g(λ) = N0 − D0·λ + min_T Σ_{k∈T} v_k(λ)`` over sets T of classifications with
+    ``|T| + 1 >= min_eff``: equivalently the lowest average cost
+    ``(C^f + Σ_new c'(f, b) − Σ_switchers saving) / |new|`` of a star of at least ``min_eff``
+    boxes (JMS with a size constraint). N0 and D0 account for f itself (forced member).
+    g is concave and non-increasing, so the root is exact: first without forced members
+    (the plain JMS event), then, if that star is too small, by Newton steps from the right.
+
+    Fills the scratch ``ws`` with the per-classification candidates (a, ai: best unconnected
+    city; s, si: best allowed switcher, its saving may be negative) and, through
+    :func:`_select`, the participants at tau. Returns (tau, tie_key, n0, d0); tau = inf when
+    f cannot open.
+    """
+    a, ai, s, si, bp, cnt, part, vv = ws
+    K = a.shape[0]
+    for k in range(K):
+        a[k] = _INF
+        ai[k] = -1
+        s[k] = -_INF
+        si[k] = -1
+    gf = idx[f]
+    kf = lc[f]
+    if city[f]:
+        if st[f] == _UNCONN:
+            n0 = F[f] + W[gf, gf]
+            d0 = 1.0
+        else:  # connected to the dummy: forced switch to itself
+            n0 = F[f] - (cur[f] - W[gf, gf])
+            d0 = 0.0
+    else:
+        n0 = F[f]
+        d0 = 0.0
+    for q in range(m):
+        if q == f or not city[q]:
+            continue
+        k = lc[q]
+        if k == kf:
+            continue
+        gq = idx[q]
+        w = W[gf, gq]
+        if not (w < _INF):
+            continue
+        if allow_dummy and w > dum[q] + marg[f]:
+            continue
+        stq = st[q]
+        if stq == _UNCONN:
+            if ai[k] < 0 or _less_tie(w, D[gf, gq], q, a[k], D[gf, idx[ai[k]]], ai[k]):
+                a[k] = w
+                ai[k] = q
+        elif stq == _ST_DUMMY or (stq >= 0 and stq != q):
+            if stq >= 0 and size[stq] - 1 < min_eff:
+                continue
+            sav = cur[q] - w
+            if si[k] < 0 or _less_tie(-sav, D[gf, gq], q, -s[k], D[gf, idx[si[k]]], si[k]):
+                s[k] = sav
+                si[k] = q
+    # joint allowance: a real cluster keeps at least min_eff boxes after the switches
+    any_real = False
+    for k in range(K):
+        if si[k] >= 0 and st[si[k]] >= 0:
+            cnt[st[si[k]]] += 1
+            any_real = True
+    if any_real:
+        for k in range(K):
+            if si[k] >= 0 and st[si[k]] >= 0:
+                g = st[si[k]]
+                while cnt[g] > size[g] - min_eff:
+                    # drop the switcher from g with the smallest saving (last canonical on ties)
+                    kk = -1
+                    for k2 in range(K):
+                        if si[k2] >= 0 and st[si[k2]] == g:
+                            if kk < 0 or s[k2] < s[kk] or (s[k2] == s[kk] and si[k2] > si[kk]):
+                                kk = k2
+                    s[kk] = -_INF
+                    si[kk] = -1
+                    cnt[g] -= 1
+        for q in range(m):
+            cnt[q] = 0
+    navail = 0
+    for k in range(K):
+        if ai[k] >= 0 or si[k] >= 0:
+            navail += 1
+    if navail + 1 < min_eff:
+        return _INF, 0.0, n0, d0
+    # plain JMS event: only members with a positive offer (n0 - S - d0*tau - Σ max(0, tau - bp))
+    ssum = 0.0
+    nb = 0
+    for k in range(K):
+        sp = 0.0
+        if si[k] >= 0 and s[k] > 0.0:
+            sp = s[k]
+            ssum += sp
+        if ai[k] >= 0:
+            bp[nb] = a[k] + sp
+            nb += 1
+    bps = np.sort(bp[:nb])
+    A = n0 - ssum
+    if A <= 0.0:
+        tau = t
+    else:
+        slope = d0
+        acc = 0.0
+        tau = _INF
+        done = False
+        for i in range(nb):
+            if slope > 0.0:
+                tc = (A + acc) / slope
+                if tc <= bps[i]:
+                    tau = tc
+                    done = True
+                    break
+            slope += 1.0
+            acc += bps[i]
+        if not done and slope > 0.0:
+            tau = (A + acc) / slope
+        tau = max(t, tau)
+    if not (tau < _INF):
+        return _INF, 0.0, n0, d0
+    g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
+    if nfree + 1 < min_eff:
+        # the plain star is too small: add forced members; g is concave and decreasing
+        if g > 0.0:
+            if slope > 0.0:
+                tau = tau + g / slope
+            else:
+                far = 0.0
+                smax = 0.0
+                for k in range(K):
+                    if ai[k] >= 0 and a[k] > far:
+                        far = a[k]
+                    if si[k] >= 0 and s[k] > smax:
+                        smax = s[k]
+                tau = max(tau, far + smax + 1.0)
+            g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
+            if g > 0.0:
+                if slope > 0.0:
+                    tau = tau + g / slope
+                    g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
+                if g > 1e-9 * (1.0 + abs(n0)):
+                    return _INF, 0.0, n0, d0
+        # Newton steps towards the root from the right (exact on each linear piece)
+        for _it in range(4 * K + 8):
+            if g >= -1e-12 * (1.0 + abs(n0)) or slope <= 0.0:
+                break
+            tn = tau + g / slope
+            if tn < t:
+                tn = t
+            if tn >= tau:
+                break
+            gn, sn, nf = _select(tn, f, n0, d0, idx, D, min_eff, ws)
+            if gn > 1e-12 * (1.0 + abs(n0)):
+                break
+            tau, g, slope = tn, gn, sn
+        _select(tau, f, n0, d0, idx, D, min_eff, ws)
+    key = 0.0
+    for k in range(K):
+        if part[k] == 1:
+            key += D[gf, idx[ai[k]]]
+        elif part[k] == 2:
+            key += D[gf, idx[si[k]]]
+    return tau, key, n0, d0
+
+
+@numba.njit(cache=True)
+def _state_cost(m, city, st, cur, isopen, F):
+    """(number of unconnected cities, shifted cost) of a greedy state."""
+    nu = 0
+    c = 0.0
+    for p in range(m):
+        if isopen[p]:
+            c += F[p]
+        if city[p]:
+            if st[p] == _UNCONN:
+                nu += 1
+            else:
+                c += cur[p]
+    return nu, c
+
+
+@numba.njit(cache=True)
+def _better(nu1, c1, nu0, c0):
+    """Is (nu1, c1) a strict improvement over (nu0, c0)?"""
+    if nu1 != nu0:
+        return nu1 < nu0
+    return c1 < c0 - 1e-10 * (1.0 + abs(c0))
+
+
+@numba.njit(cache=True)
+def _rehome(q, g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy):
+    """Send box q (a member of cluster g that closes) to its cheapest alternative."""
+    if not city[q]:
+        st[q] = _ST_NONE
+        return
+    gq = idx[q]
+    k = lc[q]
+    best = -1
+    bc = _INF
+    for p in range(m):
+        if p == g or not isopen[p] or has[p, k]:
+            continue
+        w = W[idx[p], gq]
+        if not (w < _INF):
+            continue
+        if best < 0 or _less_tie(w, D[idx[p], gq], p, bc, D[idx[best], gq], best):
+            best = p
+            bc = w
+    if allow_dummy and (best < 0 or dum[q] < bc):
+        st[q] = _ST_DUMMY
+        cur[q] = dum[q]
+    elif best >= 0:
+        st[q] = best
+        cur[q] = bc
+        has[best, k] = True
+        size[best] += 1
+    else:
+        st[q] = _UNCONN
+        cur[q] = 0.0
+
+
+@numba.njit(cache=True)
+def _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy):
+    """Close cluster g; its members (the facility included) go to their best alternative."""
+    isopen[g] = False
+    size[g] = 0
+    for k in range(has.shape[1]):
+        has[g, k] = False
+    for q in range(m):
+        if st[q] == g:
+            _rehome(q, g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
+
+
+@numba.njit(cache=True)
+def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy,
+                min_eff, best_d, best_q, lost):
+    """Open f with the members that gain most (local search); robbed clusters that fall below
+    ``min_eff`` boxes close (their other members re-home)."""
+    K = has.shape[1]
+    gf = idx[f]
+    kf = lc[f]
+    for k in range(K):
+        best_q[k] = -1
+        best_d[k] = 0.0
+    for q in range(m):
+        if q == f or not city[q]:
+            continue
+        k = lc[q]
+        if k == kf:
+            continue
+        stq = st[q]
+        if stq >= 0 and (stq == q):
+            continue  # facilities stay
+        w = W[gf, idx[q]]
+        if not (w < _INF):
+            continue
+        if stq == _UNCONN:
+            dlt = -1e30
+        else:
+            dlt = w - cur[q]
+        if best_q[k] < 0 or _less_tie(
+            dlt, D[gf, idx[q]], q, best_d[k], D[gf, idx[best_q[k]]], best_q[k]
+        ):
+            best_d[k] = dlt
+            best_q[k] = q
+    # members: every gain, then the smallest losses up to min_eff boxes
+    nsel = 0
+    for k in range(K):
+        if best_q[k] >= 0 and best_d[k] < 0.0:
+            nsel += 1
+    while nsel + 1 < min_eff:
+        kb = -1
+        for k in range(K):
+            if best_q[k] < 0 or best_d[k] < 0.0 or best_d[k] >= _INF:
+                continue
+            if kb < 0 or _less_tie(
+                best_d[k], D[gf, idx[best_q[k]]], best_q[k],
+                best_d[kb], D[gf, idx[best_q[kb]]], best_q[kb],
+            ):
+                kb = k
+        if kb < 0:
+            return False
+        best_d[kb] = -0.5  # mark as selected
+        nsel += 1
+    isopen[f] = True
+    st[f] = f
+    size[f] = 1
+    has[f, kf] = True
+    if city[f]:
+        cur[f] = W[gf, gf]
+    for q in range(m):
+        lost[q] = 0
+    for k in range(K):
+        q = best_q[k]
+        if q < 0 or not (best_d[k] < 0.0):
+            continue
+        g = st[q]
+        if g >= 0:
+            size[g] -= 1
+            has[g, k] = False
+            lost[g] = 1
+        st[q] = f
+        cur[q] = W[gf, idx[q]]
+        has[f, k] = True
+        size[f] += 1
+    for g in range(m):
+        if lost[g] and isopen[g] and size[g] < min_eff:
+            _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
+    return True
+
+
+@numba.njit(cache=True)
+def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum,
+                  allow_dummy, min_eff):
+    """Improve the greedy result by strict-improvement moves (documented in the module):
+    move one city to a cheaper cluster or the dummy; close a cluster; open a facility with
+    the members that gain most (robbing clusters, which close if they become too small)."""
+    K = has.shape[1]
+    st2 = st.copy()
+    cur2 = cur.copy()
+    isopen2 = isopen.copy()
+    size2 = size.copy()
+    has2 = has.copy()
+    best_d = np.empty(K)
+    best_q = np.empty(K, np.int64)
+    lost = np.zeros(m, np.int64)
+    nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
+    for _pass in range(4 * m + 4):
+        improved = False
+        # (1) single moves
+        for q in range(m):
+            if not city[q]:
+                continue
+            g = st[q]
+            if g == q or g == _UNCONN:
+                continue
+            if g >= 0 and allow_dummy and size[g] - 1 < min_eff:
+                continue
+            gq = idx[q]
+            k = lc[q]
+            bp = -2
+            bc = cur[q]
+            for p in range(m):
+                if p == g or not isopen[p] or has[p, k]:
+                    continue
+                w = W[idx[p], gq]
+                if w < bc - 1e-10 * (1.0 + abs(bc)):
+                    bc = w
+                    bp = p
+            if allow_dummy and g != _ST_DUMMY and dum[q] < bc - 1e-10 * (1.0 + abs(bc)):
+                bc = dum[q]
+                bp = -1
+            if bp == -2:
+                continue
+            if g >= 0:
+                size[g] -= 1
+                has[g, k] = False
+            if bp >= 0:
+                st[q] = bp
+                has[bp, k] = True
+                size[bp] += 1
+            else:
+                st[q] = _ST_DUMMY
+            cur[q] = bc
+            improved = True
+        nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
+        # (2) close a cluster, (3) open a facility
+        for v in range(2 * m):
+            p = v % m
+            if v < m:
+                if not isopen[p]:
+                    continue
+            else:
+                if not fac[p] or isopen[p]:
+                    continue
+                if not (st[p] == _ST_DUMMY or st[p] == _ST_NONE):
+                    continue
+            st2[:] = st
+            cur2[:] = cur
+            isopen2[:] = isopen
+            size2[:] = size
+            has2[:, :] = has
+            if v < m:
+                _apply_close(p, m, idx, W, D, lc, city, st2, cur2, isopen2, size2, has2, dum,
+                             allow_dummy)
+            else:
+                ok = _apply_open(p, m, idx, W, D, lc, city, st2, cur2, isopen2, size2, has2,
+                                 dum, allow_dummy, min_eff, best_d, best_q, lost)
+                if not ok:
+                    continue
+            nu1, c1 = _state_cost(m, city, st2, cur2, isopen2, F)
+            if _better(nu1, c1, nu0, c0):
+                st[:] = st2
+                cur[:] = cur2
+                isopen[:] = isopen2
+                size[:] = size2
+                has[:, :] = has2
+                nu0, c0 = nu1, c1
+                improved = True
+        if not improved:
+            break
+
+
+@numba.njit(cache=True)
+def _greedy_component(
+    comp, W, D, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, marg_sub, allow_dummy, min_eff, out_local
+):
+    """JMS greedy on one component (subject-local indices ``comp``, canonical order).
+
+    Writes the subject-local facility index (or DUMMY / UNASSIGNED) to out_local.
+    """
+    m = comp.shape[0]
+    idx = comp
+    # local classification codes 0..K-1
+    lc = np.empty(m, np.int64)
+    K = 0
+    for p in range(m):
+        lc[p] = -1
+        for q in range(p):
+            if lcls_sub[idx[q]] == lcls_sub[idx[p]]:
+                lc[p] = lc[q]
+                break
+        if lc[p] < 0:
+            lc[p] = K
+            K += 1
+    city = np.empty(m, np.bool_)
+    fac = np.empty(m, np.bool_)
+    F = np.empty(m)
+    dum = np.empty(m)
+    marg = np.empty(m)
+    st = np.empty(m, np.int64)
+    cur = np.zeros(m)
+    size = np.zeros(m, np.int64)
+    isopen = np.zeros(m, np.bool_)
+    has = np.zeros((m, K), np.bool_)
+    for p in range(m):
+        g = idx[p]
+        city[p] = city_sub[g]
+        fac[p] = fac_sub[g]
+        F[p] = F_sub[g]
+        dum[p] = dum_sub[g]
+        marg[p] = marg_sub[g]
+        st[p] = _UNCONN if city[p] else _ST_NONE
+    ws = (
+        np.empty(K),
+        np.empty(K, np.int64),
+        np.empty(K),
+        np.empty(K, np.int64),
+        np.empty(K),
+        np.zeros(m, np.int64),
+        np.zeros(K, np.int64),
+        np.empty(K),
+    )
+    t = 0.0
+    while True:
+        # ---- best event
+        best_t = _INF
+        best_prio = 3
+        best_key = 0.0
+        best_i = -1  # facility (local) or -1 dummy
+        best_q = -1  # city for events A
+        for q in range(m):
+            if st[q] != _UNCONN:
+                continue
+            gq = idx[q]
+            k = lc[q]
+            for p in range(m):
+                if not isopen[p] or has[p, k]:
+                    continue
+                w = W[idx[p], gq]
+                if not (w < _INF):
+                    continue
+                tt = max(t, w)
+                dd = D[idx[p], gq]
+                if tt < best_t or (
+                    tt == best_t
+                    and (
+                        best_prio > 0
+                        or dd < best_key
+                        or (dd == best_key and (q < best_q or (q == best_q and p < best_i)))
+                    )
+                ):
+                    best_t = tt
+                    best_prio = 0
+                    best_key = dd
+                    best_i = p
+                    best_q = q
+            if allow_dummy:
+                tt = max(t, dum[q])
+                if tt < best_t or (
+                    tt == best_t and best_prio == 2 and q < best_q
+                ):
+                    best_t = tt
+                    best_prio = 2
+                    best_key = 0.0
+                    best_i = -1
+                    best_q = q
+        for f in range(m):
+            if not fac[f] or isopen[f]:
+                continue
+            if not (st[f] == _UNCONN or st[f] == _ST_DUMMY or st[f] == _ST_NONE):
+                continue
+            tau, key, _n0, _d0 = _eval_open(
+                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
+            )
+            if not (tau < _INF):
+                continue
+            if tau < best_t or (
+                tau == best_t
+                and (best_prio > 1 or (best_prio == 1 and (key < best_key or (key == best_key and f < best_i))))
+            ):
+                best_t = tau
+                best_prio = 1
+                best_key = key
+                best_i = f
+                best_q = -1
+        if not (best_t < _INF):
+            break
+        t = best_t
+        # ---- execute
+        if best_prio == 0:
+            q = best_q
+            p = best_i
+            st[q] = p
+            cur[q] = W[idx[p], idx[q]]
+            has[p, lc[q]] = True
+            size[p] += 1
+        elif best_prio == 2:
+            q = best_q
+            st[q] = _ST_DUMMY
+            cur[q] = dum[q]
+        else:
+            f = best_i
+            _eval_open(
+                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
+            )
+            a, ai, s, si, _bp, _cnt, part, _vv = ws
+            gf = idx[f]
+            isopen[f] = True
+            st[f] = f
+            size[f] = 1
+            has[f, lc[f]] = True
+            if city[f]:
+                cur[f] = W[gf, gf]
+            for k in range(K):
+                if part[k] == 1:
+                    q = ai[k]
+                    st[q] = f
+                    cur[q] = a[k]
+                elif part[k] == 2:
+                    q = si[k]
+                    g = st[q]
+                    if g >= 0:
+                        size[g] -= 1
+                        has[g, k] = False
+                    st[q] = f
+                    cur[q] = W[gf, idx[q]]
+                else:
+                    continue
+                has[f, k] = True
+                size[f] += 1
+    _local_search(
+        m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum, allow_dummy, min_eff
+    )
+    for p in range(m):
+        if st[p] >= 0:
+            out_local[idx[p]] = idx[st[p]]
+        elif st[p] == _ST_DUMMY:
+            out_local[idx[p]] = -1
+        else:
+            out_local[idx[p]] = -2
+
+
+@numba.njit(cache=True)
+def _solve_subject(
+    lo,
+    hi,
+    boxes,
+    cls,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    can_fac,
+    can_city,
+    init_phase,
+    d_max,
+    kind,
+    allow_dummy,
+    min_eff,
+    out,
+):
+    n = hi - lo
+    if n == 0:
+        return
+    order = _canonical_order(boxes, cls, lo, hi)
+    # subject-local arrays in canonical order
+    city = np.empty(n, np.bool_)
+    fac = np.empty(n, np.bool_)
+    lcls = np.empty(n, np.int64)
+    shift = np.zeros(n)
+    selfc = np.empty(n)
+    dum = np.empty(n)
+    F = np.empty(n)
+    hl = np.empty(n)
+    inv2s = np.empty(n)
+    for p in range(n):
+        r = order[p]
+        city[p] = can_city[r]
+        fac[p] = can_fac[r]
+        lcls[p] = cls[r]
+        if init_phase:
+            selfc[p] = 0.0
+        else:
+            hl[p] = 0.5 * math.log(2.0 * math.pi * sigma2[r])
+            inv2s[p] = 1.0 / (2.0 * sigma2[r])
+            selfc[p] = conn_const[r] + hl[p]
+        if city[p]:
+            sh = selfc[p]
+            if allow_dummy and dummy_cost[r] < sh:
+                sh = dummy_cost[r]
+            shift[p] = sh
+            dum[p] = dummy_cost[r] - sh if allow_dummy else _INF
+            F[p] = open_cost[r]
+        else:
+            dum[p] = _INF
+            F[p] = open_cost[r] + selfc[p]
+    D = np.empty((n, n))
+    W = np.empty((n, n))
+    for i in range(n):
+        ri = order[i]
+        D[i, i] = jaccard_nb(
+            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+        )  # fmt: skip
+        for j in range(i + 1, n):
+            rj = order[j]
+            d = jaccard_nb(
+                boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+                boxes[rj, 0], boxes[rj, 1], boxes[rj, 2], boxes[rj, 3],
+            )  # fmt: skip
+            D[i, j] = d
+            D[j, i] = d
+    # W[f, b]: shifted connection cost of city b to facility f (SPEC 10, 11, 27)
+    for f in range(n):
+        for b in range(n):
+            if not city[b]:
+                W[f, b] = _INF
+                continue
+            d = D[f, b]
+            if init_phase:
+                w = 0.0 if d <= d_max else _INF
+            else:
+                x = d * d
+                if kind == 1:
+                    x = x * x
+                w = conn_const[order[b]] + hl[b] + x * inv2s[b]
+            W[f, b] = w - shift[b]
+    # margin[f]: how far above its dummy cost a city may still join f as a forced member
+    # of a star of min_eff boxes (see _eval_open); 0 unless opening f is cheap
+    dmax = 0.0
+    for p in range(n):
+        if city[p] and dum[p] < _INF and dum[p] > dmax:
+            dmax = dum[p]
+    marg = np.zeros(n)
+    if allow_dummy:
+        for p in range(n):
+            own = dum[p] - F[p] - W[p, p] if city[p] else -F[p]
+            mg = own + (min_eff - 2) * dmax
+            if mg > 0.0:
+                marg[p] = mg
+    # components: boxes linked when a facility could ever take the city
+    valid = np.empty(n, np.bool_)
+    for p in range(n):
+        valid[p] = city[p] or fac[p]
+    label = np.full(n, -1, np.int64)
+    stack = np.empty(n, np.int64)
+    ncomp = 0
+    for p0 in range(n):
+        if not valid[p0] or label[p0] >= 0:
+            continue
+        label[p0] = ncomp
+        top = 0
+        stack[top] = p0
+        top += 1
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            for v in range(n):
+                if label[v] >= 0 or not valid[v]:
+                    continue
+                link = False
+                if (
+                    fac[u]
+                    and city[v]
+                    and W[u, v] < _INF
+                    and (not allow_dummy or W[u, v] <= dum[v] + marg[u])
+                ):
+                    link = True
+                elif (
+                    fac[v]
+                    and city[u]
+                    and W[v, u] < _INF
+                    and (not allow_dummy or W[v, u] <= dum[u] + marg[v])
+                ):
+                    link = True
+                if link:
+                    label[v] = ncomp
+                    stack[top] = v
+                    top += 1
+        ncomp += 1
+    out_local = np.full(n, -2, np.int64)
+    csize = np.zeros(ncomp, np.int64)
+    for p in range(n):
+        if label[p] >= 0:
+            csize[label[p]] += 1
+    start = np.zeros(ncomp + 1, np.int64)
+    for c in range(ncomp):
+        start[c + 1] = start[c] + csize[c]
+    members = np.empty(start[ncomp], np.int64)
+    fill = start[:ncomp].copy()
+    for p in range(n):
+        c = label[p]
+        if c >= 0:
+            members[fill[c]] = p
+            fill[c] += 1
+    for c in range(ncomp):
+        comp = members[start[c] : start[c + 1]]
+        if comp.shape[0] == 1 and allow_dummy and min_eff >= 2:
+            p = comp[0]
+            out_local[p] = -1 if city[p] else -2
+            continue
+        _greedy_component(
+            comp, W, D, lcls, city, fac, F, dum, marg, allow_dummy, min_eff, out_local
+        )
+    for p in range(n):
+        v = out_local[p]
+        out[order[p]] = order[v] if v >= 0 else v
+
+
+@numba.njit(cache=True, parallel=True)
+def _solve_kernel(
+    offsets,
+    boxes,
+    cls,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    can_fac,
+    can_city,
+    init_phase,
+    d_max,
+    kind,
+    allow_dummy,
+    min_eff,
+):
+    out = np.full(boxes.shape[0], -2, np.int64)
+    n_sub = offsets.shape[0] - 1
+    for s in prange(n_sub):
+        _solve_subject(
+            offsets[s],
+            offsets[s + 1],
+            boxes,
+            cls,
+            open_cost,
+            conn_const,
+            sigma2,
+            dummy_cost,
+            can_fac,
+            can_city,
+            init_phase,
+            d_max,
+            kind,
+            allow_dummy,
+            min_eff,
+            out,
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------------------
+# Python API
+# ----------------------------------------------------------------------------------------
+def _as_float(x, n, name):
+    a = np.ascontiguousarray(x, dtype=np.float64)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
+    return a
+
+
+def _as_mask(x, n, name):
+    if x is None:
+        return np.ones(n, np.bool_)
+    a = np.ascontiguousarray(x, dtype=np.bool_)
+    if a.shape != (n,):
+        raise ValueError(f"{name} must have shape ({n},), got {a.shape}")
+    return a
+
+
+def _check_inputs(offsets, boxes, cls, open_cost, conn_const, sigma2, dummy_cost, init_phase):
+    offsets = np.ascontiguousarray(offsets, dtype=np.int64)
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"boxes must have shape (N, 4), got {boxes.shape}")
+    n = boxes.shape[0]
+    if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != n:
+        raise ValueError("offsets must be int64[S+1] with offsets[0] == 0 and offsets[-1] == N")
+    if np.any(np.diff(offsets) < 0):
+        raise ValueError("offsets must be non-decreasing")
+    if not np.isfinite(boxes).all():
+        raise ValueError("boxes must be finite (drop empty classifications before clustering)")
+    cls = np.ascontiguousarray(cls, dtype=np.int64)
+    if cls.shape != (n,):
+        raise ValueError(f"cls must have shape ({n},), got {cls.shape}")
+    arrays = [
+        _as_float(open_cost, n, "open_cost"),
+        _as_float(conn_const, n, "conn_const"),
+        _as_float(sigma2, n, "sigma2"),
+        _as_float(dummy_cost, n, "dummy_cost"),
+    ]
+    if not init_phase:
+        if not np.isfinite(arrays[1]).all():
+            raise ValueError("conn_const must be finite")
+        if not (arrays[2] > 0).all() or not np.isfinite(arrays[2]).all():
+            raise ValueError("sigma2 must be finite and > 0")
+    if np.isnan(arrays[0]).any() or np.isnan(arrays[3]).any():
+        raise ValueError("open_cost and dummy_cost must not be NaN")
+    return offsets, boxes, cls, arrays
+
+
+def solve_batch(
+    offsets,
+    boxes,
+    cls,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    *,
+    init_phase: bool,
+    d_max: float,
+    likelihood: str = "d",
+    can_be_facility=None,
+    can_be_city=None,
+    allow_dummy: bool = True,
+    min_cluster_size: int = 2,
+) -> np.ndarray:
+    """Greedy facility location for every subject of a batch (paper §5.3; SPEC 9-12, 25, 27).
+
+    Parameters
+    ----------
+    offsets : int64[S+1]
+        Subject s owns rows ``offsets[s]:offsets[s+1]`` (rows grouped by subject).
+    boxes : float64[N, 4]
+        ``(x1, y1, x2, y2)`` in normalised coordinates (SPEC 5). Must be finite.
+    cls : int64[N]
+        Classification code: boxes with equal code in a subject come from one classification
+        and never share a cluster (SPEC 12, 25), a double click included.
+    open_cost : float64[N]
+        ``C^f`` of opening a facility at the box: nominal ``−Σ_{j∈V_i} ln p_fn_j``
+        (eq. fac_cost), init ``f_V |V_i|`` (eq. init_open_cost).
+    conn_const : float64[N]
+        The city-side constant of eq. city_fac_cost, ``ln p_fn − ln(1−p_fn) − ln(1−p_fp)`` of
+        the box's (the city's) volunteer (SPEC 27). Ignored in the init phase.
+    sigma2 : float64[N]
+        σ² of the city box (its volunteer's, or the combined variance, SPEC 7). Ignored in the
+        init phase.
+    dummy_cost : float64[N]
+        ``C^∅c``: nominal ``−ln p_fp`` (eq. city_dummy_cost), init 1 (eq. init_city_dummy_cost).
+    init_phase : bool
+        Initialisation costs (eq. init_conn_cost: 0 if ``d ≤ d_max`` else forbidden).
+    d_max : float
+        Only used in the init phase.
+    likelihood : "d" | "d_squared"
+        Distance likelihood (SPEC 6).
+    can_be_facility, can_be_city : bool[N] or None
+        Masks for the constrained re-clustering of §5.7 (default: all True). A box that is
+        neither is left unassigned (−2).
+    allow_dummy : bool
+        False for §5.7: every box that can be a city must join a cluster (singletons allowed).
+    min_cluster_size : int
+        Minimum boxes of a real cluster when the dummy is available (default 2).
+
+    Returns
+    -------
+    facility_of : int64[N]
+        Global row of the facility of each box's cluster (a facility points to itself);
+        −1 = dummy facility (false positive); −2 = not assigned.
+
+    The algorithm, its pruning and its tie-breaking are described in the module docstring.
+    """
+    kind = likelihood_code(likelihood)
+    offsets, boxes, cls, (oc, cc, s2, dc) = _check_inputs(
+        offsets, boxes, cls, open_cost, conn_const, sigma2, dummy_cost, init_phase
+    )
+    n = boxes.shape[0]
+    fac = _as_mask(can_be_facility, n, "can_be_facility")
+    city = _as_mask(can_be_city, n, "can_be_city")
+    if init_phase:
+        s2 = np.ones(n)  # unused
+    min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
+    return _solve_kernel(
+        offsets,
+        boxes,
+        cls,
+        oc,
+        cc,
+        s2,
+        dc,
+        fac,
+        city,
+        bool(init_phase),
+        float(d_max),
+        kind,
+        bool(allow_dummy),
+        min_eff,
+    )
+
+
+@dataclass
+class ClusterCosts:
+    """Costs of an assignment (eq. cluster_cost, city_dummy_cost, total_cost; §5.7 C^∅).
+
+    Per box (length N):
+      ``connection_cost`` — ``C^fc(facility, b)`` for a cluster member (the facility itself at
+      d = 0, SPEC 10), ``C^∅c(b)`` for a box on the dummy, NaN for an unassigned box;
+      ``cluster_of`` — index into the per-cluster arrays, −1 dummy, −2 unassigned.
+    Per cluster (length L, ordered by facility row):
+      ``facility`` (global row), ``cluster_subject``, ``cluster_size`` (boxes incl. facility),
+      ``cluster_cost`` — eq. cluster_cost ``C^f(f) + Σ_{b∈Z} C^fc(f, b)``,
+      ``cluster_dummy_cost`` — ``C^∅_l = Σ_{b∈Z} C^∅c(b)`` (§5.7, facility included).
+    Per subject (length S): ``subject_cost`` — eq. total_cost ``C_i`` (unassigned boxes add 0).
+    """
+
+    connection_cost: np.ndarray
+    cluster_of: np.ndarray
+    facility: np.ndarray
+    cluster_subject: np.ndarray
+    cluster_size: np.ndarray
+    cluster_cost: np.ndarray
+    cluster_dummy_cost: np.ndarray
+    subject_cost: np.ndarray
+
+
+def cluster_costs(
+    offsets,
+    boxes,
+    facility_of,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    *,
+    init_phase: bool,
+    d_max: float,
+    likelihood: str = "d",
+) -> ClusterCosts:
+    """Per-box, per-cluster and per-subject costs of an assignment (eq. cluster_cost,
+    city_dummy_cost, total_cost; the all-to-dummy cost C^∅ of §5.7). Same cost arrays and
+    phase switches as :func:`solve_batch`; see :class:`ClusterCosts` for the result."""
+    offsets = np.asarray(offsets, np.int64)
+    boxes = np.asarray(boxes, np.float64)
+    facility_of = np.asarray(facility_of, np.int64)
+    n = boxes.shape[0]
+    open_cost = _as_float(open_cost, n, "open_cost")
+    conn_const = _as_float(conn_const, n, "conn_const")
+    sigma2 = _as_float(sigma2, n, "sigma2")
+    dummy_cost = _as_float(dummy_cost, n, "dummy_cost")
+    if facility_of.shape != (n,):
+        raise ValueError(f"facility_of must have shape ({n},), got {facility_of.shape}")
+    n_sub = offsets.size - 1
+    subject = np.repeat(np.arange(n_sub), np.diff(offsets))
+    conn = np.full(n, np.nan)
+    dummy = facility_of == DUMMY
+    conn[dummy] = dummy_cost[dummy]
+    member = np.flatnonzero(facility_of >= 0)
+    fac_rows = facility_of[member]
+    if np.any(subject[fac_rows] != subject[member]):
+        raise ValueError("a box's facility lies in another subject")
+    d = jaccard_distance(boxes[fac_rows], boxes[member])
+    if init_phase:
+        conn[member] = np.where(d <= d_max, 0.0, np.inf)
+    else:
+        conn[member] = conn_const[member] + neg_log_distance_likelihood(
+            d, sigma2[member], likelihood
+        )
+    facility = np.flatnonzero(facility_of == np.arange(n))
+    cluster_of = np.full(n, UNASSIGNED, np.int64)
+    cluster_of[dummy] = DUMMY
+    cluster_of[member] = np.searchsorted(facility, fac_rows)
+    if np.any(facility[np.minimum(cluster_of[member], facility.size - 1)] != fac_rows):
+        raise ValueError("facility_of points to a box that is not its own facility")
+    n_cl = facility.size
+    cm = cluster_of[member]
+    size = np.bincount(cm, minlength=n_cl).astype(np.int64)
+    ccost = open_cost[facility] + np.bincount(cm, weights=conn[member], minlength=n_cl)
+    cdummy = np.bincount(cm, weights=dummy_cost[member], minlength=n_cl).astype(np.float64)
+    csub = subject[facility]
+    scost = np.bincount(csub, weights=ccost, minlength=n_sub) + np.bincount(
+        subject[dummy], weights=dummy_cost[dummy], minlength=n_sub
+    )
+    return ClusterCosts(
+        conn, cluster_of, facility, csub, size, ccost.astype(np.float64), cdummy, scost
+    )
+
+
+def brute_force(
+    boxes,
+    cls,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    *,
+    init_phase: bool,
+    d_max: float,
+    likelihood: str = "d",
+    can_be_facility=None,
+    can_be_city=None,
+    allow_dummy: bool = True,
+    min_cluster_size: int = 2,
+) -> tuple[np.ndarray, float]:
+    """Exact optimum of one small subject (≤ 12 boxes; tests use ≤ 8) under the same objective
+    and constraints as :func:`solve_batch` (exclusivity, ``min_cluster_size`` with the dummy,
+    masks, no dummy). Dynamic programming over subsets: the lowest box of the remaining set is
+    either outside every cluster (dummy cost, or 0 if it cannot be a city) or in a cluster
+    ``B``, whose best facility is chosen exhaustively.
+
+    Returns ``(facility_of, cost)`` with local row indices (−1 dummy, −2 unassigned);
+    ``cost`` is eq. total_cost (inf if no feasible assignment exists).
+    """
+    boxes = np.asarray(boxes, np.float64)
+    n = boxes.shape[0]
+    if n > 12:
+        raise ValueError("brute_force is for at most 12 boxes")
+    cls = np.asarray(cls, np.int64)
+    oc = _as_float(open_cost, n, "open_cost")
+    cc = _as_float(conn_const, n, "conn_const")
+    s2 = _as_float(sigma2, n, "sigma2")
+    dc = _as_float(dummy_cost, n, "dummy_cost")
+    fac = _as_mask(can_be_facility, n, "can_be_facility")
+    city = _as_mask(can_be_city, n, "can_be_city")
+    min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
+    D = jaccard_distance(boxes[:, None, :], boxes[None, :, :])
+    if init_phase:
+        C = np.where(D <= d_max, 0.0, np.inf)
+    else:
+        C = cc[None, :] + neg_log_distance_likelihood(D, s2[None, :], likelihood)
+    C = np.where(city[None, :], C, np.inf)  # C[f, b]: b as a city of f
+    self_cost = np.where(init_phase, 0.0, cc + neg_log_distance_likelihood(0.0, s2, likelihood))
+    outside = np.where(city, dc if allow_dummy else np.inf, 0.0)
+
+    full = (1 << n) - 1
+    block_cost = np.full(full + 1, np.inf)
+    block_fac = np.full(full + 1, -1, np.int64)
+    for mask in range(1, full + 1):
+        members = [b for b in range(n) if mask >> b & 1]
+        if len(members) < min_eff:
+            continue
+        if len(set(cls[members].tolist())) != len(members):
+            continue
+        for f in members:
+            if not fac[f]:
+                continue
+            c = oc[f] + self_cost[f] + sum(C[f, b] for b in members if b != f)
+            if c < block_cost[mask]:
+                block_cost[mask] = c
+                block_fac[mask] = f
+    best = np.full(full + 1, np.inf)
+    choice = np.zeros(full + 1, np.int64)
+    best[0] = 0.0
+    for mask in range(1, full + 1):
+        low = (mask & -mask).bit_length() - 1
+        rest = mask & ~(1 << low)
+        v = outside[low] + best[rest]
+        ch = 0  # 0 = outside
+        sub = rest
+        while True:
+            blk = sub | (1 << low)
+            c = block_cost[blk] + best[mask & ~blk]
+            if c < v:
+                v, ch = c, blk
+            if sub == 0:
+                break
+            sub = (sub - 1) & rest
+        best[mask] = v
+        choice[mask] = ch
+    facility_of = np.full(n, UNASSIGNED, np.int64)
+    mask = full
+    if not np.isfinite(best[full]):
+        return facility_of, float("inf")
+    while mask:
+        low = (mask & -mask).bit_length() - 1
+        blk = int(choice[mask])
+        if blk == 0:
+            facility_of[low] = DUMMY if (city[low] and allow_dummy) else UNASSIGNED
+            mask &= ~(1 << low)
+        else:
+            f = int(block_fac[blk])
+            for b in range(n):
+                if blk >> b & 1:
+                    facility_of[b] = f
+            mask &= ~blk
+    return facility_of, float(best[full])

@@ -1,0 +1,397 @@
+"""Headline numbers of the run in the paper's terms (§6, issue 4 item 5).
+
+One long table (``results/headline.csv``), one row per number:
+
+``section, quantity, n, subset, value, paper, note``
+
+- ``dataset``: subjects, annotations (classifications), clicks, volunteers of
+  the full extracted dataset Z (paper §6: 85,286 subjects, 1,739,259
+  annotations, 3,561,454 clicks, 20,999 volunteers);
+- ``labels``: clumps and galaxies with ≥ 1 clump at the reference n (paper:
+  128,100 clumps in 44,126 galaxies, from Z), and the volunteer activity
+  (median subjects per volunteer, fraction under 10);
+- ``per_n``: for each subsample Z̃_n the median clump p_fp and p_σ, and the
+  fractions of subjects retired / retired_empty / stale / unretired (SPEC 20);
+- ``experts``: per n and subset (all, normal) the optimal threshold, optimal C
+  and P, max C, max P and C, P at p* = 1 against the expert clicks (§6.3);
+- ``truth``: the same against the simulated true clumps, plus the expected
+  calibration error (ECE) of p_fp, which the paper could not measure;
+- ``baseline``: fractions of subjects where our framework finds more / as
+  many / fewer clumps than MeanShift (appendix).
+
+``paper`` holds the value the paper quotes for the same quantity where it
+quotes one (text, e.g. "≈0.04"), so the table doubles as the agreement check.
+Empty ``n`` / ``subset`` mean "not per n" / "not per subset".
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import logging
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from clumpscout.errors import InputError
+from clumpscout.io import write_csv, write_text
+
+log = logging.getLogger(__name__)
+
+COLUMNS = ["section", "quantity", "n", "subset", "value", "paper", "note"]
+STATUSES = ("retired", "retired_empty", "stale", "unretired")
+
+#: what the paper says (§6), by (quantity, n, subset); n / subset None = any
+PAPER: dict[tuple[str, int | None, str | None], str] = {
+    ("subjects", None, None): "85286",
+    ("annotations", None, None): "1739259",
+    ("clicks", None, None): "3561454",
+    ("volunteers", None, None): "20999",
+    ("galaxies_with_clumps", None, None): "44126",
+    ("clumps", None, None): "128100",
+    ("median_subjects_per_volunteer", None, None): "3",
+    ("fraction_volunteers_below_10_subjects", None, None): "≈0.95",
+    ("median_p_fp", 3, None): "≈0.04",
+    ("median_p_fp", 20, None): "≈5e-5",
+    ("median_p_sigma", 3, None): "≈0.05",
+    ("median_p_sigma", 20, None): "≈4e-4",
+    ("fraction_retired_any", None, None): ">0.9",
+    ("fraction_stale", None, None): "≈0.07–0.09",
+    ("fraction_unretired", 3, None): "0.009",
+    ("fraction_unretired", 20, None): "<0.001",
+    ("completeness_p1", 20, "normal"): "≈0.97",
+    ("purity_p1", 20, "normal"): "≈0.35",
+    ("fraction_ours_more", None, None): ">0.5 (majority)",
+}
+
+NOTES: dict[str, str] = {
+    "subjects": "distinct subjects with ≥ 1 classification",
+    "annotations": "distinct classifications (one volunteer inspecting one subject)",
+    "clicks": "clump clicks (rows with coordinates)",
+    "volunteers": "distinct volunteers (not-logged-in users by session name)",
+    "galaxies_with_clumps": "subjects with ≥ 1 label clump at the reference n",
+    "clumps": "label clumps at the reference n, any p_fp",
+    "true_clumps": "clumps in the simulated universe (truth)",
+    "galaxies_with_true_clumps": "simulated galaxies with ≥ 1 true clump",
+    "median_subjects_per_volunteer": "at the reference n (volunteers.parquet)",
+    "fraction_volunteers_below_10_subjects": "at the reference n",
+    "median_p_fp": "median clump p_fp (SPEC 17)",
+    "median_p_sigma": "median clump p_sigma (SPEC 18)",
+    "fraction_retired": "retired by the risk criterion (SPEC 20)",
+    "fraction_retired_empty": "retired with no clump click",
+    "fraction_retired_any": "retired + retired_empty (the paper's 'retired')",
+    "fraction_stale": "stale after the maximum number of cycles",
+    "fraction_unretired": "neither retired nor stale",
+    "opt_threshold": "p* maximising sqrt(C² + P²)",
+    "opt_completeness": "completeness at the optimal p*",
+    "opt_purity": "purity at the optimal p*",
+    "max_completeness": "largest completeness over p*",
+    "max_purity": "largest purity over p*",
+    "completeness_p1": "completeness at p* = 1 (every label)",
+    "purity_p1": "purity at p* = 1 (every label)",
+    "ece": "expected calibration error of p_fp against the truth",
+    "fraction_ours_more": "subjects where we find more clumps than MeanShift",
+    "fraction_equal": "subjects with as many clumps as MeanShift",
+    "fraction_meanshift_more": "subjects where MeanShift finds more clumps",
+}
+
+SUMMARY_QUANTITIES = (
+    "opt_threshold",
+    "opt_completeness",
+    "opt_purity",
+    "max_completeness",
+    "max_purity",
+    "completeness_p1",
+    "purity_p1",
+)
+
+
+def _row(section: str, quantity: str, value: Any, n: int | None = None, subset: str | None = None):
+    paper = ""
+    if section != "truth":  # the paper had no truth to compare with
+        keys = [(quantity, n, subset), (quantity, None, subset), (quantity, n, None)]
+        keys.append((quantity, None, None))
+        paper = next((PAPER[k] for k in keys if k in PAPER), "")
+    return {
+        "section": section,
+        "quantity": quantity,
+        "n": n,
+        "subset": subset,
+        "value": float(value) if value is not None and not pd.isna(value) else float("nan"),
+        "paper": paper,
+        "note": NOTES.get(quantity, ""),
+    }
+
+
+def dataset_counts(clicks: pd.DataFrame) -> dict[str, int]:
+    """Subjects, annotations, clicks and volunteers of the extracted dataset (contract 2).
+
+    A click is a row with coordinates; a classification that marked nothing has
+    one coordinate-less row, so it counts as an annotation but not as a click."""
+    for col in ("subject_id", "classification_id", "volunteer", "x"):
+        if col not in clicks.columns:
+            raise InputError(f"clicks table: missing column {col}")
+    return {
+        "subjects": int(clicks["subject_id"].nunique()),
+        "annotations": int(clicks["classification_id"].nunique()),
+        "clicks": int(clicks["x"].notna().sum()),
+        "volunteers": int(clicks["volunteer"].nunique()),
+    }
+
+
+def label_counts(labels: pd.DataFrame) -> dict[str, int]:
+    """Clumps and galaxies (subjects) with at least one clump in a label table."""
+    return {
+        "clumps": int(len(labels)),
+        "galaxies_with_clumps": int(labels["subject_id"].nunique()),
+    }
+
+
+def truth_counts(truth: pd.DataFrame) -> dict[str, int]:
+    """True clumps and galaxies with ≥ 1 true clump in the simulated universe."""
+    return {
+        "true_clumps": int(len(truth)),
+        "galaxies_with_true_clumps": int(truth["subject_id"].nunique()),
+    }
+
+
+def volunteer_activity(volunteers: pd.DataFrame) -> dict[str, float]:
+    """Median subjects per volunteer and the fraction with fewer than 10 (§6.4)."""
+    ns = volunteers["n_subjects"].to_numpy(float)
+    ns = ns[ns >= 1]
+    if ns.size == 0:
+        return {}
+    return {
+        "median_subjects_per_volunteer": float(np.median(ns)),
+        "fraction_volunteers_below_10_subjects": float((ns < 10).mean()),
+    }
+
+
+def per_n_numbers(labels: pd.DataFrame, subjects: pd.DataFrame) -> pd.DataFrame:
+    """Per n: median p_fp and p_σ of the clumps and the status fractions (SPEC 20).
+
+    ``labels`` and ``subjects`` are stacked over n (an ``n`` column)."""
+    ns = sorted(set(subjects["n"].unique()) | set(labels["n"].unique()))
+    med = labels.groupby("n")[["p_fp", "p_sigma"]].median()
+    counts = subjects.groupby("n")["status"].value_counts().unstack(fill_value=0)
+    counts = counts.reindex(index=ns, columns=list(STATUSES), fill_value=0)
+    total = subjects.groupby("n").size().reindex(ns, fill_value=0)
+    frac = counts.div(total.replace(0, np.nan), axis=0)
+    out = pd.DataFrame(index=pd.Index(ns, name="n"))
+    out["median_p_fp"] = med["p_fp"].reindex(ns)
+    out["median_p_sigma"] = med["p_sigma"].reindex(ns)
+    for s in STATUSES:
+        out[f"fraction_{s}"] = frac[s]
+    out["fraction_retired_any"] = frac["retired"] + frac["retired_empty"]
+    return out.reset_index()
+
+
+def summary_rows(summary: pd.DataFrame, section: str) -> list[dict]:
+    """Rows for a compare summary (clumpscout.compare columns: n, subset, opt_*, …, ece)."""
+    rows = []
+    quantities = [q for q in SUMMARY_QUANTITIES if q in summary.columns]
+    if "ece" in summary.columns:
+        quantities.append("ece")
+    if "method" in summary.columns:
+        summary = summary[summary["method"].isin(["clumpscout", "ours"])]
+    for r in summary.sort_values(["n", "subset"], kind="stable").itertuples(index=False):
+        for q in quantities:
+            rows.append(_row(section, q, getattr(r, q), int(r.n), str(r.subset)))
+    return rows
+
+
+def baseline_fractions(count_difference: pd.DataFrame) -> dict[str, float]:
+    """Fractions of subjects where ours − MeanShift is > 0, = 0, < 0 (appendix)."""
+    col = "diff_meanshift" if "diff_meanshift" in count_difference else "difference"
+    d = count_difference[col].dropna().to_numpy()
+    if d.size == 0:
+        return {}
+    return {
+        "fraction_ours_more": float((d > 0).mean()),
+        "fraction_equal": float((d == 0).mean()),
+        "fraction_meanshift_more": float((d < 0).mean()),
+    }
+
+
+def headline_table(
+    *,
+    clicks: pd.DataFrame,
+    labels: pd.DataFrame,
+    subjects: pd.DataFrame,
+    n_ref: int,
+    volunteers: pd.DataFrame | None = None,
+    experts_summary: pd.DataFrame | None = None,
+    truth_summary: pd.DataFrame | None = None,
+    truth: pd.DataFrame | None = None,
+    count_difference: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """The headline numbers as a long table (see the module docstring)."""
+    rows = [_row("dataset", q, v) for q, v in dataset_counts(clicks).items()]
+    ref = labels[labels["n"] == n_ref]
+    rows += [_row("labels", q, v, n_ref) for q, v in label_counts(ref).items()]
+    if volunteers is not None:
+        rows += [_row("labels", q, v, n_ref) for q, v in volunteer_activity(volunteers).items()]
+    if truth is not None:
+        rows += [_row("truth", q, v) for q, v in truth_counts(truth).items()]
+    per_n = per_n_numbers(labels, subjects)
+    for r in per_n.to_dict(orient="records"):
+        n = int(r.pop("n"))
+        rows += [_row("per_n", q, v, n) for q, v in r.items()]
+    if experts_summary is not None:
+        rows += summary_rows(experts_summary, "experts")
+    if truth_summary is not None:
+        rows += summary_rows(truth_summary, "truth")
+    if count_difference is not None:
+        rows += [_row("baseline", q, v) for q, v in baseline_fractions(count_difference).items()]
+    out = pd.DataFrame(rows, columns=COLUMNS)
+    out["n"] = out["n"].astype("Int64")
+    return out
+
+
+# ------------------------------------------------------------------ report rendering
+
+
+def _fmt(v: float) -> str:
+    if pd.isna(v):
+        return "–"
+    if float(v).is_integer() and abs(v) >= 1:
+        return f"{int(v):,}"
+    return f"{v:.3g}"
+
+
+def per_n_wide(table: pd.DataFrame) -> pd.DataFrame:
+    """Per-n rows as one row per n and one column per quantity (subset appended)."""
+    t = table[table["n"].notna() & table["section"].isin(["per_n", "experts", "truth"])].copy()
+    if t.empty:
+        return pd.DataFrame()
+    t["column"] = np.where(
+        t["subset"].notna(),
+        t["section"] + " " + t["quantity"] + " (" + t["subset"].fillna("") + ")",
+        t["quantity"],
+    )
+    order = list(dict.fromkeys(t["column"]))
+    return t.pivot_table(index="n", columns="column", values="value", aggfunc="first")[order]
+
+
+def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
+    """A self-contained HTML page: the global numbers and a per-n table."""
+    esc = html.escape
+    glob = table[table["n"].isna() | table["section"].isin(["labels"])]
+    parts = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{esc(title)}</title>",
+        "<style>body{font-family:sans-serif;font-size:13px}"
+        "table{border-collapse:collapse;margin-bottom:1.5em}"
+        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+        "th{background:#eee}td.l{text-align:left}</style></head><body>",
+        f"<h2>{esc(title)}</h2><table><tr><th>section</th><th>quantity</th><th>n</th>"
+        "<th>ours</th><th>paper</th><th>meaning</th></tr>",
+    ]
+    for r in glob.itertuples(index=False):
+        n = "" if pd.isna(r.n) else str(int(r.n))
+        parts.append(
+            f"<tr><td class='l'>{esc(r.section)}</td><td class='l'>{esc(r.quantity)}</td>"
+            f"<td>{n}</td><td>{_fmt(r.value)}</td><td>{esc(str(r.paper))}</td>"
+            f"<td class='l'>{esc(str(r.note))}</td></tr>"
+        )
+    parts.append("</table>")
+    wide = per_n_wide(table)
+    if not wide.empty:
+        parts.append("<h3>Per number of annotations per subject n</h3><table><tr><th>n</th>")
+        parts += [f"<th>{esc(c)}</th>" for c in wide.columns]
+        parts.append("</tr>")
+        for n, r in wide.iterrows():
+            parts.append(
+                f"<tr><th>{int(n)}</th>" + "".join(f"<td>{_fmt(v)}</td>" for v in r) + "</tr>"
+            )
+        parts.append("</table>")
+        quoted = table[(table["paper"] != "") & table["n"].notna()]
+        if len(quoted):
+            parts.append("<h3>Per-n values the paper quotes</h3><table><tr><th>quantity</th>")
+            parts.append("<th>n</th><th>subset</th><th>ours</th><th>paper</th></tr>")
+            for r in quoted.itertuples(index=False):
+                sub = "" if pd.isna(r.subset) else esc(str(r.subset))
+                parts.append(
+                    f"<tr><td class='l'>{esc(r.section)} {esc(r.quantity)}</td><td>{int(r.n)}</td>"
+                    f"<td>{sub}</td><td>{_fmt(r.value)}</td><td>{esc(str(r.paper))}</td></tr>"
+                )
+            parts.append("</table>")
+    parts.append("</body></html>\n")
+    return "\n".join(parts)
+
+
+# ------------------------------------------------------------------ files
+
+
+def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = None):
+    if not path:
+        return None
+    from clumpscout.figures import read_table
+
+    return read_table(path, columns or [], what, None)
+
+
+def build(
+    inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
+) -> pd.DataFrame:
+    """Read the workflow files, compute the table, write CSV (+ HTML)."""
+    from clumpscout.figures import _n_ref, read_stacked, read_table
+
+    ns = [int(n) for n in params["ns"]]
+    n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))
+    clicks = read_table(
+        inputs["clicks"], ["subject_id", "classification_id", "volunteer", "x"], "clicks", []
+    )
+    labels = read_stacked(inputs["labels"], ns, ["subject_id", "p_fp", "p_sigma"], "labels")
+    subjects = read_stacked(inputs["subjects"], ns, ["subject_id", "status"], "subjects")
+    table = headline_table(
+        clicks=clicks,
+        labels=labels,
+        subjects=subjects,
+        n_ref=n_ref,
+        volunteers=_read(inputs.get("volunteers"), "volunteers", ["n_subjects"]),
+        experts_summary=_read(inputs.get("experts_summary"), "experts summary", ["n", "subset"]),
+        truth_summary=_read(inputs.get("truth_summary"), "truth summary", ["n", "subset"]),
+        truth=_read(inputs.get("truth"), "truth clumps", ["subject_id"]),
+        count_difference=_read(inputs.get("count_difference"), "count difference", ["subject_id"]),
+    )
+    write_csv(table, out_csv)
+    if out_html:
+        write_text(to_html(table), out_html)
+    log.info("%d headline numbers written to %s", len(table), out_csv)
+    return table
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--results", required=True, help="results folder of a workflow run")
+    parser.add_argument("--n", type=int, nargs="+", required=True, help="subsample sizes n")
+    parser.add_argument("--n-ref", type=int, default=None, help="reference n (default: largest)")
+    parser.add_argument("--out", required=True, help="headline CSV")
+    parser.add_argument("--html", default=None, help="also write this HTML table")
+
+
+def run(args: argparse.Namespace) -> int:
+    res = Path(args.results)
+    ns = sorted(args.n)
+    n_ref = args.n_ref if args.n_ref in ns else ns[-1]
+
+    def opt(p: Path):
+        return p if p.exists() else None
+
+    inputs = {
+        "clicks": res / "clicks" / "clicks.parquet",
+        "labels": [res / "aggregate" / f"n{n}" / "labels.parquet" for n in ns],
+        "subjects": [res / "aggregate" / f"n{n}" / "subjects.parquet" for n in ns],
+        "volunteers": opt(res / "aggregate" / f"n{n_ref}" / "volunteers.parquet"),
+        "experts_summary": opt(res / "compare" / "experts_summary.csv"),
+        "truth_summary": opt(res / "compare" / "truth_summary.csv"),
+        "truth": opt(res / "universe" / "truth_clumps.csv"),
+        "count_difference": opt(res / "baseline" / "count_difference.csv"),
+    }
+    if not inputs["clicks"].exists():
+        raise InputError("clicks table not found", path=inputs["clicks"])
+    build(inputs, args.out, args.html, {"ns": ns, "figures": {"n_ref": n_ref}})
+    return 0

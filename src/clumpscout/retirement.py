@@ -1,0 +1,112 @@
+"""The working batch and subject retirement (paper §5.1 and §5.8; SPEC 20-21).
+
+* Before batching: a subject that ≥ ``min_volunteers_empty`` (5) volunteers saw
+  and none marked a clump retires as empty without entering the batch; a
+  subject enters the batch once ≥ ``min_volunteers_batch`` (3) volunteers saw it
+  and ≥ 1 clump was marked (§5.1, SPEC 20). Others wait (status ``unretired``).
+* The working batch (SPEC 21): the subjects left over from the last cycle plus
+  new subjects, added in blocks (one subject's classifications at a time, in
+  arrival order) until the batch holds at least ``min_batch_classifications``
+  classifications; 0 puts every eligible subject in one batch.
+* After a cycle (:func:`retire_mask`): retire when ``R_i < τ`` and
+  ``N_fp < N_fp,max`` and ``N_fn < N_fn,max`` and ``N_σ < N_σ,max`` (SPEC 20).
+  Subjects processed in ``max_cycles`` cycles without retiring are stale:
+  flagged for experts; their annotations update volunteer skills only if
+  ``stale_updates_skills``. The rest stay for the next cycle, their
+  difficulties and clusters re-initialised.
+* Volunteer skills are cached at the start of each cycle; afterwards the cache
+  is updated with the counts of the subjects that retired in it only
+  (:class:`SkillCache`), so no annotation updates a skill twice.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from clumpscout.skills import SkillCounts
+
+#: subject status codes (contract 5: status column)
+RETIRED, RETIRED_EMPTY, STALE, UNRETIRED = 0, 1, 2, 3
+STATUS_NAMES = np.array(["retired", "retired_empty", "stale", "unretired"], dtype=object)
+
+
+def pre_batch_status(
+    n_volunteers: np.ndarray,
+    n_boxes: np.ndarray,
+    min_volunteers_empty: int,
+    min_volunteers_batch: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(retired_empty, eligible) masks per subject (§5.1, SPEC 20).
+
+    ``retired_empty``: ≥ min_volunteers_empty volunteers and no clump click;
+    ``eligible``: ≥ min_volunteers_batch volunteers and ≥ 1 clump click.
+    """
+    n_volunteers = np.asarray(n_volunteers)
+    n_boxes = np.asarray(n_boxes)
+    empty = (n_boxes == 0) & (n_volunteers >= min_volunteers_empty)
+    eligible = (n_boxes > 0) & (n_volunteers >= min_volunteers_batch)
+    return empty, eligible
+
+
+def retire_mask(n_fp, n_fn, n_sigma, risk, p) -> np.ndarray:
+    """``R_i < τ`` and every N below its maximum (§5.8, SPEC 20)."""
+    return (
+        (np.asarray(risk) < p.tau)
+        & (np.asarray(n_fp) < p.n_fp_max)
+        & (np.asarray(n_fn) < p.n_fn_max)
+        & (np.asarray(n_sigma) < p.n_sigma_max)
+    )
+
+
+def fill_batch(
+    leftovers: np.ndarray,
+    queue: np.ndarray,
+    start: int,
+    n_classifications: np.ndarray,
+    min_batch_classifications: int,
+) -> tuple[np.ndarray, int]:
+    """The next working batch: leftovers plus new subjects from ``queue[start:]`` (SPEC 21).
+
+    New subjects are added one block (subject) at a time until the batch holds
+    at least ``min_batch_classifications`` classifications; 0 adds the whole
+    queue. At least one new subject is added when there are no leftovers.
+    Returns (batch subjects, sorted; new queue position).
+    """
+    if min_batch_classifications <= 0:
+        stop = len(queue)
+    else:
+        have = int(np.sum(n_classifications[leftovers]))
+        need = min_batch_classifications - have
+        rest = queue[start:]
+        if need <= 0:
+            stop = start
+        else:
+            cum = np.cumsum(n_classifications[rest])
+            k = int(np.searchsorted(cum, need, side="left")) + 1  # first prefix reaching `need`
+            stop = start + min(k, len(rest))
+        if stop == start and len(leftovers) == 0 and start < len(queue):
+            stop = start + 1
+    batch = np.sort(np.concatenate([leftovers, queue[start:stop]]).astype(np.int64))
+    return batch, stop
+
+
+class SkillCache:
+    """Volunteer evidence carried between cycles (§5.8, SPEC 20).
+
+    ``counts`` holds the sufficient statistics of every subject that has
+    retired (plus stale ones if configured); a cycle estimates skills from
+    ``counts + batch counts`` and, when it ends, only the counts of the
+    subjects finalised in it are added (:meth:`commit`), i.e. the cached skills
+    are restored and re-updated from the retired subjects only.
+    """
+
+    def __init__(self, n_volunteers: int):
+        self.counts = SkillCounts.zeros(n_volunteers)
+        self.n_subjects = np.zeros(n_volunteers, dtype=np.int64)
+        self.version = 0
+
+    def commit(self, counts: SkillCounts, n_subjects: np.ndarray | None = None) -> None:
+        self.counts = self.counts + counts
+        if n_subjects is not None:
+            self.n_subjects += n_subjects.astype(np.int64)
+        self.version += 1

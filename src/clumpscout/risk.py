@@ -1,0 +1,284 @@
+"""Per-clump p_fp and p_σ, per-subject N_fp, N_fn, N_σ and risk (paper §5.7).
+
+* p_fp of a clump, SPEC 17 (eq. cluster_false_pos_prob, cluster_true_pos_prob):
+  ``p_fp,l = P_fp / (P_fp + P_tp)`` with
+  ``P_fp = Π_miss (1 − p_fn_j) · Π_mark p_fp_j`` and
+  ``P_tp = Π_miss p_fn_j · Π_mark (1 − p_fp_j)``, in log space.
+* p_σ of a clump, SPEC 18: ``σ²_l = 1 / Σ_k 1/σ²_ijk`` (inverse-variance sum of
+  its boxes' combined variances, eq. combined_variance) and
+  ``p_σ,l = 1 − erf(δ / sqrt(2 σ²_l))``.
+* N_fn, SPEC 19 (eq. est_num_fn, exp_num_fn): the constrained re-clustering
+  (:func:`constrained_masks`) gives ``N_fn,init = Σ_l' p_fn/(p_fn + p_tn)``,
+  ``p_fn = e^{−C_l'}``, ``p_tn = e^{−C^∅_l'}``; plus the batch-wide coincidence
+  term ``Σ_{b∈B*_i} p∩_b · e^{−C_f,i}`` (:func:`coincidence_scan`,
+  :func:`coincidence_term`).
+* risk, eq. risk_expression: ``R_i = α_fp N_fp + α_fn N_fn + α_σ N_σ``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from scipy import special
+
+from clumpscout.distance import jaccard_nb
+
+
+def clump_false_positive_prob(
+    *,
+    box_cluster: np.ndarray,
+    box_vol: np.ndarray,
+    cluster_subject: np.ndarray,
+    cls_subject: np.ndarray,
+    cls_vol: np.ndarray,
+    p_fp: np.ndarray,
+    p_fn: np.ndarray,
+) -> np.ndarray:
+    """Normalised false-positive probability of every label clump (SPEC 17).
+
+    ``V_mark,l``: the classifications with a box in clump l; ``V_miss,l``: the
+    other classifications of the subject (empty ones included). Products of
+    ~20 small numbers underflow, so the sums are taken in log space and
+    ``p_fp,l = expit(ln P_fp − ln P_tp)``.
+    """
+    n_clusters = len(cluster_subject)
+    n_subjects = int(cls_subject.max()) + 1 if len(cls_subject) else 0
+    n_subjects = max(n_subjects, int(cluster_subject.max()) + 1 if n_clusters else 0)
+    log_tn = np.log1p(-p_fn)  # ln(1 − p_fn): a correct omission
+    log_fn = np.log(p_fn)
+    # sums over every classification of the subject (mark + miss)
+    all_tn = np.bincount(cls_subject, weights=log_tn[cls_vol], minlength=n_subjects)
+    all_fn = np.bincount(cls_subject, weights=log_fn[cls_vol], minlength=n_subjects)
+    tp = box_cluster >= 0
+    cl = box_cluster[tp]
+    v = box_vol[tp]
+    mark_tn = np.bincount(cl, weights=log_tn[v], minlength=n_clusters)
+    mark_fn = np.bincount(cl, weights=log_fn[v], minlength=n_clusters)
+    mark_fp = np.bincount(cl, weights=np.log(p_fp[v]), minlength=n_clusters)
+    mark_tp = np.bincount(cl, weights=np.log1p(-p_fp[v]), minlength=n_clusters)
+    log_p_fp = all_tn[cluster_subject] - mark_tn + mark_fp
+    log_p_tp = all_fn[cluster_subject] - mark_fn + mark_tp
+    return special.expit(log_p_fp - log_p_tp)
+
+
+def clump_location_variance(box_cluster: np.ndarray, box_sigma2: np.ndarray, n_clusters: int):
+    """``σ²_l = 1 / Σ_{k∈Z_l} 1/σ²_ijk`` (SPEC 18; the inverse-variance sum)."""
+    tp = box_cluster >= 0
+    prec = np.bincount(box_cluster[tp], weights=1.0 / box_sigma2[tp], minlength=n_clusters)
+    with np.errstate(divide="ignore"):
+        return 1.0 / prec
+
+
+def clump_sigma_prob(sigma2_l: np.ndarray, delta: float) -> np.ndarray:
+    """``p_σ,l = 1 − erf(δ / sqrt(2 σ²_l))``: P(|d_l| > δ) for d_l ~ N(0, σ²_l) (SPEC 18)."""
+    return special.erfc(delta / np.sqrt(2.0 * np.asarray(sigma2_l, dtype=np.float64)))
+
+
+def subject_risk(n_fp, n_fn, n_sigma, alpha_fp: float, alpha_fn: float, alpha_sigma: float):
+    """``R_i = α_fp N_fp + α_fn N_fn + α_σ N_σ`` (eq. risk_expression)."""
+    return (
+        alpha_fp * np.asarray(n_fp)
+        + alpha_fn * np.asarray(n_fn)
+        + alpha_sigma * np.asarray(n_sigma)
+    )
+
+
+# --------------------------------------------------------------- N_fn (SPEC 19)
+
+
+def constrained_masks(box_cluster: np.ndarray, is_facility: np.ndarray):
+    """The three constraints of the N_fn re-clustering (§5.7, SPEC 19).
+
+    1. boxes of true-positive clusters (facilities and cities) are not cities;
+    2. only boxes that were not facilities may become facilities;
+    3. there is no dummy facility (the caller passes ``allow_dummy=False``).
+
+    Returns ``(can_be_facility, can_be_city)``; the cities are exactly the
+    boxes that were on the dummy facility.
+    """
+    can_be_city = box_cluster < 0
+    can_be_facility = ~is_facility
+    return can_be_facility, can_be_city
+
+
+def expected_missed_init(cost_cluster, cost_dummy, cluster_subject, n_subjects: int):
+    """``N_fn,init,i = Σ_l' p_fn/(p_fn + p_tn)`` with p = e^{−C} (eq. est_num_fn).
+
+    ``p_fn/(p_fn + p_tn) = expit(C^∅_l' − C_l')``, stable for any cost size.
+    """
+    p = special.expit(np.asarray(cost_dummy) - np.asarray(cost_cluster))
+    return np.bincount(cluster_subject, weights=p, minlength=n_subjects)
+
+
+def _grid(boxes: np.ndarray):
+    """Cell size (the largest box side) and origin for the coincidence grid."""
+    side = max(float(np.max(boxes[:, 2] - boxes[:, 0])), float(np.max(boxes[:, 3] - boxes[:, 1])))
+    side = max(side, 1e-9)
+    cx = 0.5 * (boxes[:, 0] + boxes[:, 2])
+    cy = 0.5 * (boxes[:, 1] + boxes[:, 3])
+    return side, float(cx.min()) - side, float(cy.min()) - side, cx, cy
+
+
+@numba.njit(cache=True)
+def _scan(boxes, order, cx, cy, x0, y0, cell, nx, ny, d_max):
+    n = order.shape[0]
+    head = np.full(nx * ny, -1, np.int64)
+    nxt = np.empty(n, np.int64)
+    kept = np.empty(n, np.int64)  # retained box (index into boxes), in retention order
+    count = np.zeros(n, np.int64)
+    r = 0
+    for t in range(n):
+        b = order[t]
+        gx = int((cx[b] - x0) / cell)
+        gy = int((cy[b] - y0) / cell)
+        best = -1
+        for ix in range(max(gx - 1, 0), min(gx + 2, nx)):
+            for iy in range(max(gy - 1, 0), min(gy + 2, ny)):
+                q = head[ix * ny + iy]
+                while q >= 0:
+                    if best < 0 or q < best:
+                        k = kept[q]
+                        d = jaccard_nb(
+                            boxes[b, 0],
+                            boxes[b, 1],
+                            boxes[b, 2],
+                            boxes[b, 3],
+                            boxes[k, 0],
+                            boxes[k, 1],
+                            boxes[k, 2],
+                            boxes[k, 3],
+                        )
+                        if d < d_max:
+                            best = q
+                    q = nxt[q]
+        if best >= 0:
+            count[best] += 1
+        else:
+            kept[r] = b
+            c = gx * ny + gy
+            nxt[r] = head[c]
+            head[c] = r
+            r += 1
+    return kept[:r].copy(), count[:r].copy()
+
+
+def coincidence_scan(boxes: np.ndarray, d_max: float, seed) -> tuple[np.ndarray, np.ndarray]:
+    """The batch-wide coincidence scan of §5.7 (SPEC 19), with grid hashing.
+
+    The working batch's boxes (normalised coordinates, all subjects together)
+    are shuffled with ``seed`` and processed in that order: a box that coincides
+    (Jaccard distance < d_max) with an already retained box increments that
+    box's count and is dropped (of several, the earliest retained one); a box
+    that coincides with none is retained. Two boxes can only coincide if they
+    overlap, so only retained boxes in the 3×3 neighbouring cells of a grid with
+    the largest box side as cell size are checked.
+
+    Returns ``(retained, n_cap)``: indices into ``boxes`` of the retained set
+    B∩ (in retention order) and their coincidence counts n∩.
+    """
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
+    n = len(boxes)
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.random.default_rng(seed).permutation(n).astype(np.int64)
+    cell, x0, y0, cx, cy = _grid(boxes)
+    nx = int((cx.max() - x0) / cell) + 2
+    ny = int((cy.max() - y0) / cell) + 2
+    return _scan(boxes, order, cx, cy, x0, y0, cell, nx, ny, float(d_max))
+
+
+@numba.njit(cache=True)
+def _coincident_sums(
+    label_off, labels, lcx, lcy, ret, rcx, rcy, p_cap, x0, y0, cell, nx, ny, d_max
+):
+    n_ret = ret.shape[0]
+    head = np.full(nx * ny, -1, np.int64)
+    nxt = np.empty(n_ret, np.int64)
+    for r in range(n_ret):
+        gx = min(max(int((rcx[r] - x0) / cell), 0), nx - 1)
+        gy = min(max(int((rcy[r] - y0) / cell), 0), ny - 1)
+        c = gx * ny + gy
+        nxt[r] = head[c]
+        head[c] = r
+    n_subj = label_off.shape[0] - 1
+    out = np.zeros(n_subj, np.float64)
+    stamp = np.full(n_ret, -1, np.int64)
+    for i in range(n_subj):
+        for lab in range(label_off[i], label_off[i + 1]):
+            gx = int((lcx[lab] - x0) / cell)
+            gy = int((lcy[lab] - y0) / cell)
+            for ix in range(max(gx - 1, 0), min(gx + 2, nx)):
+                for iy in range(max(gy - 1, 0), min(gy + 2, ny)):
+                    q = head[ix * ny + iy]
+                    while q >= 0:
+                        if stamp[q] != i:
+                            d = jaccard_nb(
+                                labels[lab, 0],
+                                labels[lab, 1],
+                                labels[lab, 2],
+                                labels[lab, 3],
+                                ret[q, 0],
+                                ret[q, 1],
+                                ret[q, 2],
+                                ret[q, 3],
+                            )
+                            if d < d_max:
+                                stamp[q] = i
+                                out[i] += p_cap[q]
+                        q = nxt[q]
+    return out
+
+
+def coincidence_term(
+    retained_boxes: np.ndarray,
+    n_cap: np.ndarray,
+    n_annotations: int,
+    label_off: np.ndarray,
+    labels: np.ndarray,
+    log_open_cost: np.ndarray,
+    d_max: float,
+) -> np.ndarray:
+    """Second term of eq. exp_num_fn for every subject of the batch (SPEC 19).
+
+    ``p∩_b = n∩_b / n_z`` (n_z: annotations, i.e. classifications, in the
+    batch); B*_i are the retained boxes that coincide with none of subject i's
+    label boxes (all of B∩ for a subject without labels); the term is
+    ``e^{−C_f,i} · Σ_{b∈B*_i} p∩_b`` with ``C_f,i = −Σ_{j∈V_i} ln p_fn_j``
+    (eq. fac_cost: the probability that every volunteer of the subject missed it).
+
+    ``label_off`` (S+1) indexes ``labels`` (normalised label boxes sorted by subject);
+    ``log_open_cost`` is C_f,i per subject.
+    """
+    n_subj = len(label_off) - 1
+    if len(retained_boxes) == 0 or n_annotations == 0:
+        return np.zeros(n_subj)
+    p_cap = np.asarray(n_cap, dtype=np.float64) / float(n_annotations)
+    total = float(p_cap.sum())
+    if len(labels):
+        allb = np.concatenate([retained_boxes, labels])
+        cell, x0, y0, _, _ = _grid(allb)
+        rcx = 0.5 * (retained_boxes[:, 0] + retained_boxes[:, 2])
+        rcy = 0.5 * (retained_boxes[:, 1] + retained_boxes[:, 3])
+        lcx = 0.5 * (labels[:, 0] + labels[:, 2])
+        lcy = 0.5 * (labels[:, 1] + labels[:, 3])
+        nx = int((max(rcx.max(), lcx.max()) - x0) / cell) + 2
+        ny = int((max(rcy.max(), lcy.max()) - y0) / cell) + 2
+        coincident = _coincident_sums(
+            np.asarray(label_off, np.int64),
+            np.ascontiguousarray(labels, np.float64),
+            lcx,
+            lcy,
+            np.ascontiguousarray(retained_boxes, np.float64),
+            rcx,
+            rcy,
+            p_cap,
+            x0,
+            y0,
+            cell,
+            nx,
+            ny,
+            float(d_max),
+        )
+    else:
+        coincident = np.zeros(n_subj)
+    return np.exp(-np.asarray(log_open_cost)) * np.maximum(total - coincident, 0.0)

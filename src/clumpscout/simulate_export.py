@@ -1,0 +1,318 @@
+"""Write a simulated Clump Scout universe as Zooniverse export CSVs.
+
+The classification export has the columns of a real Zooniverse export
+(classification_id, user_name, user_id, user_ip, workflow_id, workflow_name,
+workflow_version, created_at, gold_standard, expert, metadata, annotations,
+subject_data, subject_ids) and the JSON shapes of a real one (cf. the Penguin
+Watch export in ../shared): ``annotations`` is a list of
+``{"task", "task_label", "value": [{"x", "y", "tool", "frame", "details",
+"tool_label"}, ...]}``, one entry per task (T0 bulge, T1 clumps; a task with no
+mark has ``"value": []``); ``metadata`` holds session, viewport, started_at,
+user_agent, utc_offset, finished_at, live_project, user_language and
+``subject_dimensions`` (naturalWidth = naturalHeight = 400); ``subject_data`` is
+``{"<subject_id>": {"retired": {...} | null, <subject metadata>}}``.
+Timestamps: created_at ``YYYY-MM-DD HH:MM:SS UTC``, JSON times ISO 8601 with
+milliseconds and ``Z``. user_id is empty for volunteers who are not logged in.
+
+Click coordinates are written with two decimals. The JSON strings are built
+with templates (every value is a number, a fixed label or a hex string, so no
+escaping is needed) and the CSV is written in chunks, so memory stays bounded
+at paper scale. Project, subject-set and user ids and image URLs are made up.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from clumpscout.io import atomic_path
+
+WORKFLOW_ID = 11803
+WORKFLOW_NAME = "Clump Scout"
+WORKFLOW_VERSION = "64.136"
+PROJECT_ID = 11753  # made up
+SUBJECT_SET_IDS = (81001, 81002, 81003)  # one per sample; made up
+T0_LABEL = "Click on the centre of the galaxy's central bulge, if you can see one."
+T1_LABEL = "Mark every clump you can see in the galaxy. Use the unusual tool for odd-looking ones."
+TOOL_LABELS = {("T0", 0): "Bulge", ("T1", 0): "Normal clump", ("T1", 1): "Unusual clump"}
+
+CLASSIFICATION_COLUMNS = (
+    "classification_id",
+    "user_name",
+    "user_id",
+    "user_ip",
+    "workflow_id",
+    "workflow_name",
+    "workflow_version",
+    "created_at",
+    "gold_standard",
+    "expert",
+    "metadata",
+    "annotations",
+    "subject_data",
+    "subject_ids",
+)
+SUBJECT_COLUMNS = (
+    "subject_id",
+    "project_id",
+    "workflow_id",
+    "subject_set_id",
+    "metadata",
+    "locations",
+    "classifications_count",
+    "retired_at",
+    "retirement_reason",
+    "created_at",
+    "updated_at",
+)
+
+USER_AGENTS = (
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/78.0.3904.97 Safari/537.36",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:70.0) Gecko/20100101 Firefox/70.0",
+    "Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_1) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/13.0.3 Safari/605.1.15",
+    "Mozilla/5.0 (X11; Linux x86_64; rv:70.0) Gecko/20100101 Firefox/70.0",
+    "Mozilla/5.0 (iPad; CPU OS 13_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) "
+    "Version/13.0.3 Mobile/15E148 Safari/604.1",
+    "Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:70.0) Gecko/20100101 Firefox/70.0",
+)
+VIEWPORTS = ((1920, 969), (1440, 789), (1366, 657), (2560, 1329), (1280, 689), (1024, 1292))
+UTC_OFFSETS = ("0", "-3600", "-7200", "18000", "21600", "25200", "28800", "-19800", "-36000")
+CHUNK = 100_000
+
+
+def format_times(seconds: np.ndarray, start: pd.Timestamp) -> tuple[list[str], list[str]]:
+    """(created_at strings, ISO-with-ms strings) for times in seconds since ``start``."""
+    t0 = np.datetime64(start.tz_localize(None) if start.tzinfo else start, "ms")
+    ms = t0 + np.round(np.asarray(seconds, dtype=float) * 1000.0).astype("timedelta64[ms]")
+    iso = np.datetime_as_string(ms, unit="ms").tolist()
+    created = [f"{s[:10]} {s[11:19]} UTC" for s in iso]
+    return created, [s + "Z" for s in iso]
+
+
+def _esc(s: str) -> str:
+    """``s`` with CSV quoting applied to its double quotes (RFC 4180: doubled)."""
+    return s.replace('"', '""')
+
+
+def click_items(task: np.ndarray, x: np.ndarray, y: np.ndarray, tool: np.ndarray) -> list[str]:
+    """One ``{"x", "y", "tool", "frame", "details", "tool_label"}`` object per click,
+    already CSV-escaped (built from an escaped template: no per-row escaping)."""
+    labels = np.where(
+        task == 0,
+        TOOL_LABELS[("T0", 0)],
+        np.where(tool == 1, TOOL_LABELS[("T1", 1)], TOOL_LABELS[("T1", 0)]),
+    ).tolist()
+    return [
+        f'{{""x"":{xx:.2f},""y"":{yy:.2f},""tool"":{tt},""frame"":0,""details"":[],'
+        f'""tool_label"":""{lab}""}}'
+        for xx, yy, tt, lab in zip(
+            x.tolist(), y.tolist(), tool.astype(np.int64).tolist(), labels, strict=True
+        )
+    ]
+
+
+def annotations_fields(n_cls: int, cls: np.ndarray, task: np.ndarray, items: list[str]) -> list[str]:
+    """The ``annotations`` CSV field of each classification: T0 then T1, each with
+    its clicks (possibly none). ``cls``/``task`` are sorted by classification,
+    then task, then click order; ``items`` come from :func:`click_items`."""
+    key = cls.astype(np.int64) * 2 + task.astype(np.int64)
+    b = np.searchsorted(key, np.arange(2 * n_cls + 1)).tolist()
+    head0 = '"' + _esc(f'[{{"task":"T0","task_label":"{T0_LABEL}","value":[')
+    head1 = _esc(f']}},{{"task":"T1","task_label":"{T1_LABEL}","value":[')
+    tail = ']}]"'
+    return [
+        head0
+        + ",".join(items[b[2 * c] : b[2 * c + 1]])
+        + head1
+        + ",".join(items[b[2 * c + 1] : b[2 * c + 2]])
+        + tail
+        for c in range(n_cls)
+    ]
+
+
+def volunteer_strings(n: int, rng: np.random.Generator) -> dict[str, list[str]]:
+    """Per-volunteer browser details: the fixed parts of the metadata JSON (CSV-escaped)."""
+    ua = rng.integers(0, len(USER_AGENTS), n)
+    vp = rng.integers(0, len(VIEWPORTS), n)
+    off = rng.integers(0, len(UTC_OFFSETS), n)
+    out_vp, out_mid, out_dims = [], [], []
+    for a, v, o in zip(ua.tolist(), vp.tolist(), off.tolist(), strict=True):
+        w, h = VIEWPORTS[v]
+        cw = min(int(0.45 * w), 700)
+        out_vp.append(_esc(f'{{"width":{w},"height":{h}}}'))
+        out_mid.append(_esc(f'"user_agent":"{USER_AGENTS[a]}","utc_offset":"{UTC_OFFSETS[o]}"'))
+        out_dims.append(
+            _esc(
+                f'[{{"clientWidth":{cw},"clientHeight":{cw},"naturalWidth":400,'
+                '"naturalHeight":400}]'
+            )
+        )
+    return {"viewport": out_vp, "mid": out_mid, "dims": out_dims}
+
+
+def hex_strings(n: int, nbytes: int, rng: np.random.Generator) -> list[str]:
+    """``n`` random hex strings of ``2 nbytes`` characters."""
+    h = rng.bytes(n * nbytes).hex()
+    w = 2 * nbytes
+    return [h[i * w : (i + 1) * w] for i in range(n)]
+
+
+def subject_json(subjects: pd.DataFrame, start: pd.Timestamp) -> tuple[list[str], list[str]]:
+    """(subject metadata JSON, subject_data JSON) per subject.
+
+    ``subjects`` needs subject_id, ra, dec, sample, retired (bool), n_classified,
+    created_s, updated_s, retired_s (seconds since ``start``).
+    """
+    _, created = format_times(subjects["created_s"].to_numpy(), start)
+    _, updated = format_times(subjects["updated_s"].to_numpy(), start)
+    _, retired = format_times(subjects["retired_s"].fillna(0.0).to_numpy(), start)
+    meta, data = [], []
+    rows = zip(
+        subjects["subject_id"].tolist(),
+        subjects["ra"].tolist(),
+        subjects["dec"].tolist(),
+        subjects["sample"].tolist(),
+        subjects["retired"].tolist(),
+        subjects["n_classified"].tolist(),
+        subjects["retirement_id"].tolist(),
+        created,
+        updated,
+        retired,
+        strict=True,
+    )
+    for sid, ra, dec, sample, is_ret, ncl, rid, cr, up, rt in rows:
+        m = (
+            f'{{"ra":{ra:.6f},"dec":{dec:.6f},"image_width":400,"image_height":400,'
+            f'"#sample":"{sample}","#filename":"{sid}.png"}}'
+        )
+        meta.append(m)
+        if is_ret:
+            ret = (
+                f'{{"id":{rid},"workflow_id":{WORKFLOW_ID},"classifications_count":{ncl},'
+                f'"created_at":"{cr}","updated_at":"{up}","retired_at":"{rt}",'
+                f'"subject_id":{sid},"retirement_reason":"classification_count"}}'
+            )
+        else:
+            ret = "null"
+        data.append(f'{{"{sid}":{{"retired":{ret},{m[1:]}}}')
+    return meta, data
+
+
+def write_classifications(
+    path: str | os.PathLike,
+    table: pd.DataFrame,
+    clicks: pd.DataFrame,
+    vol_names: Sequence[str],
+    vol_ids: Sequence[str],
+    vol_ips: Sequence[str],
+    vol_meta: dict[str, list[str]],
+    vol_logged_in: np.ndarray,
+    session_hex: Sequence[str],
+    subject_data: Sequence[str],
+    subject_ids: np.ndarray,
+    start: pd.Timestamp,
+    expert: bool = False,
+) -> None:
+    """Write a classification export.
+
+    ``table``: one row per classification in output order with classification_id,
+    vol (volunteer index), gal (subject index), t_end, t_start (seconds since
+    ``start``), session (index into ``session_hex``). ``clicks``: cls (row of
+    ``table``), task (0/1), x, y, tool; sorted by cls, task, click order.
+    """
+    n = len(table)
+    cls = clicks["cls"].to_numpy()
+    task = clicks["task"].to_numpy()
+    cptr = np.searchsorted(cls, np.arange(n + 1))
+    exp = "expert" if expert else ""
+    # the fixed leading fields of each volunteer, and each subject's data, CSV-quoted once
+    vprefix = [
+        f"{nm},{uid},{ip},{WORKFLOW_ID},{WORKFLOW_NAME},{WORKFLOW_VERSION},"
+        for nm, uid, ip in zip(vol_names, vol_ids, vol_ips, strict=True)
+    ]
+    vgroups = ['""user_group_ids"":[],' if li else "" for li in np.asarray(vol_logged_in).tolist()]
+    sdata = [_csv_quote(d) for d in subject_data]
+    sids = subject_ids.tolist()
+    vp, mid, dims = vol_meta["viewport"], vol_meta["mid"], vol_meta["dims"]
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        fh.write(",".join(CLASSIFICATION_COLUMNS) + "\n")
+        for c0 in range(0, n, CHUNK):
+            c1 = min(n, c0 + CHUNK)
+            part = table.iloc[c0:c1]
+            a, b = int(cptr[c0]), int(cptr[c1])
+            items = click_items(
+                task[a:b], clicks["x"].to_numpy()[a:b], clicks["y"].to_numpy()[a:b],
+                clicks["tool"].to_numpy()[a:b],
+            )  # fmt: skip
+            ann = annotations_fields(c1 - c0, cls[a:b] - c0, task[a:b], items)
+            created, fin = format_times(part["t_end"].to_numpy(), start)
+            _, started = format_times(part["t_start"].to_numpy(), start)
+            rows = zip(
+                part["classification_id"].to_numpy().tolist(),
+                part["vol"].to_numpy().tolist(),
+                part["gal"].to_numpy().tolist(),
+                part["session"].to_numpy().tolist(),
+                created,
+                started,
+                fin,
+                ann,
+                strict=True,
+            )
+            fh.write(
+                "".join(
+                    [
+                        f'{cid},{vprefix[v]}{cr},,{exp},"{{""session"":""{session_hex[s]}"",'
+                        f'""viewport"":{vp[v]},""started_at"":""{st}"",{mid[v]},'
+                        f'""finished_at"":""{fi}"",""live_project"":true,""user_language"":""en"",'
+                        f'{vgroups[v]}""subject_dimensions"":{dims[v]}}}",{an},{sdata[g]},{sids[g]}\n'
+                        for cid, v, g, s, cr, st, fi, an in rows
+                    ]
+                )
+            )
+
+
+def _csv_quote(s: str) -> str:
+    """A CSV field holding ``s`` (always quoted, inner quotes doubled: RFC 4180)."""
+    return '"' + s.replace('"', '""') + '"'
+
+
+def write_subjects_export(
+    path: str | os.PathLike,
+    subjects: pd.DataFrame,
+    meta: Sequence[str],
+    start: pd.Timestamp,
+) -> None:
+    """Write the subject export (one row per subject of the workflow)."""
+    created, _ = format_times(subjects["created_s"].to_numpy(), start)
+    updated, _ = format_times(subjects["updated_s"].to_numpy(), start)
+    retired, _ = format_times(subjects["retired_s"].fillna(0.0).to_numpy(), start)
+    is_ret = subjects["retired"].to_numpy(bool)
+    df = pd.DataFrame(
+        {
+            "subject_id": subjects["subject_id"].to_numpy(),
+            "project_id": PROJECT_ID,
+            "workflow_id": WORKFLOW_ID,
+            "subject_set_id": np.asarray(SUBJECT_SET_IDS)[subjects["_sample"].to_numpy()],
+            "metadata": list(meta),
+            "locations": [
+                f'{{"0":"https://example.org/clumpscout-sim/{sid}.png"}}'
+                for sid in subjects["subject_id"].tolist()
+            ],
+            "classifications_count": subjects["n_classified"].to_numpy(),
+            "retired_at": np.where(is_ret, np.asarray(retired, dtype=object), ""),
+            "retirement_reason": np.where(is_ret, "classification_count", ""),
+            "created_at": created,
+            "updated_at": updated,
+        },
+        columns=list(SUBJECT_COLUMNS),
+    )
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        writer = csv.writer(fh, lineterminator="\n")
+        writer.writerow(SUBJECT_COLUMNS)
+        writer.writerows(zip(*(df[c].tolist() for c in SUBJECT_COLUMNS), strict=True))

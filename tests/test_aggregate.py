@@ -1,0 +1,275 @@
+"""The aggregation engine end to end: contract 5, the obvious toy, invariances, CLI."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import fields
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO
+
+from clumpscout import cli
+from clumpscout.aggregate import Aggregator, Params, aggregate, prepare
+from clumpscout.errors import InputError
+
+SIDE = 20.0
+TRUE = np.array([[100.0, 120.0], [270.0, 290.0]])
+
+
+def _frame(rows):
+    df = pd.DataFrame(
+        rows, columns=["classification_id", "subject_id", "volunteer", "x", "y", "unusual"]
+    )
+    df["x1"], df["x2"] = df.x - SIDE / 2, df.x + SIDE / 2
+    df["y1"], df["y2"] = df.y - SIDE / 2, df.y + SIDE / 2
+    df["image_width"] = 400.0
+    df["image_height"] = 400.0
+    return df
+
+
+def obvious_toy(seed=0, n_subjects=4):
+    """Per subject: 10 volunteers; 8 of them mark both clumps (1.5 px scatter), the first one
+    marks clump 0 as unusual; volunteers 8 and 9 each click one random spot; volunteer 9
+    adds nothing else; volunteer 7 of subject 0 submits an empty classification."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    cid = 0
+    for s in range(n_subjects):
+        for v in range(10):
+            cid += 1
+            vol = f"vol{v:02d}"
+            if s == 0 and v == 7:
+                rows.append((cid, s, vol, np.nan, np.nan, False))
+                continue
+            if v < 8:
+                for k, c in enumerate(TRUE):
+                    x, y = c + rng.normal(0, 1.5, 2)
+                    rows.append((cid, s, vol, x, y, bool(v == 0 and k == 0)))
+            else:
+                x, y = rng.uniform(180, 380), rng.uniform(20, 200)
+                rows.append((cid, s, vol, x, y, False))
+    return _frame(rows)
+
+
+@pytest.fixture(scope="module")
+def toy():
+    return obvious_toy()
+
+
+@pytest.fixture(scope="module")
+def result(toy):
+    return Aggregator(Params(), seed=7).fit(toy)
+
+
+def test_params_match_config_yaml_and_schema():
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())["aggregate"]
+    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    keys = set(schema["properties"]["aggregate"]["properties"])
+    names = {f.name for f in fields(Params)}
+    assert set(cfg) == names == keys
+    assert Params.from_dict(cfg) == Params()
+
+
+def test_params_reject_unknown_and_bad_values():
+    with pytest.raises(InputError, match="no_such"):
+        Params.from_dict({"no_such": 1})
+    with pytest.raises(InputError, match="distance_likelihood"):
+        Params.from_dict({"distance_likelihood": "l1"})
+
+
+def test_obvious_toy_two_labels_near_the_truth(result):
+    lab = result.labels
+    assert set(lab.subject_id) == {0, 1, 2, 3}
+    for _, g in lab.groupby("subject_id"):
+        good = g[g.p_fp < 0.01]
+        assert len(good) == 2
+        for c in TRUE:
+            dist = np.hypot(good.x - c[0], good.y - c[1])
+            assert dist.min() < 3.0
+        assert (good.n_marks >= 7).all()
+    # the noise clicks are on the dummy (or in a label with a high p_fp)
+    a = result.assignments
+    noise = a[a.volunteer.isin(["vol08", "vol09"])]
+    on_good = noise.merge(
+        lab[lab.p_fp < 0.5], left_on=["subject_id", "cluster"], right_on=["subject_id", "clump"]
+    )
+    assert len(on_good) == 0
+    assert (result.subjects.status == "retired").all()
+    assert (result.subjects.n_clumps == 2).all()
+
+
+def test_noise_volunteers_get_worse_skills(result):
+    v = result.volunteers.set_index("volunteer")
+    assert v.loc["vol08", "p_fp"] > v.loc["vol01", "p_fp"]
+    assert v.loc["vol08", "p_fn"] > v.loc["vol01", "p_fn"]
+    assert v.loc["vol08", "n_fp"] == 4 and v.loc["vol01", "n_fp"] == 0
+    # vol07's empty classification of subject 0 is two misses and no box
+    assert v.loc["vol07", "n_fn"] == 2 and v.loc["vol07", "n_boxes"] == 6
+
+
+def test_contract_columns(result):
+    assert list(result.labels.columns[:12]) == [
+        "subject_id", "clump", "x1", "y1", "x2", "y2", "x", "y", "p_fp", "p_sigma", "n_marks",
+        "frac_unusual",
+    ]  # fmt: skip
+    assert list(result.subjects.columns[:9]) == [
+        "subject_id", "n_volunteers", "n_clumps", "n_fp", "n_fn", "n_sigma", "risk", "status",
+        "cycles",
+    ]  # fmt: skip
+    assert list(result.volunteers.columns[:9]) == [
+        "volunteer", "p_fp", "p_fn", "sigma2", "n_subjects", "n_boxes", "n_tp", "n_fp", "n_fn",
+    ]  # fmt: skip
+    lab = result.labels
+    assert (lab.x2 > lab.x1).all() and (lab.y2 > lab.y1).all()
+    assert lab.groupby("subject_id").clump.apply(lambda c: sorted(c) == list(range(len(c)))).all()
+    assert ((lab.p_fp >= 0) & (lab.p_fp <= 1) & (lab.p_sigma >= 0) & (lab.p_sigma <= 1)).all()
+    # frac_unusual: one of the eight marks of clump 0 is unusual
+    near0 = lab[np.hypot(lab.x - TRUE[0, 0], lab.y - TRUE[0, 1]) < 3]
+    np.testing.assert_allclose(near0.frac_unusual, 1 / near0.n_marks)
+    s = result.subjects
+    np.testing.assert_allclose(s.risk, s.n_fp + s.n_fn + 2 * s.n_sigma)
+    assert (s.n_volunteers == 10).all()
+
+
+def test_assignments_keep_every_row(toy, result):
+    a = result.assignments
+    assert len(a) == len(toy)
+    pd.testing.assert_frame_equal(a[toy.columns], toy.reset_index(drop=True))
+    assert (a.loc[a.x.isna(), "assignment"] == "empty").all()
+    assert a.loc[a.x.isna(), "cluster"].isna().all()
+    assert set(a.assignment) <= {"clump", "dummy", "empty", "not_aggregated"}
+    assert ((a.cluster == -1) == (a.assignment == "dummy")).all()
+
+
+def test_no_cluster_holds_two_boxes_of_one_annotation():
+    """SPEC 25, including a volunteer's accidental double click."""
+    toy = obvious_toy(seed=1)
+    dbl = toy[(toy.volunteer == "vol03") & toy.x.notna()].copy()
+    dbl["x"] += 0.5
+    dbl["x1"] += 0.5
+    dbl["x2"] += 0.5
+    df = pd.concat([toy, dbl], ignore_index=True)
+    r = aggregate(df, Params(), seed=0)
+    a = r.assignments
+    clumped = a[a.cluster >= 0]
+    assert not clumped.duplicated(["subject_id", "volunteer", "cluster"]).any()
+    # one box of each double click went to the dummy
+    assert (a.loc[a.volunteer == "vol03", "assignment"] == "dummy").sum() == len(dbl)
+
+
+def _canon(res):
+    lab = res.labels.sort_values(["subject_id", "clump"]).reset_index(drop=True)
+    sub = res.subjects.sort_values("subject_id").reset_index(drop=True)
+    vol = res.volunteers.sort_values("volunteer").reset_index(drop=True)
+    asg = res.assignments.sort_values(["classification_id", "x", "y"]).reset_index(drop=True)
+    return lab, sub, vol, asg
+
+
+def test_permutation_invariance(toy):
+    a = Aggregator(Params(), seed=3).fit(toy)
+    shuffled = toy.sample(frac=1.0, random_state=11).reset_index(drop=True)
+    b = Aggregator(Params(), seed=3).fit(shuffled)
+    for x, y in zip(_canon(a), _canon(b), strict=True):
+        pd.testing.assert_frame_equal(x, y)
+
+
+def test_determinism_same_bytes(toy, tmp_path):
+    digests = []
+    for k in range(2):
+        out = tmp_path / f"run{k}"
+        Aggregator(Params(min_batch_classifications=15), seed=5).fit(toy).write(out)
+        digests.append(
+            {
+                f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+                for f in sorted(out.iterdir())
+                if f.name != "report.json"
+            }
+        )
+    assert digests[0] == digests[1]
+    assert set(digests[0]) == {
+        "labels.parquet",
+        "subjects.parquet",
+        "volunteers.parquet",
+        "assignments.parquet",
+        "clumps.ecsv",
+    }
+
+
+def test_clumps_ecsv_units_and_meta(result, tmp_path):
+    from astropy.table import Table
+
+    result.write(tmp_path)
+    t = Table.read(tmp_path / "clumps.ecsv", format="ascii.ecsv")
+    assert str(t["x1"].unit) == "pix"
+    assert t.meta["hyper_parameters"]["n_beta_fp"] == 500.0
+    assert t.meta["seed"] == 7
+    assert len(t) == len(result.labels)
+
+
+def test_three_volunteer_toy_stars_go_to_the_dummy():
+    """Fig. box_associations: volunteers 1 and 2 mark the same clumps, volunteer 3 marks two
+    stars nobody else marks -> both star boxes are false positives."""
+    rows = [
+        (1, 7, "a", 100.0, 100.0, False),
+        (1, 7, "a", 200.0, 210.0, False),
+        (2, 7, "b", 101.0, 99.0, False),
+        (2, 7, "b", 201.0, 211.0, False),
+        (3, 7, "c", 320.0, 40.0, False),
+        (3, 7, "c", 40.0, 330.0, False),
+    ]
+    r = aggregate(_frame(rows), Params(), seed=0)
+    a = r.assignments
+    assert (a.loc[a.volunteer == "c", "assignment"] == "dummy").all()
+    assert (a.loc[a.volunteer != "c", "assignment"] == "clump").all()
+    assert a.loc[a.volunteer == "a", "cluster"].tolist() != [0, 0]
+    assert len(r.labels) == 2
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda d: d.drop(columns="volunteer"), "volunteer"),
+        (lambda d: d.assign(x2=d.x1 - 1), "x2 <= x1"),
+        (lambda d: d.assign(image_width=0.0), "image_width"),
+    ],
+)
+def test_bad_input_is_an_input_error(toy, mutate, message):
+    with pytest.raises(InputError, match=message):
+        prepare(mutate(toy.copy()))
+
+
+def test_partial_coordinates_name_the_row(toy):
+    bad = toy.copy()
+    bad.loc[5, "y2"] = np.nan
+    with pytest.raises(InputError) as exc:
+        prepare(bad, path="boxes.parquet")
+    assert exc.value.row == 5 and "boxes.parquet" in exc.value.one_line()
+
+
+def test_cli_writes_outputs_and_reports_bad_input(toy, tmp_path, capsys):
+    boxes = tmp_path / "boxes.parquet"
+    toy.to_parquet(boxes)
+    cfg = tmp_path / "cfg.yaml"
+    cfg.write_text(yaml.safe_dump({"seed": 4, "aggregate": {"merge": "inverse_variance"}}))
+    out = tmp_path / "out"
+    rc = cli.main(["aggregate", "--boxes", str(boxes), "--out", str(out), "--config", str(cfg)])
+    assert rc == 0
+    for f in ("labels", "subjects", "volunteers", "assignments"):
+        assert len(pd.read_parquet(out / f"{f}.parquet")) > 0
+    assert (out / "clumps.ecsv").exists()
+    assert len(pd.read_parquet(out / "assignments.parquet")) == len(toy)
+    bad = tmp_path / "bad.parquet"
+    toy.drop(columns="subject_id").to_parquet(bad)
+    rc = cli.main(["aggregate", "--boxes", str(bad), "--out", str(tmp_path / "o2")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "subject_id" in err and "Traceback" not in err
+    assert not (tmp_path / "o2" / "labels.parquet").exists()
+
+
+def test_d_squared_and_inverse_variance_run(toy):
+    for p in (Params(distance_likelihood="d_squared"), Params(merge="inverse_variance")):
+        r = aggregate(toy, p, seed=0)
+        assert (r.labels.groupby("subject_id").size() >= 2).all()

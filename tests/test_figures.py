@@ -1,0 +1,617 @@
+"""Figures (issue 4 item 4): every plotting function on tiny hand-made inputs.
+
+A synthetic results folder whose tables have known properties (written by
+:func:`make_results`, also used by tests/test_headline.py) goes once through
+``clumpscout figures`` (every builder and plotting function); the tests then
+check the files (PNG decodes to figure size x dpi, PDF non-empty) and the
+numbers each figure reports against values worked out by hand here. Pure helpers
+are tested without drawing.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from clumpscout import figures as F
+from clumpscout.errors import InputError
+
+DPI = 20
+NS = (3, 20)
+
+# ---------------------------------------------------------------- synthetic data
+#: p_fp of the 10 clumps at n = 20: 3 below 0.01, 8 outside [0.2, 0.8], median 0.45
+P_FP_20 = [0.001, 0.005, 0.009, 0.05, 0.3, 0.6, 0.85, 0.9, 0.95, 0.99]
+#: p_sigma at n = 20: 4 below 0.01
+P_SIGMA_20 = [1e-4] * 4 + [0.02] * 6
+#: subject of each clump at n = 20 (subjects 1..4; subject 5 has none)
+SUBJ_20 = [1, 1, 1, 2, 2, 2, 3, 3, 3, 4]
+#: clump centres at n = 20 (px). Subject 1 is 200 x 100 px, the rest 400 x 400.
+XY_20 = [
+    (100, 50),  # subject 1 centre: R = 0
+    (150, 50),  # x/200 - 0.5 = 0.25: R = 0.25, not outside (R > 0.25 is outside)
+    (190, 50),  # R = 0.45: outside
+    (200, 200),
+    (230, 170),  # box [220, 240] x [160, 180]: clear of clump 3's expert click
+    (20, 20),  # R = 0.4596: outside
+    (200, 260),  # R = 0.15
+    (390, 200),  # R = 0.475: outside
+    (200, 200),
+    (200, 150),
+]
+#: frac_unusual: clumps 2 and 9 (0-based) are "unusual" (not normal)
+FRAC_UNUSUAL_20 = [0.0, 0.0, 0.6, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.2]
+
+
+def labels_table(n: int) -> pd.DataFrame:
+    if n == 20:
+        p, ps, subj, xy, fu = P_FP_20, P_SIGMA_20, SUBJ_20, XY_20, FRAC_UNUSUAL_20
+    else:  # n = 3: four clumps, all p_fp 0.04 (prior dominated)
+        p, ps, subj = [0.04] * 4, [0.05] * 4, [1, 2, 3, 3]
+        xy, fu = [(100, 50), (200, 200), (200, 200), (220, 220)], [0.0] * 4
+    x = np.array([a for a, _ in xy], float)
+    y = np.array([b for _, b in xy], float)
+    clump = pd.Series(subj).groupby(subj).cumcount().to_numpy()
+    return pd.DataFrame(
+        {
+            "subject_id": np.array(subj, np.int64),
+            "clump": clump,
+            "x1": x - 10,
+            "y1": y - 10,
+            "x2": x + 10,
+            "y2": y + 10,
+            "x": x,
+            "y": y,
+            "p_fp": p,
+            "p_sigma": ps,
+            "n_marks": 3,
+            "frac_unusual": fu,
+        }
+    )
+
+
+#: per n: (n_fp, n_fn, n_sigma, status) of subjects 1..5
+SUBJECTS = {
+    3: (
+        [0.2, 0.1, 0.3, 0.0, 0.0],
+        [0.05, 0.5, 0.01, 0.0, 0.0],
+        [0.01, 0.02, 0.03, 0.0, 0.0],
+        ["retired", "retired", "stale", "unretired", "retired_empty"],
+    ),
+    20: (
+        [1.5, 0.5, 2.5, 0.9, np.nan],  # 2 of 4 defined values > 1
+        [0.0, 1.2, 0.1, 0.0, np.nan],
+        [0.001, 0.0, 0.002, 0.0, np.nan],
+        ["retired", "retired", "retired", "stale", "retired_empty"],
+    ),
+}
+
+
+def subjects_table(n: int) -> pd.DataFrame:
+    n_fp, n_fn, n_sigma, status = SUBJECTS[n]
+    lab = labels_table(n)
+    counts = lab.groupby("subject_id").size().reindex(range(1, 6), fill_value=0)
+    return pd.DataFrame(
+        {
+            "subject_id": np.arange(1, 6, dtype=np.int64),
+            "n_volunteers": n,
+            "n_clumps": counts.to_numpy(),
+            "n_fp": n_fp,
+            "n_fn": n_fn,
+            "n_sigma": n_sigma,
+            "risk": 0.0,
+            "status": status,
+            "cycles": 1,
+        }
+    )
+
+
+#: volunteers at n = 20: n_subjects and p_fp (bins [1,2) [2,3) [3,5) [5,10) [10,20))
+VOL_N = [1, 1, 2, 4, 12]
+VOL_P_FP = [0.1, 0.3, 0.2, 0.15, 0.05]
+
+
+def volunteers_table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "volunteer": [f"v{i}" for i in range(5)],
+            "p_fp": VOL_P_FP,
+            "p_fn": [0.2, 0.2, 0.1, 0.3, 0.05],
+            "sigma2": [0.04, 0.09, 0.01, 0.04, 0.0025],
+            "n_subjects": VOL_N,
+            "n_boxes": 3,
+            "n_tp": 2,
+            "n_fp": 1,
+            "n_fn": 0,
+        }
+    )
+
+
+def assignments_table() -> pd.DataFrame:
+    """Boxes of subjects 1..3 at n = 20: 3 volunteers on each clump, plus one dummy box
+    per subject, one empty classification (NaN box, cluster NA) on subject 2."""
+    lab = labels_table(20)
+    rows = []
+    cid = 0
+    for r in lab.itertuples():
+        for v in range(3):
+            cid += 1
+            rows.append((cid, r.subject_id, f"v{v}", r.x + v, r.y - v, r.clump))
+    for s in (1, 2, 3, 4):
+        cid += 1
+        rows.append((cid, s, "v9", 60.0, 30.0, -1))
+    cid += 1
+    rows.append((cid, 2, "v8", np.nan, np.nan, None))
+    df = pd.DataFrame(rows, columns=["classification_id", "subject_id", "volunteer", "x", "y", "c"])
+    df["x1"], df["y1"], df["x2"], df["y2"] = df.x - 10, df.y - 10, df.x + 10, df.y + 10
+    df["image_width"] = np.where(df.subject_id == 1, 200.0, 400.0)
+    df["image_height"] = np.where(df.subject_id == 1, 100.0, 400.0)
+    df["unusual"] = False
+    df["box_side"] = 20.0
+    df["created_at"] = pd.Timestamp("2021-01-01", tz="UTC")
+    df["cluster"] = pd.array(df.pop("c"), dtype="Int64")
+    return df
+
+
+def curve_table(subset_shift: float = 0.0) -> pd.DataFrame:
+    """Curves for n = 3, 20 and subsets all / normal: three thresholds each.
+
+    n = 20 'all': C = 0.2, 0.5, 0.9 and P = 0.9, 0.7, 0.3 -> optimal at p* = 1
+    (hypot 0.949 > 0.922 > 0.860), max C at p* = 1, max P at p* = 0."""
+    rows = []
+    for n in NS:
+        for subset in ("all", "normal"):
+            c = np.array([0.2, 0.5, 0.9]) * (1 if n == 20 else 0.8)
+            p = np.array([0.9, 0.7, 0.3]) - (subset_shift if subset == "normal" else 0)
+            for t, ci, pi in zip([0.0, 0.5, 1.0], c, p, strict=True):
+                rows.append({"n": n, "subset": subset, "threshold": t, "completeness": ci,
+                             "purity": pi, "n_tp": 1, "n_fp": 1, "n_fn": 1})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def summary_table(with_ece: bool = False) -> pd.DataFrame:
+    rows = []
+    for n in NS:
+        for subset in ("all", "normal"):
+            c = 0.9 if n == 20 else 0.72
+            row = {
+                "n": n,
+                "subset": subset,
+                "opt_threshold": 1.0,
+                "opt_completeness": c,
+                "opt_purity": 0.3,
+                "max_completeness": c,
+                "max_completeness_threshold": 1.0,
+                "purity_at_max_completeness": 0.3,
+                "max_purity": 0.9,
+                "max_purity_threshold": 0.0,
+                "completeness_at_max_purity": 0.2,
+                "completeness_p1": c,
+                "purity_p1": 0.3,
+            }
+            if with_ece:
+                row["ece"] = 0.05 if n == 20 else 0.1
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def calibration_table() -> pd.DataFrame:
+    """Two bins per (n, subset). n = 20 'all': bins (n=10, mean 0.1, frac 0.2) and
+    (n=30, mean 0.9, frac 0.8): ECE = (10*0.1 + 30*0.1) / 40 = 0.1."""
+    rows = []
+    for n in NS:
+        for subset in ("all", "normal"):
+            rows.append({"n": n, "subset": subset, "bin_lo": 0.0, "bin_hi": 0.5, "n_labels": 10,
+                         "n_false": 2, "mean_p_fp": 0.1, "frac_false": 0.2, "frac_false_se": 0.1})  # fmt: skip
+            rows.append({"n": n, "subset": subset, "bin_lo": 0.5, "bin_hi": 1.0, "n_labels": 30,
+                         "n_false": 24, "mean_p_fp": 0.9, "frac_false": 0.8, "frac_false_se": 0.07})  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def expert_clicks_table() -> pd.DataFrame:
+    """Expert clicks on subjects 1..3 (not 4): inside clumps 0, 3, 6 and 8 of n = 20,
+    plus one miss; subject 3 also has an empty classification row."""
+    lab = labels_table(20)
+    hits = lab.iloc[[0, 3, 6, 8]]
+    pts = pd.DataFrame({"subject_id": hits.subject_id, "x": hits.x + 2, "y": hits.y - 2})
+    extra = pd.DataFrame({"subject_id": [2, 3], "x": [390.0, np.nan], "y": [10.0, np.nan]})
+    pts = pd.concat([pts, extra], ignore_index=True)
+    pts["unusual"] = False
+    pts["classification_id"] = np.arange(len(pts)) + 1000
+    pts["volunteer"] = "expert_1"
+    return pts
+
+
+#: difference ours − MeanShift for subjects 1..5: 2 more, 2 equal, 1 fewer
+DIFF = [2, 1, 0, 0, -1]
+
+
+def make_results(root: Path, images: bool = True) -> Path:
+    """A results folder laid out as the workflow writes it, with the tables above."""
+    root = Path(root)
+    for n in NS:
+        d = root / "aggregate" / f"n{n}"
+        d.mkdir(parents=True, exist_ok=True)
+        labels_table(n).to_parquet(d / "labels.parquet")
+        subjects_table(n).to_parquet(d / "subjects.parquet")
+        volunteers_table().to_parquet(d / "volunteers.parquet")
+        assignments_table().to_parquet(d / "assignments.parquet")
+    (root / "subsamples" / "n20").mkdir(parents=True, exist_ok=True)
+    assignments_table().drop(columns="cluster").to_parquet(
+        root / "subsamples" / "n20" / "boxes.parquet"
+    )
+    (root / "subjects").mkdir(exist_ok=True)
+    pd.DataFrame(
+        {
+            "subject_id": np.arange(1, 6),
+            "image_width": [200, 400, 400, 400, 400],
+            "image_height": [100, 400, 400, 400, 400],
+        }
+    ).to_parquet(root / "subjects" / "subjects.parquet")
+    cmp_ = root / "compare"
+    cmp_.mkdir(exist_ok=True)
+    curve_table(0.1).to_csv(cmp_ / "experts_curve.csv", index=False)
+    summary_table().to_csv(cmp_ / "experts_summary.csv", index=False)
+    curve_table(0.0).to_csv(cmp_ / "truth_curve.csv", index=False)
+    summary_table(with_ece=True).to_csv(cmp_ / "truth_summary.csv", index=False)
+    calibration_table().to_csv(cmp_ / "truth_calibration.csv", index=False)
+    (root / "clicks").mkdir(exist_ok=True)
+    expert_clicks_table().to_parquet(root / "clicks" / "expert_clicks.parquet")
+    base = root / "baseline"
+    base.mkdir(exist_ok=True)
+    pd.DataFrame(
+        {
+            "subject_id": np.arange(1, 6),
+            "n_ours": [3, 3, 3, 1, 0],
+            "n_meanshift": [1, 2, 3, 1, 1],
+            "diff_meanshift": DIFF,
+        }
+    ).to_csv(base / "count_difference.csv", index=False)
+    pd.DataFrame(
+        {
+            "subject_id": [1, 2, 2, 5],
+            "x": [100.0, 200, 20, 50],
+            "y": [50.0, 200, 20, 50],
+            "box_side": 20.0,
+        }  # fmt: skip
+    ).to_parquet(base / "meanshift_labels.parquet")
+    if images:
+        png = root / "images" / "sim" / "png"
+        png.mkdir(parents=True, exist_ok=True)
+        rgb = np.zeros((100, 200, 3), np.uint8)
+        rgb[:, :, 0] = 200
+        Image.fromarray(rgb).save(png / "1.png")
+        pd.DataFrame({"subject_id": [1, 2], "png": ["png/1.png", "png/2.png"]}).to_parquet(
+            root / "images" / "sim" / "cutouts.parquet"
+        )  # subject 2's PNG is missing on purpose: blank frame
+    return root
+
+
+#: figure -> (width, height) in inches, as the plotting functions make them
+SIZES = {
+    "clump_fpp_dist": (12.0, 4.5),
+    "clump_variance_dist": (12.0, 4.5),
+    "clump_location_vs_pfp": (2.9 * 4 + 1.2, 3.6),
+    "pseudo_roc_volunteer_counts": (5.4 * 2 + 1.0, 5.0),
+    "pseudo_roc_truth": (5.4 * 2 + 1.0, 5.0),
+    "volunteer_normal_set_fpp_dist": (6.0, 4.5),
+    "pfp_calibration_truth": (11.0, 4.5),
+    "worker_skill_evolution": (6.0, 10.0),
+    "subject_risk_param_evolution": (12.0, 8.0),
+    "clumps_per_galaxy_filtered": (6.5, 8.0),
+    "retirement_reason_fraction": (6.0, 4.5),
+    "agg_v_ms_dist": (6.0, 4.5),
+    "agg_v_ms_more_examples": (12.0, 3.1 * 2 + 0.3),  # 2 subjects with diff > 0 (< 4 asked)
+    "agg_v_ms_less_examples": (12.0, 3.1 * 1 + 0.3),  # 1 subject with diff < 0
+    "agg_examples": (12.0, 3.1 * 2),  # subjects 1 and 2: good clump + dummy box
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Run ``clumpscout figures`` once on the synthetic results folder."""
+    from clumpscout.cli import main
+
+    root = make_results(tmp_path_factory.mktemp("results"))
+    out = root / "figures"
+    cfg = root / "config.yaml"
+    cfg.write_text(f"figures:\n  dpi: {DPI}\n  n_ref: 20\n  n_examples: 4\n")
+    rc = main(
+        [
+            "figures",
+            "--results",
+            str(root),
+            "--out",
+            str(out),
+            "--n",
+            *map(str, NS),
+            "--config",
+            str(cfg),
+            "--seed",
+            "7",
+        ]  # fmt: skip
+    )
+    assert rc == 0
+    return out
+
+
+def stats_of(out: Path, name: str) -> dict:
+    return json.loads((out / f"{name}.json").read_text())
+
+
+# ---------------------------------------------------------------- files
+
+
+@pytest.mark.parametrize("name", sorted(SIZES))
+def test_every_figure_written_with_expected_size(built, name):
+    png, pdf = built / f"{name}.png", built / f"{name}.pdf"
+    assert png.stat().st_size > 0 and pdf.stat().st_size > 0
+    with Image.open(png) as im:
+        im.load()
+        w, h = SIZES[name]
+        assert im.size == (round(w * DPI), round(h * DPI))
+    assert pdf.read_bytes().startswith(b"%PDF")
+    assert b"CreationDate" not in pdf.read_bytes()
+
+
+def test_every_registered_figure_is_built(built):
+    assert set(F.FIGURES) == set(SIZES)
+    assert {p.stem for p in built.glob("*.png")} == set(SIZES)
+
+
+# ---------------------------------------------------------------- numbers per figure
+
+
+def test_pfp_distribution_numbers(built):
+    s = stats_of(built, "clump_fpp_dist")
+    assert s["n_ref"] == 20 and s["n_clumps_ref"] == 10
+    assert s["n_below_inset"] == 3
+    assert s["frac_below_inset"] == pytest.approx(0.3)
+    assert s["frac_outside_0.2_0.8"] == pytest.approx(0.8)
+    assert s["per_n"]["20"]["median"] == pytest.approx(0.45)
+    assert s["per_n"]["3"]["median"] == pytest.approx(0.04)
+    assert s["per_n"]["3"]["count"] == 4
+
+
+def test_psigma_distribution_numbers(built):
+    s = stats_of(built, "clump_variance_dist")
+    assert s["n_below_inset"] == 4 and s["frac_below_inset"] == pytest.approx(0.4)
+    assert s["per_n"]["20"]["median"] == pytest.approx(0.02)
+
+
+def test_clump_positions_numbers(built):
+    bins = stats_of(built, "clump_location_vs_pfp")["bins"]
+    # p_fp bins [0,.2) [.2,.5) [.5,.8) [.8,1]: clumps 0-3 | 4 | 5 | 6-9
+    assert [b["count"] for b in bins] == [4, 1, 1, 4]
+    # outside R > 0.25: clump 2 (bin 0), clump 5 (bin 2), clump 7 (bin 3); clump 1 is on R=0.25
+    assert [b["n_outside"] for b in bins] == [1, 0, 1, 1]
+    assert bins[0]["frac_outside"] == pytest.approx(0.25)
+
+
+def test_normalised_offsets_use_each_subject_size():
+    lab = labels_table(20)
+    sizes = pd.DataFrame({"subject_id": [1], "image_width": [200], "image_height": [100]})
+    pos = F.normalised_offsets(lab, sizes)
+    assert pos["X"].iloc[1] == pytest.approx(0.25) and pos["Y"].iloc[1] == pytest.approx(0.0)
+    assert pos["R"].iloc[5] == pytest.approx(math.hypot(20 / 400 - 0.5, 20 / 400 - 0.5))
+    # without sizes every image is 400 x 400
+    assert F.normalised_offsets(lab)["X"].iloc[0] == pytest.approx(100 / 400 - 0.5)
+
+
+def test_purity_completeness_markers_from_summary(built):
+    s = stats_of(built, "pseudo_roc_volunteer_counts")
+    m = s["all"]["20"]
+    assert m["optimal"] == {"threshold": 1.0, "completeness": 0.9, "purity": 0.3}
+    assert m["max_p"]["purity"] == pytest.approx(0.9)
+    assert m["max_p"]["completeness"] == pytest.approx(0.2)
+    assert s["all"]["3"]["optimal"]["completeness"] == pytest.approx(0.72)
+    assert set(s) - {"figure"} == {"all", "normal"}
+
+
+def test_curve_markers_by_hand():
+    c = pd.DataFrame(
+        {"threshold": [0.0, 0.5, 1.0], "completeness": [0.2, 0.5, 0.9], "purity": [0.9, 0.7, 0.3]}
+    )
+    m = F.curve_markers(c)
+    # hypot: 0.922, 0.860, 0.949 -> the last point
+    assert m["optimal"]["threshold"] == 1.0
+    assert m["max_c"]["threshold"] == 1.0 and m["max_p"]["threshold"] == 0.0
+    # ties in completeness: the higher purity wins
+    c2 = pd.DataFrame(
+        {
+            "threshold": [0.0, 0.5, 1.0],
+            "completeness": [0.9, 0.9, 0.9],
+            "purity": [np.nan, 0.4, 0.6],
+        }
+    )
+    m2 = F.curve_markers(c2)
+    assert m2["max_c"]["purity"] == 0.6 and m2["optimal"]["threshold"] == 1.0
+
+
+def test_empirical_matches_and_true_false_figure(built):
+    lab = labels_table(20)
+    m = F.empirical_matches(lab, expert_clicks_table())
+    # subject 4 (clump 9) had no expert: left out
+    assert len(m) == 9
+    assert m["tp"].tolist() == [True, False, False, True, False, False, True, False, True]
+    assert m["normal"].tolist() == [True, True, False] + [True] * 6
+    s = stats_of(built, "volunteer_normal_set_fpp_dist")
+    # normal clumps: TP = clumps 0, 3, 6, 8 (p_fp .001 .05 .85 .95); FP = 1, 4, 5, 7
+    assert s["n_tp"] == 4 and s["n_fp"] == 4
+    assert s["frac_tp_below_cut"] == pytest.approx(0.5)  # .001, .05 < 0.3
+    assert s["frac_fp_below_cut"] == pytest.approx(0.25)  # .005 (clump 1)
+    assert s["n_tp_below_inset"] == 1 and s["n_fp_below_inset"] == 1
+
+
+def test_calibration_figure_ece(built):
+    s = stats_of(built, "pfp_calibration_truth")
+    assert s["ece"]["all"]["20"] == pytest.approx(0.1)
+    assert F.expected_calibration_error(
+        calibration_table().query("n == 3 and subset == 'all'")
+    ) == (pytest.approx(0.1))
+
+
+def test_skill_bins_and_statistics(built):
+    assert F.skill_bins(np.array([1, 12])).tolist() == [1, 2, 3, 5, 10, 20]
+    assert F.skill_bins(np.array([1])).tolist() == [1, 2]
+    assert F.skill_bins(np.array([20])).tolist()[-2:] == [20, 50]
+    t = F.skill_statistics(volunteers_table(), F.skill_bins(np.array(VOL_N)))
+    assert t["count"].tolist() == [2, 1, 1, 0, 1]
+    assert t["p_fp_median"].iloc[0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
+    assert t["sigma_mean"].iloc[0] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
+    assert np.isnan(t["p_fp_median"].iloc[3])
+    s = stats_of(built, "worker_skill_evolution")
+    assert s["n_volunteers"] == 5 and s["median_subjects"] == 2
+    assert s["frac_below_10"] == pytest.approx(0.8) and s["n_above_200"] == 0
+
+
+def test_risk_components_numbers(built):
+    lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.5, 0.86]})
+    f = F.filtered_n_fp(lab, 0.85).set_index("subject_id")["n_fp_cut"]
+    assert f.loc[1] == pytest.approx(0.6) and 2 not in f.index
+    s = stats_of(built, "subject_risk_param_evolution")
+    assert s["n_fp"]["per_n"]["20"]["frac_above_1"] == pytest.approx(0.5)
+    assert s["n_fp"]["n_undefined"] == 1  # subject 5 at n = 20
+    # n = 20 after dropping p_fp > 0.85: subj 1: .001+.005+.009, 2: .05+.3+.6, 3: .85, 4: 0
+    assert s["n_fp_cut"]["per_n"]["20"]["mean"] == pytest.approx((0.015 + 0.95 + 0.85) / 4)
+    assert s["n_fn"]["per_n"]["20"]["frac_above_1"] == pytest.approx(0.25)
+
+
+def test_log_linear_axis_round_trip():
+    t = F.LogLinear(1.0, 1e-4)
+    y = np.array([1e-4, 0.01, 0.5, 1.0, 2.0, 10.0])
+    assert np.allclose(t.inverse(t.forward(y)), y)
+    assert t.forward(0.1) == pytest.approx(-1.0)
+    assert t.forward(1.0 + math.log(10)) == pytest.approx(1.0)  # slope matches at the switch
+    assert t.forward(0.0) == pytest.approx(-4.0)  # zero drawn at the floor
+
+
+def test_clumps_per_galaxy_numbers(built):
+    subj = pd.DataFrame({"n": 5, "subject_id": [1, 2, 3, 4]})
+    lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.2, 0.95]})
+    assert F.clumps_per_subject(subj, lab)["clumps"].tolist() == [3, 1, 0, 0]
+    assert F.clumps_per_subject(subj, lab, 0.85)["clumps"].tolist() == [2, 0, 0, 0]
+    s = stats_of(built, "clumps_per_galaxy_filtered")
+    assert s["all"]["20"]["mean"] == pytest.approx(10 / 5)  # subject 5 has none
+    assert s["cut"]["20"]["mean"] == pytest.approx(6 / 5)  # p_fp < .85: clumps 0-5
+    assert s["all"]["3"]["galaxies"] == 5
+
+
+def test_retirement_fractions(built):
+    s = stats_of(built, "retirement_reason_fraction")["fractions"]
+    assert s["3"] == {"retired": 0.4, "retired_empty": 0.2, "stale": 0.2, "unretired": 0.2}
+    assert s["20"]["retired"] == pytest.approx(0.6) and s["20"]["unretired"] == 0.0
+    odd = pd.DataFrame({"n": [3, 3], "status": ["retired", "bogus"]})
+    assert F.status_fractions(odd).loc[3, "other"] == pytest.approx(0.5)
+
+
+def test_meanshift_difference_numbers(built):
+    s = stats_of(built, "agg_v_ms_dist")
+    assert s["subjects"] == 5
+    assert (s["frac_ours_more"], s["frac_equal"], s["frac_meanshift_more"]) == (0.4, 0.4, 0.2)
+
+
+def test_meanshift_examples_pick_the_right_subjects(built):
+    more = stats_of(built, "agg_v_ms_more_examples")["subjects"]
+    less = stats_of(built, "agg_v_ms_less_examples")["subjects"]
+    assert [r["subject_id"] for r in more] == [1, 2]  # diff > 0
+    assert [r["subject_id"] for r in less] == [5]
+    assert more[0]["ours"] == 3 and more[0]["meanshift"] == 1
+    assert more[1]["meanshift"] == 2 and less[0]["meanshift"] == 1
+    # subject 1: p_fp .001 .005 .009, none dashed; subject 2: none > 0.8
+    assert more[0]["dashed"] == 0
+    assert more[0]["image"] is True and more[1]["image"] is False
+
+
+def test_annotation_examples_counts(built):
+    s = stats_of(built, "agg_examples")["subjects"]
+    # candidates: clump with p_fp < 0.5 and a dummy box -> subjects 1, 2 (3's clumps are >= .85)
+    assert [r["subject_id"] for r in s] == [1, 2]
+    one = s[0]
+    assert one == {"subject_id": 1, "image": True, "boxes": 10, "dummy_boxes": 1,
+                   "clusters": 3, "labels": 3, "dashed": 0}  # fmt: skip
+    assert s[1]["boxes"] == 10 and s[1]["dummy_boxes"] == 1  # the NaN row is not a box
+
+
+def test_annotation_examples_dashed_boxes_direct(tmp_path):
+    lab = labels_table(20)
+    a = assignments_table()
+    img = np.full((400, 400, 3), 30, np.uint8)
+    s = F.plot_annotation_examples(
+        [3], a[a.subject_id == 3], lab, tmp_path / "ex", images={3: img}, p_fp_dashed=0.8, dpi=DPI
+    )
+    # subject 3: p_fp .85 .9 .95, all dashed above 0.8; none above 0.92 -> 1
+    assert s["subjects"][0]["dashed"] == 3 and s["subjects"][0]["image"] is True
+    s2 = F.plot_annotation_examples([3], a, lab, tmp_path / "ex2", p_fp_dashed=0.92, dpi=DPI)
+    assert s2["subjects"][0]["dashed"] == 1 and s2["subjects"][0]["image"] is False
+
+
+def test_pick_examples_seeded_sorted_subset():
+    cand = list(range(100, 150))
+    a = F.pick_examples(cand, 5, seed=3)
+    assert a == F.pick_examples(cand[::-1], 5, seed=3)
+    assert a == sorted(a) and len(set(a)) == 5 and set(a) <= set(cand)
+    assert a != F.pick_examples(cand, 5, seed=4)
+    assert F.pick_examples([3, 1, 3], 5, seed=0) == [1, 3]
+
+
+# ---------------------------------------------------------------- robustness
+
+
+def test_same_data_same_bytes(tmp_path):
+    d = pd.DataFrame({"subject_id": [1, 2, 3], "diff_meanshift": [1, 0, -2]})
+    F.plot_meanshift_difference(d, tmp_path / "a", dpi=DPI)
+    F.plot_meanshift_difference(d, tmp_path / "b", dpi=DPI)
+    for ext in ("png", "pdf"):
+        assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
+
+
+def test_empty_inputs_still_make_figures(tmp_path):
+    lab = labels_table(20).iloc[:0].assign(n=pd.Series(dtype="int64"))
+    s = F.plot_pfp_distribution(lab, tmp_path / "empty", dpi=DPI)
+    assert s["n_clumps_ref"] == 0 and (tmp_path / "empty.png").exists()
+    s = F.plot_pfp_true_false(pd.DataFrame({"p_fp": [], "tp": []}), tmp_path / "tf", dpi=DPI)
+    assert s["n_tp"] == 0 and (tmp_path / "tf.pdf").exists()
+
+
+def test_missing_column_and_file_are_input_errors(tmp_path):
+    p = tmp_path / "labels.parquet"
+    labels_table(20).drop(columns="p_fp").to_parquet(p)
+    with pytest.raises(InputError, match="p_fp") as e:
+        F.read_table(p, ["subject_id", "p_fp"], "labels")
+    assert str(p) in e.value.one_line()
+    with pytest.raises(InputError, match="not found"):
+        F.read_table(tmp_path / "nope.parquet", ["x"], "labels")
+    with pytest.raises(InputError, match="unknown figure"):
+        F.build("nope", {}, tmp_path / "x", {"ns": [20]})
+    with pytest.raises(InputError, match="2 files for 1"):
+        F.read_stacked([p, p], [20], ["subject_id"], "labels")
+
+
+def test_cli_data_error_is_one_line(tmp_path, capsys):
+    from clumpscout.cli import main
+
+    root = make_results(tmp_path / "r", images=False)
+    labels_table(20).drop(columns="p_sigma").to_parquet(root / "aggregate/n20/labels.parquet")
+    rc = main(["figures", "--results", str(root), "--out", str(tmp_path / "f"), "--n", "3", "20",
+               "--only", "clump_variance_dist"])  # fmt: skip
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "p_sigma" in err and "Traceback" not in err
+    assert not (tmp_path / "f" / "clump_variance_dist.png").exists()
+
+
+def test_image_paths_from_table_folder_and_files(tmp_path):
+    root = make_results(tmp_path / "r")
+    table = root / "images" / "sim" / "cutouts.parquet"
+    found = F.image_paths([table])
+    assert found[1] == root / "images/sim/png/1.png" and 2 in found
+    assert F.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
+    assert F.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
+    assert F.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)

@@ -1,0 +1,251 @@
+"""Headline numbers (issue 4 item 5) on a toy whose numbers are worked out by hand,
+and the report wiring (item 6): `snakemake --report` on a tiny DAG of the figure rules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from clumpscout import headline as H
+from clumpscout.errors import InputError
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def toy_clicks() -> pd.DataFrame:
+    """4 classifications by 3 volunteers of 3 subjects; 6 clicks; c2 marked nothing."""
+    rows = [
+        (1, 11, "v1", 10.0),
+        (1, 11, "v1", 20.0),
+        (2, 11, "v2", np.nan),
+        (3, 12, "v1", 30.0),
+        (4, 13, "v3", 40.0),
+        (4, 13, "v3", 50.0),
+        (4, 13, "v3", 60.0),
+    ]
+    df = pd.DataFrame(rows, columns=["classification_id", "subject_id", "volunteer", "x"])
+    df["y"] = df["x"]
+    return df
+
+
+def toy_labels() -> pd.DataFrame:
+    """n = 3: p_fp 0.1, 0.3, 0.9 (median 0.3); n = 5: 0.01, 0.02 on 2 subjects."""
+    return pd.DataFrame(
+        {
+            "n": [3, 3, 3, 5, 5],
+            "subject_id": [11, 11, 12, 11, 13],
+            "p_fp": [0.1, 0.3, 0.9, 0.01, 0.02],
+            "p_sigma": [0.2, 0.4, 0.6, 0.001, 0.003],
+        }
+    )
+
+
+def toy_subjects() -> pd.DataFrame:
+    status3 = ["retired", "stale", "unretired", "retired_empty"]
+    status5 = ["retired", "retired", "retired", "retired_empty"]
+    return pd.DataFrame(
+        {
+            "n": [3] * 4 + [5] * 4,
+            "subject_id": [11, 12, 13, 14] * 2,
+            "status": status3 + status5,
+        }
+    )
+
+
+def toy_summary(ece: bool) -> pd.DataFrame:
+    rows = []
+    for n in (3, 5):
+        for subset in ("all", "normal"):
+            row = {
+                "n": n,
+                "subset": subset,
+                "opt_threshold": 0.5,
+                "opt_completeness": 0.6 + 0.01 * n,
+                "opt_purity": 0.7 if subset == "all" else 0.4,
+                "max_completeness": 0.9,
+                "max_purity": 0.95,
+                "completeness_p1": 0.9,
+                "purity_p1": 0.35 if subset == "normal" else 0.5,
+            }
+            if ece:
+                row["ece"] = 0.02 * n
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture()
+def table() -> pd.DataFrame:
+    return H.headline_table(
+        clicks=toy_clicks(),
+        labels=toy_labels(),
+        subjects=toy_subjects(),
+        n_ref=5,
+        volunteers=pd.DataFrame({"n_subjects": [1, 2, 3, 30]}),
+        experts_summary=toy_summary(False),
+        truth_summary=toy_summary(True),
+        truth=pd.DataFrame({"subject_id": [11, 11, 12]}),
+        count_difference=pd.DataFrame(
+            {"subject_id": [1, 2, 3, 4], "diff_meanshift": [1, 0, 2, -1]}
+        ),
+    )
+
+
+def value(t: pd.DataFrame, quantity: str, n=None, subset=None, section=None) -> float:
+    sel = t["quantity"] == quantity
+    sel &= t["n"].isna() if n is None else t["n"].eq(n).fillna(False)
+    sel &= t["subset"].isna() if subset is None else t["subset"].eq(subset)
+    if section:
+        sel &= t["section"] == section
+    assert sel.sum() == 1, (quantity, n, subset, section, sel.sum())
+    return float(t.loc[sel, "value"].iloc[0])
+
+
+def test_dataset_counts_by_hand(table):
+    assert value(table, "subjects") == 3
+    assert value(table, "annotations") == 4  # the empty classification counts
+    assert value(table, "clicks") == 6  # ... but it is not a click
+    assert value(table, "volunteers") == 3
+
+
+def test_label_counts_at_reference_n(table):
+    assert value(table, "clumps", 5) == 2
+    assert value(table, "galaxies_with_clumps", 5) == 2
+    assert value(table, "median_subjects_per_volunteer", 5) == 2.5
+    assert value(table, "fraction_volunteers_below_10_subjects", 5) == 0.75
+    assert value(table, "true_clumps") == 3 and value(table, "galaxies_with_true_clumps") == 2
+
+
+def test_per_n_medians_and_status_fractions(table):
+    assert value(table, "median_p_fp", 3) == pytest.approx(0.3)
+    assert value(table, "median_p_sigma", 3) == pytest.approx(0.4)
+    assert value(table, "median_p_fp", 5) == pytest.approx(0.015)
+    assert value(table, "median_p_sigma", 5) == pytest.approx(0.002)
+    for status, frac in (("retired", 0.25), ("stale", 0.25), ("unretired", 0.25)):
+        assert value(table, f"fraction_{status}", 3) == pytest.approx(frac)
+    assert value(table, "fraction_retired_empty", 3) == pytest.approx(0.25)
+    assert value(table, "fraction_retired_any", 3) == pytest.approx(0.5)
+    assert value(table, "fraction_retired_any", 5) == pytest.approx(1.0)
+    assert value(table, "fraction_stale", 5) == 0.0
+
+
+def test_expert_and_truth_rows(table):
+    assert value(table, "opt_completeness", 5, "all", "experts") == pytest.approx(0.65)
+    assert value(table, "opt_purity", 3, "normal", "experts") == pytest.approx(0.4)
+    assert value(table, "opt_purity", 3, "normal", "truth") == pytest.approx(0.4)
+    assert value(table, "ece", 5, "all", "truth") == pytest.approx(0.1)
+    assert not ((table["section"] == "experts") & (table["quantity"] == "ece")).any()
+
+
+def test_baseline_fractions(table):
+    assert value(table, "fraction_ours_more") == 0.5
+    assert value(table, "fraction_equal") == 0.25
+    assert value(table, "fraction_meanshift_more") == 0.25
+
+
+def test_paper_values_attached_where_the_paper_quotes_them(table):
+    paper = table.set_index(["section", "quantity"])["paper"]
+    assert paper.loc[("dataset", "subjects")] == "85286"
+    assert paper.loc[("dataset", "clicks")] == "3561454"
+    assert paper.loc[("labels", "clumps")] == "128100"
+    row = table[(table["quantity"] == "purity_p1") & (table["subset"] == "normal")]
+    # only the n = 20 row would carry the paper's ≈0.35; none here (n = 3, 5), and never truth
+    assert (row["paper"] == "").all()
+    stale = table[table["quantity"] == "fraction_stale"]
+    assert (stale["paper"] != "").all()
+    assert (table.loc[table["section"] == "truth", "paper"] == "").all()
+    assert list(table.columns) == H.COLUMNS
+
+
+def test_html_holds_the_numbers(table):
+    page = H.to_html(table)
+    assert page.startswith("<!DOCTYPE html>") and "85286" in page
+    wide = H.per_n_wide(table)
+    assert list(wide.index) == [3, 5]
+    assert wide.loc[5, "experts opt_completeness (all)"] == pytest.approx(0.65)
+    assert "truth ece (normal)" in wide.columns
+
+
+def test_missing_clicks_column_is_an_input_error():
+    with pytest.raises(InputError, match="volunteer"):
+        H.dataset_counts(toy_clicks().drop(columns="volunteer"))
+
+
+def test_cli_on_a_results_folder(tmp_path):
+    from test_figures import make_results
+
+    from clumpscout.cli import main
+
+    root = make_results(tmp_path / "results", images=False)
+    toy_clicks().to_parquet(root / "clicks" / "clicks.parquet")
+    out = tmp_path / "headline.csv"
+    rc = main(["headline", "--results", str(root), "--n", "3", "20", "--out", str(out),
+               "--html", str(tmp_path / "h.html")])  # fmt: skip
+    assert rc == 0
+    t = pd.read_csv(out)
+    assert list(t.columns) == H.COLUMNS
+    row = t[(t["quantity"] == "clumps") & (t["n"] == 20)]
+    assert row["value"].iloc[0] == 10  # the 10 clumps of test_figures' n = 20 labels
+    assert (t["section"] == "truth").sum() > 0  # truth_summary.csv present
+    assert (tmp_path / "h.html").read_text().count("<tr>") > 10
+
+
+# ------------------------------------------------------------------ report on a tiny DAG
+
+TINY_SNAKEFILE = """
+configfile: "config.yaml"
+
+include: "{repo}/workflow/rules/common.smk"
+include: "{repo}/workflow/rules/figures.smk"
+
+rule all:
+    input:
+        "results/figures/clump_fpp_dist.png",
+        "results/figures/retirement_reason_fraction.png",
+        "results/headline.csv",
+        "results/headline.html",
+"""
+
+
+@pytest.mark.slow
+def test_snakemake_report_on_a_tiny_dag(tmp_path):
+    """The figure and headline rules run through Snakemake on synthetic inputs, and
+    `snakemake --report` embeds their figures, captions and the headline table."""
+    from test_figures import make_results
+
+    make_results(tmp_path / "results", images=False)
+    toy_clicks().to_parquet(tmp_path / "results" / "clicks" / "clicks.parquet")
+    (tmp_path / "results" / "universe").mkdir()
+    pd.DataFrame({"subject_id": [1, 2], "x": [1.0, 2.0], "y": [1.0, 2.0]}).to_csv(
+        tmp_path / "results" / "universe" / "truth_clumps.csv", index=False
+    )
+    cfg = (REPO / "config.yaml").read_text()
+    cfg = cfg.replace(
+        "n: [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20]", "n: [3, 20]"
+    )
+    cfg = cfg.replace("dpi: 150", "dpi: 20")
+    assert "n: [3, 20]" in cfg
+    (tmp_path / "config.yaml").write_text(cfg)
+    snakefile = tmp_path / "Snakefile"
+    snakefile.write_text(TINY_SNAKEFILE.format(repo=REPO))
+    base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(tmp_path)]
+    run = subprocess.run([*base, "--cores", "1", "-q"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert (tmp_path / "results/figures/clump_fpp_dist.pdf").exists()
+    assert (tmp_path / "results/headline.csv").exists()
+    rep = subprocess.run(
+        [*base, "--report", str(tmp_path / "report.html")], capture_output=True, text=True
+    )
+    assert rep.returncode == 0, rep.stderr[-3000:]
+    html = (tmp_path / "report.html").read_text()
+    assert "clump_fpp_dist.png" in html and "retirement_reason_fraction.png" in html
+    assert "headline.html" in html
+    # a sentence of each caption and of the workflow description made it into the report
+    for rst in ("clump_fpp_dist.rst", "retirement_reason_fraction.rst", "workflow.rst"):
+        text = (REPO / "workflow/report" / rst).read_text()
+        words = [w for w in text.split() if w.isalpha() and len(w) > 7][:3]
+        assert all(w in html for w in words), (rst, words)
