@@ -11,6 +11,7 @@ include: "workflow/rules/aggregate.smk"
 include: "workflow/rules/compare.smk"
 include: "workflow/rules/images.smk"
 include: "workflow/rules/figures.smk"
+include: "workflow/rules/ledger.smk"
 
 
 rule all:

@@ -273,3 +273,14 @@ def test_d_squared_and_inverse_variance_run(toy):
     for p in (Params(distance_likelihood="d_squared"), Params(merge="inverse_variance")):
         r = aggregate(toy, p, seed=0)
         assert (r.labels.groupby("subject_id").size() >= 2).all()
+
+
+def test_no_eligible_subject_gives_empty_labels():
+    """Only empty classifications: nothing enters the batch, outputs keep their columns."""
+    rows = [(k, 1, f"v{k}", np.nan, np.nan, False) for k in range(5)]
+    rows += [(10 + k, 2, f"v{k}", np.nan, np.nan, False) for k in range(3)]
+    r = aggregate(_frame(rows), Params(), seed=0)
+    assert len(r.labels) == 0 and "p_fp" in r.labels.columns
+    st = r.subjects.set_index("subject_id")["status"]
+    assert st[1] == "retired_empty" and st[2] == "unretired"
+    assert len(r.assignments) == 8 and (r.assignments.assignment == "empty").all()

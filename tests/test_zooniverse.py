@@ -452,6 +452,10 @@ def test_penguin_style_index_column_bom_and_multiline_field(tmp_path):
             w.writerow([i] + [r[h] for h in HEADER])
     clicks, rep = extract_clicks(p, None)
     assert clicks["classification_id"].tolist() == [1, 2]
+    # a byte-order mark right before the first column name
+    p_bom = write_export(tmp_path / "bom.csv", rows)
+    p_bom.write_bytes(b"\xef\xbb\xbf" + p_bom.read_bytes())
+    assert extract_clicks(p_bom, None)[0]["classification_id"].tolist() == [1, 2]
     # and a bad row after the multi-line record is still named by its data row number
     rows.append(row(3, "c", 5, annotations="[{"))
     p2 = tmp_path / "c2.csv"

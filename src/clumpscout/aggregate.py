@@ -52,6 +52,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+import numba
 import numpy as np
 import pandas as pd
 
@@ -243,6 +244,36 @@ def _change_points(*keys: np.ndarray) -> np.ndarray:
     return new
 
 
+@numba.njit(cache=True)
+def _sort_within_groups(order, group, keys):
+    """Insertion-sort ``order`` in place inside runs of equal ``group[order]`` by the
+    rows of ``keys`` (lexicographic). Runs are tiny (the clicks of one classification)."""
+    n = order.shape[0]
+    start = 0
+    while start < n:
+        end = start + 1
+        while end < n and group[order[end]] == group[order[start]]:
+            end += 1
+        for i in range(start + 1, end):
+            cur = order[i]
+            j = i - 1
+            while j >= start:
+                prev = order[j]
+                less = False
+                for k in range(keys.shape[1]):
+                    if keys[cur, k] < keys[prev, k]:
+                        less = True
+                        break
+                    if keys[cur, k] > keys[prev, k]:
+                        break
+                if not less:
+                    break
+                order[j + 1] = prev
+                j -= 1
+            order[j + 1] = cur
+        start = end
+
+
 def prepare(df: pd.DataFrame, path=None) -> Prepared:
     """Validate the boxes table and put it in canonical order (see the module docstring).
 
@@ -301,13 +332,13 @@ def prepare(df: pd.DataFrame, path=None) -> Prepared:
 
     vol_series = df["volunteer"]
     no_name = vol_series.isna().to_numpy()
-    names = vol_series.astype(object).to_numpy().copy()
     if no_name.any():
-        names[no_name] = [f"anonymous-{c}" for c in cid[no_name]]
-    names = names.astype(str)
+        vol_series = vol_series.astype(object).copy()
+        vol_series[no_name] = [f"anonymous-{c}" for c in cid[no_name]]
     report["rows_without_volunteer"] = int(no_name.sum())
-    volunteer_names, vol = np.unique(names, return_inverse=True)
+    vol, uniq = pd.factorize(vol_series.astype(str), sort=True)
     vol = vol.astype(np.int64)
+    volunteer_names = np.asarray(uniq, dtype=object)
 
     unusual = (
         df["unusual"].fillna(False).to_numpy(dtype=bool)
@@ -316,7 +347,7 @@ def prepare(df: pd.DataFrame, path=None) -> Prepared:
     )
 
     # one subject and one volunteer per classification
-    o = np.lexsort((sid, cid))
+    o = np.argsort(cid, kind="stable")
     cs, ss, vs = cid[o], sid[o], vol[o]
     same = cs[1:] == cs[:-1]
     bad = same & ((ss[1:] != ss[:-1]) | (vs[1:] != vs[:-1]))
@@ -326,19 +357,13 @@ def prepare(df: pd.DataFrame, path=None) -> Prepared:
             "classification appears with two subjects or volunteers", path=path, row=row
         )
 
-    # canonical order
-    order = np.lexsort(
-        (
-            unusual,
-            np.nan_to_num(y2, nan=np.inf),
-            np.nan_to_num(x2, nan=np.inf),
-            np.nan_to_num(y1, nan=np.inf),
-            np.nan_to_num(x1, nan=np.inf),
-            cid,
-            vol,
-            sid,
-        )
-    )
+    # canonical order: (subject, volunteer, classification) by integer sorts, then the
+    # rows of each classification by (x1, y1, x2, y2, unusual), NaN last
+    sid_code = np.unique(sid, return_inverse=True)[1].astype(np.int64)
+    key = sid_code * np.int64(len(volunteer_names)) + vol
+    order = o[np.argsort(key[o], kind="stable")]
+    coords = np.column_stack([x1, y1, x2, y2, unusual.astype(np.float64)])
+    _sort_within_groups(order, cid, np.nan_to_num(coords, nan=np.inf))
     s_sid, s_vol, s_cid = sid[order], vol[order], cid[order]
     s_valid = valid[order]
 

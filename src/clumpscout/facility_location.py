@@ -473,8 +473,6 @@ def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allo
         if k == kf:
             continue
         stq = st[q]
-        if stq >= 0 and (stq == q):
-            continue  # facilities stay
         w = W[gf, idx[q]]
         if not (w < _INF):
             continue
@@ -506,20 +504,27 @@ def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allo
             return False
         best_d[kb] = -0.5  # mark as selected
         nsel += 1
+    for q in range(m):
+        lost[q] = 0
+    if st[f] >= 0:  # f leaves the cluster it is a member of
+        g = st[f]
+        size[g] -= 1
+        has[g, kf] = False
+        lost[g] = 1
     isopen[f] = True
     st[f] = f
     size[f] = 1
     has[f, kf] = True
     if city[f]:
         cur[f] = W[gf, gf]
-    for q in range(m):
-        lost[q] = 0
     for k in range(K):
         q = best_q[k]
         if q < 0 or not (best_d[k] < 0.0):
             continue
         g = st[q]
-        if g >= 0:
+        if g == q:  # a facility is taken: its cluster closes
+            lost[g] = 2
+        elif g >= 0:
             size[g] -= 1
             has[g, k] = False
             lost[g] = 1
@@ -528,7 +533,7 @@ def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allo
         has[f, k] = True
         size[f] += 1
     for g in range(m):
-        if lost[g] and isopen[g] and size[g] < min_eff:
+        if lost[g] == 2 or (lost[g] == 1 and isopen[g] and size[g] < min_eff):
             _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
     return True
 
@@ -597,7 +602,7 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
             else:
                 if not fac[p] or isopen[p]:
                     continue
-                if not (st[p] == _ST_DUMMY or st[p] == _ST_NONE):
+                if st[p] == _UNCONN:
                     continue
             st2[:] = st
             cur2[:] = cur
@@ -1001,6 +1006,47 @@ def _solve_kernel(
             out,
         )
     return out
+
+
+@numba.njit(cache=True, nogil=True)
+def _solve_range(
+    s0,
+    s1,
+    offsets,
+    boxes,
+    cls,
+    open_cost,
+    conn_const,
+    sigma2,
+    dummy_cost,
+    can_fac,
+    can_city,
+    init_phase,
+    d_max,
+    kind,
+    allow_dummy,
+    min_eff,
+    out,
+):
+    for s in range(s0, s1):
+        _solve_subject(
+            offsets[s],
+            offsets[s + 1],
+            boxes,
+            cls,
+            open_cost,
+            conn_const,
+            sigma2,
+            dummy_cost,
+            can_fac,
+            can_city,
+            init_phase,
+            d_max,
+            kind,
+            allow_dummy,
+            min_eff,
+            out,
+        )
 
 
 # ----------------------------------------------------------------------------------------

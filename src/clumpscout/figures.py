@@ -160,8 +160,11 @@ def _density_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis")
 
 
 def _quiet_colorbar(cbar) -> None:
-    """Label only the major ticks of a (log) colour bar: readable and much faster."""
-    cbar.ax.yaxis.set_minor_formatter(NullFormatter())
+    """Label only the major ticks of a log colour bar spanning a decade or more
+    (readable and much faster); a narrower one keeps its minor labels."""
+    norm = cbar.mappable.norm
+    if isinstance(norm, LogNorm) and norm.vmax >= 10 * norm.vmin:
+        cbar.ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _logit_floor(p: np.ndarray, smallest: float = 1e-12) -> float:
@@ -585,7 +588,9 @@ def plot_pfp_true_false(
         stats[f"n_{key}"] = int(vals.size)
         stats[f"frac_{key}_below_cut"] = frac
         stats[f"n_{key}_below_inset"] = int((vals < inset_max).sum())
-        if vals.size:
+        if not vals.size:  # keep the empty class in the legend
+            ax.plot([], [], color=colour, lw=1.6, label=f"{name}: 0")
+        else:
             ax.hist(
                 vals,
                 bins=np.linspace(0, 1, 41),

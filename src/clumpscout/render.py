@@ -145,7 +145,11 @@ def galaxy_parameters(r90: float, rng: np.random.Generator) -> dict:
     f_r = 10 ** ((22.5 - mag_r) / 2.5)
 
     def fluxes(total_r, col):
-        return {"g": total_r * 10 ** (0.4 * -col[0]), "r": total_r, "i": total_r * 10 ** (0.4 * col[1])}
+        return {
+            "g": total_r * 10 ** (0.4 * -col[0]),
+            "r": total_r,
+            "i": total_r * 10 ** (0.4 * col[1]),
+        }
 
     return {
         "mag_r": mag_r,
@@ -160,7 +164,9 @@ def galaxy_parameters(r90: float, rng: np.random.Generator) -> dict:
     }
 
 
-def galaxy_profiles(shape, centre, cd_arcsec: np.ndarray, gal: Mapping) -> tuple[np.ndarray, np.ndarray]:
+def galaxy_profiles(
+    shape, centre, cd_arcsec: np.ndarray, gal: Mapping
+) -> tuple[np.ndarray, np.ndarray]:
     """Unconvolved disc and bulge of ``gal`` on a pixel grid, each normalised to sum 1.
 
     ``centre`` is the galaxy's 0-based (col, row); ``cd_arcsec`` the frame's CD
@@ -192,7 +198,9 @@ def psf_transfer(shape, weights, sigmas, shift=(0.0, 0.0)) -> np.ndarray:
     ky = np.fft.fftfreq(ny)[:, None]
     kx = np.fft.rfftfreq(nx)[None, :]
     k2 = kx**2 + ky**2
-    h = sum(w * np.exp(-2.0 * math.pi**2 * s * s * k2) for w, s in zip(weights, sigmas, strict=True))
+    h = sum(
+        w * np.exp(-2.0 * math.pi**2 * s * s * k2) for w, s in zip(weights, sigmas, strict=True)
+    )
     return h * np.exp(-2j * math.pi * (kx * shift[0] + ky * shift[1]))
 
 
@@ -351,7 +359,11 @@ def render_frames(
     _require(subjects, ["subject_id", "side_native"], "subjects")
     _require(truth, ["subject_id", "x", "y", "flux_g", "flux_r", "flux_i"], "truth clumps")
     if distractors is not None:
-        _require(distractors, ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"], "distractors")
+        _require(
+            distractors,
+            ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"],
+            "distractors",
+        )
     cols = ["subject_id", "side_native"] + (["image_width"] if "image_width" in subjects else [])
     gal = galaxies.merge(subjects[cols], on="subject_id", how="inner", validate="one_to_one")
     n_no_subject = len(galaxies) - len(gal)
@@ -379,7 +391,9 @@ def render_frames(
         if workers > 1 and len(tasks) > 1:
             with ProcessPoolExecutor(max_workers=int(workers)) as ex:
                 chunk = max(1, len(tasks) // (8 * int(workers)))
-                rows = list(progress(ex.map(_render_one, tasks, chunksize=chunk), "render", len(tasks)))
+                rows = list(
+                    progress(ex.map(_render_one, tasks, chunksize=chunk), "render", len(tasks))
+                )
         else:
             rows = [_render_one(t) for t in progress(tasks, "render")]
     index = gal[["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r", "side_native"]].merge(
@@ -402,7 +416,10 @@ def render_frames(
     if n_no_subject:
         log.warning("%d galaxies have no subjects row and were not rendered", n_no_subject)
     if report["n_sources_of_unknown_subjects"]:
-        log.warning("%d truth sources belong to no rendered subject", report["n_sources_of_unknown_subjects"])
+        log.warning(
+            "%d truth sources belong to no rendered subject",
+            report["n_sources_of_unknown_subjects"],
+        )
     write_csv(index, out / "frames.csv")
     write_json(report, out / "render_report.json")
     return index, report

@@ -26,146 +26,158 @@ pixels of the 400 x 400 subject image (x right, y down, origin at the top-left
 corner) unless said otherwise; magnitudes are AB, fluxes nanomaggies
 (``flux = 10 ** (-0.4 (m - 22.5))``).
 
-Generative model (every number below is a config key of the ``simulate:``
-section, default in brackets; see config.yaml)
+Generative model (every number below is a key of the ``simulate:`` config
+section, default in brackets; config.yaml comments each key)
 ---------------------------------------------------------------------------
 
 **Galaxies** (paper §2.1-2.2). ``n_subjects`` [1500] galaxies split between the
 samples primary / secondary / simulated-clumps in the proportions
 ``sample_counts`` [53,613 / 4,937 / 26,736] (largest-remainder rounding, so the
 paper-scale run has exactly the paper's numbers). Redshift: primary and
-simulated-clumps lognormal with median ``z_median`` [0.07] and log-width
-``z_sigma`` [0.4], truncated to 0.02 <= z <= 0.25; secondary p(z) ~ z^2 on
-0.02-0.075 (the paper's ranges). Physical R90 lognormal, median
-``r90_kpc_median`` [8 kpc], log-width ``r90_kpc_sigma`` [0.3]; petroR90_r = R90 /
-D_A(z) with a flat LambdaCDM cosmology (H0 = 70, Om0 = 0.3). PSF FWHM in native
-0.396" pixels: a lognormal core (median ``psf_fwhm_px_median`` [2.8], log-width
-``psf_fwhm_px_sigma`` [0.22]) truncated to 1.5-7.5 px for all but
-``psf_tail_fraction`` [1%] of galaxies, whose FWHM is log-uniform between 7.5 px
-and ``psf_tail_max_px`` [18] (paper §2.2: 1.5-7.5 px for 99%, median ~2.8, a 1%
-tail to ~18). psffwhm_r = FWHM_px x 0.396". With the cutout side
-max(ceil(6 R90 / 0.396"), 40) native px (SPEC 1) this gives a subject-pixel FWHM
-(SPEC 2) of ~1.5 to ~70 with median ~11, as in §2.2. Sky positions are uniform
-on the sphere in 110 < ra < 260, -5 < dec < 70 (the SDSS northern cap).
-Galaxy r magnitude: Euclidean counts (p ~ 10^(0.6 m)) on 13-17.7; colours g-r,
-r-i normal (bluer for primary/simulated than secondary); axis ratio
-q = sqrt((1 - 0.2^2) cos^2 i + 0.2^2) for random orientations (secondary:
-uniform 0.5-1); position angle uniform; bulge-to-total Beta(1.5, 4) (secondary
-Beta(5, 2.5)); the bulge is visible when B/T >= ``bulge_visible_min`` [0.08].
-The galaxy is centred in its cutout (to ~0.5 px).
+simulated-clumps lognormal, median ``z_median`` [0.07], log-width ``z_sigma``
+[0.35], truncated to 0.02-0.25; secondary p(z) ~ z^2 on 0.02-0.075 (the
+paper's ranges). Physical R90 lognormal, median ``r90_kpc_median`` [8.6 kpc],
+log-width ``r90_kpc_sigma`` [0.25], redrawn until petroR90_r = R90 / D_A(z) is
+at least 3" (the GZ2 sample limit; flat LambdaCDM, H0 = 70, Om0 = 0.3). PSF
+FWHM in native 0.396" pixels: a lognormal core (median ``psf_fwhm_px_median``
+[2.8], log-width ``psf_fwhm_px_sigma`` [0.22]) truncated to 1.5-7.5 px, except
+``psf_tail_fraction`` [1%] of galaxies log-uniform between 7.5 px and
+``psf_tail_max_px`` [18] (§2.2: 1.5-7.5 px for 99%, median ~2.8, a 1% tail to
+~18); psffwhm_r = FWHM_px x 0.396". With the cutout side max(ceil(6 R90 /
+0.396"), 40) native px (SPEC 1) the subject-pixel FWHM F (SPEC 2) has median
+~11.3 and range ~1.6 to ~140 at paper scale (§2.2: ~1 to ~70, median ~11; the
+few above 70 are tail-PSF galaxies near the 3" limit). Sky positions uniform on
+the sphere in 110 < ra < 260, -5 < dec < 70. Galaxy r magnitude from Euclidean
+counts (p ~ 10^(0.6 m)) on 13-17.7; g-r, r-i normal (redder for the
+secondary sample); axis ratio q = sqrt(0.96 cos^2 i + 0.04) for random
+orientations (secondary: uniform 0.5-1); position angle uniform; bulge-to-total
+Beta(1.5, 4) (secondary Beta(5, 2.5)); the bulge is visible when B/T >=
+``bulge_visible_min`` [0.08]. Galaxies are centred in their cutouts (to ~0.5 px).
+Extra columns of galaxies.csv: galaxy flux_g/r/i, axis_ratio, position_angle
+(deg), bulge_fraction, bulge_visible, x_centre, y_centre (subject px).
 
-**True clumps.** A galaxy has clumps with probability
-``clumpy_<sample>`` [primary 0.75, secondary 0.15, simulated-clumps 0.95]
-times a resolution window exp(-(ln(F/``clumpy_fwhm_peak``) /
-``clumpy_fwhm_width``)^2 / 2) [6.3 px, 0.42] in its subject-pixel FWHM F (clumps
-are found in well-resolved galaxies: the consensus boxes have sides 2F of
-~7-32 px, median ~16.6, while all subjects have median 2F ~ 22) times an
-inclination factor clip((q - 0.3) / 0.3, 0, 1) (clumps are not seen in edge-on
-discs). A clumpy galaxy has 1 + NB clumps, negative binomial with mean
-``clumps_extra_mean`` (F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope``
-[1.3, 0.4] and shape ``clumps_dispersion`` [2], at most ``clumps_max`` [12]
-(consensus: 1-9 per clumpy subject, median 2, mean 2.3; fewer in less
-resolved galaxies). Positions: in the disc plane at radius u R90 with u ~
-Gamma(``clump_radius_shape``, ``clump_radius_scale``) [7, 0.14] (a fraction
-``clump_outer_fraction`` [2%] uniform in u = 1.3-2.6) at a random azimuth,
+**True clumps.** A galaxy has clumps with probability ``clumpy_<sample>``
+[primary 1.0, secondary 0.15, simulated-clumps 1.0] x a resolution window
+exp(-(ln(F / ``clumpy_fwhm_peak``) / ``clumpy_fwhm_width``)^2 / 2) [6.6 px,
+0.43] x an inclination factor clip((q - 0.2) / 0.2, 0, 1). The window is what
+the consensus boxes demand: their sides 2F run ~7-32 px with median ~16.6
+while all subjects have median 2F ~ 22, i.e. clumps are found in
+well-resolved galaxies; it makes ~35% of galaxies clumpy (the paper's 52% of
+galaxies with an aggregated clump include false positives). A clumpy galaxy has
+1 + NB clumps, negative binomial with mean ``clumps_extra_mean`` x
+(F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` [1.6, 0.7] and shape
+``clumps_dispersion`` [20], at most ``clumps_max`` [12] (consensus: 1-9 per
+clumpy subject, median 2, mean 2.3, falling from 2.9 to 1.9 from the best- to
+the worst-resolved fifth). Positions: disc radius u R90 with u ~
+Gamma(``clump_radius_shape``, ``clump_radius_scale``) [10, 0.097] (a fraction
+``clump_outer_fraction`` [3%] uniform in u = 1.3-2.6), random azimuth,
 projected with the galaxy's axis ratio and position angle; R90 in subject px =
-R90 / 0.396 x 400 / side (~67 px). A clump closer than
-``clump_min_separation`` [1.0] F to another clump, or to the visible bulge, or
-outside the image is redrawn (20 rounds, then dropped and counted). A clump is
-unusual with probability ``unusual_fraction`` + ``unusual_radial_slope`` (u - 1)
-[0.28, 0.12] (odd clumps are more frequent in the outskirts). Brightness: the
-clump is Delta ~ N(``clump_contrast_mean``, ``clump_contrast_sd``) [4.5, 0.9]
-magnitudes fainter than its galaxy (unusual ones 0.4 mag brighter); colours
-g-r ~ N(0.25, 0.2), r-i ~ N(0.05, 0.1) (normal: blue star-forming clumps),
-unusual g-r ~ N(0.7, 0.25), r-i ~ N(0.3, 0.15).
+R90 / 0.396" x 400 / side (~67 px). A clump closer than
+``clump_min_separation`` [1.0] F to another clump or to the visible bulge, or
+outside the image, is redrawn (20 rounds, then dropped and counted). Unusual
+with probability ``unusual_fraction`` + ``unusual_radial_slope`` (u - 1)
+[0.28, 0.12] (odd clumps are more frequent in the outskirts, as in the
+consensus boxes). Brightness: Delta ~ N(``clump_contrast_mean``,
+``clump_contrast_sd``) [4.5, 0.9] mag fainter than the galaxy (unusual 0.4 mag
+brighter); g-r ~ N(0.25, 0.2), r-i ~ N(0.05, 0.1) (blue star-forming
+clumps), unusual g-r ~ N(0.7, 0.25), r-i ~ N(0.3, 0.15).
 
-**Distractors** (``truth_distractors.csv``): faint features, Poisson mean
-``faint_features_mean`` [1.3] per primary / simulated-clumps galaxy and
-``faint_features_secondary`` [0.4] per secondary one (x 1.5 in clumpy
-galaxies), placed like clumps but more widely (u ~ Gamma(4, 0.3)),
-Delta ~ N(``faint_contrast_mean``, ``faint_contrast_sd``) [6.5, 0.5] (5-10x
-fainter than clumps, §6.3), blue (g-r ~ N(0.0, 0.15)); foreground stars, Poisson
-mean ``stars_mean`` [0.4] per subject, uniform over the image, r = 14-21.5, red
-(g-r ~ N(0.9, 0.35)); the bulge itself (kind ``bulge``, at the centre, flux =
-B/T x galaxy flux) when visible.
+**Distractors** (``truth_distractors.csv``, kind = faint_feature | star |
+bulge): faint features, Poisson mean ``faint_features_mean`` [2.0] per primary /
+simulated-clumps galaxy and ``faint_features_secondary`` [0.6] per secondary one
+(x 1.5 in clumpy galaxies), placed like clumps but wider (u ~ Gamma(4, 0.3)),
+Delta ~ N(``faint_contrast_mean``, ``faint_contrast_sd``) [7.3, 0.5] (~10x
+fainter than clumps: the paper's empirical false positives are 5-10x fainter,
+§6.3) and blue (g-r ~ N(0.0, 0.15)); foreground stars, Poisson
+``stars_mean`` [0.4] per subject, uniform over the image, r = 14-21.5, red
+(g-r ~ N(0.9, 0.35)); the visible bulge (at the centre, flux = B/T x galaxy).
 
-**Visibility.** A clump or faint feature has visibility
-v = (``visibility_contrast_ref`` - Delta) + ``visibility_colour_weight``
-(0.3 - (g - r)) [4.5, 0.8]: brighter relative to its galaxy and bluer is easier
-to see. Volunteer j marks it with probability
-expit((v - theta_j [+ phi_j for faint features]) / ``visibility_softness``)
-[0.35], theta_j the volunteer's detection threshold and phi_j their tendency to
-take faint blue features for clumps.
+**Visibility.** A clump or faint feature has v = (``visibility_contrast_ref`` -
+Delta) + ``visibility_colour_weight`` (0.3 - (g - r)) [4.5, 0.8]: brighter
+relative to its galaxy and bluer is easier to see (§6.3: empirically true
+clumps are brighter and bluer). Volunteer j marks it with probability
+expit((v - theta_j [+ phi_j for a faint feature]) / ``visibility_softness``)
+[0.35]: theta_j is their detection threshold, phi_j their tendency to take
+faint blue features for clumps. With the defaults a volunteer marks ~72% of
+real clumps and ~6% of faint features; 91% of clumps and ~6% of faint features
+get 5 or more marks from 20 volunteers.
 
-**Volunteers.** The number of subjects a volunteer classifies is a mixture:
-casual volunteers ceil(X), X lognormal with median ``activity_median`` [2.6]
-and log-width ``activity_sigma`` [0.65] (median 3, ~97% < 10); a fraction
-``heavy_fraction`` [1.5%] of committed volunteers follows a truncated power
-law p(n) ~ n^-(1 + ``heavy_alpha``) [0.15] on ``heavy_min`` [10] to the number
-of subjects. The cohort size is the total number of classification slots
-divided by the model's mean (so it scales with the project: ~21k volunteers
-for the paper-scale run); the committed volunteers' counts are then rescaled so
-that the total matches the slots (capped at the number of subjects). A
-fraction ``not_logged_in_fraction`` [20%] of the classifications comes from
-volunteers who are not logged in (systematic sampling over the activity ranks,
-so the fraction holds at any scale); each has its own "not-logged-in-<hash>"
-name and no user_id. Skills, drawn independently per volunteer:
-theta_j ~ N(``threshold_mean``, ``threshold_sd``) [-0.6, 0.5];
-phi_j ~ Gamma(``faint_boost_shape``, ``faint_boost_mean`` / shape) [2, 0.5 mag];
-spurious clicks per classification ~ Poisson(lambda_j), lambda_j lognormal with
-median ``spurious_median`` [0.05] and log-width ``spurious_sigma`` [1.0] (70%
-on the galaxy, 30% anywhere); positional scatter per axis
-sqrt((s_j F)^2 + ``scatter_floor_px``^2), s_j lognormal with median
-``scatter_median`` [0.2 FWHM] and log-width ``scatter_sigma`` [0.4]; and Beta
-probabilities (mean as given, concentration a + b = ``skill_concentration``
-[15]): marking the bulge in T0 ``p_bulge_t0_mean`` [0.92] (if the bulge is not
-visible, 0.3 times that, near the centre), also marking the bulge as a clump in
-T1 ``p_bulge_t1_mean`` [0.05], a double click (a second click 0.1-1.5 F from the
-first, i.e. within 2 FWHM) ``p_double_mean`` [0.03], choosing the unusual tool
-for an unusual clump ``p_unusual_hit_mean`` [0.6] and for anything else
-``p_unusual_false_mean`` [0.08] (stars: 0.5), marking a foreground star
-``p_star_mean`` [0.04], and marking nothing in T1 ``p_skip_mean`` [0.05].
+**Volunteers.** Subjects per volunteer: casual volunteers ceil(X), X lognormal
+with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.65];
+a fraction ``heavy_fraction`` [1.56%] of committed volunteers with
+p(n) ~ n^-(1 + ``heavy_alpha``) [0: log-uniform] between ``heavy_min`` [10] and
+``heavy_max_fraction`` [0.5] x the number of subjects. The cohort size is the
+number of classification slots / the model's mean (so it scales with the
+project), and committed volunteers' counts are rescaled so that the plan fills
+the slots exactly. At paper scale: ~20.6k volunteers, median 3, ~96% below 10,
+~210 above 200 (the paper: 20,999, median 3, 19,859 below 10, 176 above 200).
+Volunteers who are not logged in bring ``not_logged_in_fraction`` [20%] of the
+classifications (systematic sampling over activity ranks, so the share holds
+at any scale); each is a distinct "not-logged-in-<ip hash>" with no user_id.
+Skills, independent per volunteer: theta_j ~ N(``threshold_mean``,
+``threshold_sd``) [-0.65, 0.5]; phi_j ~ Gamma(``faint_boost_shape``,
+``faint_boost_mean`` / shape) [2, 0.4 mag]; spurious clicks ~ Poisson(lambda_j)
+per classification, lambda_j lognormal (median ``spurious_median`` [0.27],
+log-width ``spurious_sigma`` [1.0], at most 5), 70% on the galaxy, 30%
+anywhere; positional scatter per axis sqrt((s_j F)^2 +
+``scatter_floor_px``^2), s_j lognormal (median ``scatter_median`` [0.2 FWHM],
+log-width ``scatter_sigma`` [0.4]); and Beta-distributed probabilities (mean as
+given, a + b = ``skill_concentration`` [15]): marking the bulge in T0
+``p_bulge_t0_mean`` [0.96] (without a visible bulge 0.3 x that, 3x less
+precise), also marking it as a clump in T1 ``p_bulge_t1_mean`` [0.06], doubling
+a click ``p_double_mean`` [0.03] (a second click 0.1-1.5 F away, i.e. within
+2 FWHM, same tool, right after the first), the unusual tool for an unusual
+clump ``p_unusual_hit_mean`` [0.6] and for anything else
+``p_unusual_false_mean`` [0.08] (stars 0.5), marking a foreground star
+``p_star_mean`` [0.04], marking nothing in T1 ``p_skip_mean`` [0.05].
 
-**Who sees what, and when.** Each subject needs ``volunteers_per_subject`` + a
-Poisson(``extra_classifications_mean``) number of classifications [20, 0.4]
-(the paper's 1,739,259 / 85,286 = 20.39). The project runs ``duration_days``
-[420] from ``start_date`` [2019-10-01]. A volunteer arrives at a uniform time
-(a fraction ``launch_fraction`` [0.3] in an exponential launch burst of 7 days)
-and classifies in sessions of 1 + Poisson(``session_mean`` - 1) [25]
-subjects, ~``seconds_per_classification`` [30] s apart (lognormal, width 0.5);
-later sessions fall at uniform times between arrival and a random fraction of
-the rest of the project. The Zooniverse front end is then replayed in time
-order: a pool of ``active_subjects`` [1000] unretired subjects; each
-classification goes to a random pool subject the volunteer has not seen;
-a subject retires after its required number of classifications and the next
-subject of a random permutation takes its place. The schedule has 1% more
-planned classifications than slots; a planned classification that finds no
-unseen subject (or comes after the last subject retired) does not happen and
-is counted; subjects still short of their target at the end stay unretired.
-Bulge click (T0) first, then the T1 clicks in random order.
-Classification ids increase with time.
+**Who sees what, and when.** Each subject needs ``volunteers_per_subject`` +
+Poisson(``extra_classifications_mean``) classifications [20, 0.4] (paper:
+1,739,259 / 85,286 = 20.39). The project runs ``duration_days`` [420] from
+``start_date`` [2019-10-01]. A volunteer arrives at a uniform time (a fraction
+``launch_fraction`` [0.3] in an exponential launch burst of 7 days) and
+classifies in sessions of 1 + Poisson(``session_mean`` - 1) [25] subjects,
+lognormal gaps of median ``seconds_per_classification`` [30 s]; later sessions
+start uniformly within a span of Beta(2, 1) x the rest of the project, but at
+least n / (half the rate at which subjects flow through the project) (nobody
+can see distinct subjects faster than they arrive; the arrival moves earlier if
+needed). The Zooniverse front end is then replayed in time order (a numba
+kernel): ``active_subjects`` [1000] unretired subjects are served; each
+classification takes a random active subject the volunteer has not seen; a
+subject retires when it has its classifications and the next subject of a
+random permutation takes its place. A planned classification that finds no
+unseen subject does not happen (counted); newly arriving casual volunteers
+(``late`` in volunteers_truth.csv) then finish the subjects still short, in the
+3 days after the last planned classification. No volunteer classifies a subject
+twice. Within a classification: the T0 bulge click first, then the T1 clicks in
+random order. Classification ids increase with time; created_at is the end of
+the classification, metadata started_at its start.
 
-**Experts.** ``n_experts`` [3] experts classify the same
-``n_expert_subjects`` [150] random subjects (the paper: 1,000) late in the
-project, with the click model above and fixed skills: threshold
-``expert_threshold`` [-0.2] (stricter than the volunteers' mean: volunteers
-are more optimistic, §6.3), faint boost ``expert_faint_boost`` [-1.0] (they
-ignore faint blue features), scatter ``expert_scatter`` [0.08 FWHM], no
-spurious, double or T1 bulge clicks, unusual tool 0.85 / 0.05, bulge always.
+**Experts.** ``n_experts`` [3] experts (user_name expert_1..3) classify the
+same ``n_expert_subjects`` [150] random subjects (the paper: 1,000) in the last
+40% of the project, with the click model above and fixed skills: threshold
+``expert_threshold`` [-0.5] with no spread (they find ~69% of the true clumps),
+faint boost ``expert_faint_boost`` [-1.0] (they ignore faint blue features,
+§6.3), scatter ``expert_scatter`` [0.08 FWHM]; no spurious, double, star or T1
+bulge clicks and no skipping; unusual tool 0.85 / 0.05; the bulge always.
 
-**Totals.** The paper's 3,561,454 "click locations" are taken to be all clicks
-of the export, bulge (T0) clicks included: 2.05 clicks per classification,
-which is ~1 bulge click plus ~1 clump click; clump clicks alone would need ~1.4
-spurious clicks per classification, inconsistent with the 128,100 clumps found
-in 85,286 subjects. The paper-scale config (resources/paper_scale.yaml) is
-tuned to that total.
+**Totals.** The paper's 3,561,454 "click locations" for 1,739,259
+classifications are taken to be all clicks of the export, the T0 bulge clicks
+included: 2.05 per classification, i.e. ~0.9 bulge click plus ~1.15 clump
+clicks. (Clump clicks alone would need 2.05 T1 clicks per classification, or
+~40 per subject, more than the 128,100 clumps found in 85,286 subjects can
+carry.) resources/paper_scale.yaml realises ~1.74M classifications and ~3.5M
+clicks (see simulate_report.json).
+
+Random streams: one ``numpy.random.SeedSequence(seed)`` child per stage
+(galaxies, clumps, distractors, volunteers, schedule, clicks, experts, expert
+clicks, export), so changing one stage's knobs does not reshuffle the others.
 """
 
 from __future__ import annotations
 
 import argparse
 import hashlib
-import json
 import logging
 import math
 from pathlib import Path
@@ -193,6 +205,19 @@ R90_FACTOR = 6.0  # cutout side = 6 R90 (SPEC 1)
 MIN_R90 = 3.0  # GZ2 sample selection: petroR90_r >= 3 arcsec
 LAUNCH_DAYS = 7.0  # e-folding time of the launch burst of arrivals
 EXPERT_USER_ID0 = 90000001  # experts' made-up user ids
+#: number formats of galaxies.csv (R90 and PSF are stored rounded to 4 decimals)
+GALAXY_FORMATS = {
+    "ra": ".6f",
+    "dec": ".6f",
+    "z": ".5f",
+    "petroR90_r": ".4f",
+    "psffwhm_r": ".4f",
+    "axis_ratio": ".4f",
+    "position_angle": ".2f",
+    "bulge_fraction": ".4f",
+    "x_centre": ".3f",
+    "y_centre": ".3f",
+}
 
 #: every knob of the ``simulate:`` config section with its default
 DEFAULTS: dict[str, Any] = {
@@ -253,13 +278,13 @@ DEFAULTS: dict[str, Any] = {
     "threshold_sd": 0.5,
     "faint_boost_mean": 0.4,
     "faint_boost_shape": 2.0,
-    "spurious_median": 0.25,
+    "spurious_median": 0.27,
     "spurious_sigma": 1.0,
     "scatter_median": 0.2,
     "scatter_sigma": 0.4,
     "scatter_floor_px": 0.7,
     "skill_concentration": 15.0,
-    "p_bulge_t0_mean": 0.95,
+    "p_bulge_t0_mean": 0.96,
     "p_bulge_t1_mean": 0.06,
     "p_double_mean": 0.03,
     "p_unusual_hit_mean": 0.6,
@@ -380,7 +405,9 @@ def resolve_config(cfg: dict | None, path: object = None) -> dict:
     try:
         pd.Timestamp(out["start_date"])
     except ValueError:
-        raise InputError(f"simulate.start_date: bad date {out['start_date']!r}", path=path) from None
+        raise InputError(
+            f"simulate.start_date: bad date {out['start_date']!r}", path=path
+        ) from None
     return out
 
 
@@ -475,7 +502,6 @@ def angular_diameter_distance_kpc(z, h0: float = 70.0, om0: float = 0.3) -> np.n
     return np.interp(z, grid, dc) / (1.0 + z)
 
 
-
 def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
     """The galaxy catalogue (§2.1-2.2); see the module docstring for the model."""
     n = p["n_subjects"]
@@ -494,7 +520,9 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
     r90 = np.zeros(n)
     todo = np.arange(n)
     for _ in range(100):  # GZ2 selection: petroR90_r >= 3" (redraw the physical size)
-        r_kpc = np.exp(np.log(p["r90_kpc_median"]) + p["r90_kpc_sigma"] * rng.standard_normal(len(todo)))
+        r_kpc = np.exp(
+            np.log(p["r90_kpc_median"]) + p["r90_kpc_sigma"] * rng.standard_normal(len(todo))
+        )
         r90[todo] = r_kpc / kpc_per_arcsec[todo]
         todo = todo[r90[todo] < MIN_R90]
         if len(todo) == 0:
@@ -514,8 +542,12 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
     # r magnitude from Euclidean counts on [13, 17.7]
     e0, e1 = 10 ** (0.6 * 13.0), 10 ** (0.6 * 17.7)
     mag_r = np.log10(e0 + rng.random(n) * (e1 - e0)) / 0.6
-    g_r = np.where(secondary, 0.75 + 0.08 * rng.standard_normal(n), 0.55 + 0.15 * rng.standard_normal(n))
-    r_i = np.where(secondary, 0.40 + 0.05 * rng.standard_normal(n), 0.30 + 0.08 * rng.standard_normal(n))
+    g_r = np.where(
+        secondary, 0.75 + 0.08 * rng.standard_normal(n), 0.55 + 0.15 * rng.standard_normal(n)
+    )
+    r_i = np.where(
+        secondary, 0.40 + 0.05 * rng.standard_normal(n), 0.30 + 0.08 * rng.standard_normal(n)
+    )
     cos_i = rng.random(n)
     q = np.sqrt((1 - 0.2**2) * cos_i**2 + 0.2**2)
     q[secondary] = rng.uniform(0.5, 1.0, n2)
@@ -634,9 +666,15 @@ def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
 
     p_unusual = np.clip(p["unusual_fraction"] + p["unusual_radial_slope"] * (u - 1.0), 0.0, 1.0)
     unusual = rng.random(m) < p_unusual
-    delta = p["clump_contrast_mean"] - 0.4 * unusual + p["clump_contrast_sd"] * rng.standard_normal(m)
-    g_r = np.where(unusual, 0.7 + 0.25 * rng.standard_normal(m), 0.25 + 0.2 * rng.standard_normal(m))
-    r_i = np.where(unusual, 0.3 + 0.15 * rng.standard_normal(m), 0.05 + 0.1 * rng.standard_normal(m))
+    delta = (
+        p["clump_contrast_mean"] - 0.4 * unusual + p["clump_contrast_sd"] * rng.standard_normal(m)
+    )
+    g_r = np.where(
+        unusual, 0.7 + 0.25 * rng.standard_normal(m), 0.25 + 0.2 * rng.standard_normal(m)
+    )
+    r_i = np.where(
+        unusual, 0.3 + 0.15 * rng.standard_normal(m), 0.05 + 0.1 * rng.standard_normal(m)
+    )
     df = _object_table(gal, gidx, x, y, delta, g_r, r_i)
     df["unusual"] = unusual
     df["clump"] = _local_index(np.bincount(gidx, minlength=n))
@@ -673,7 +711,13 @@ def make_distractors(gal: pd.DataFrame, clumpy: np.ndarray, p: dict, rng) -> pd.
     x, y = _disc_positions(g_ff, u, gal, rng)
     delta = p["faint_contrast_mean"] + p["faint_contrast_sd"] * rng.standard_normal(m)
     ff = _object_table(
-        gal, g_ff, x, y, delta, 0.0 + 0.15 * rng.standard_normal(m), -0.1 + 0.1 * rng.standard_normal(m)
+        gal,
+        g_ff,
+        x,
+        y,
+        delta,
+        0.0 + 0.15 * rng.standard_normal(m),
+        -0.1 + 0.1 * rng.standard_normal(m),
     )
     ff["kind"] = "faint_feature"
 
@@ -735,10 +779,28 @@ def _activity(n_vol, n_subjects, p, rng, heavy_fraction=None):
     return np.clip(n, 1, cap).astype(np.int64), heavy
 
 
-def _activity_mean(n_subjects, p, rng) -> float:
-    """Mean of the activity model (Monte Carlo on a separate stream)."""
-    n, _ = _activity(400_000, n_subjects, p, rng)
-    return float(n.mean())
+def _activity_mean(n_subjects, p) -> float:
+    """Exact mean of :func:`_activity` (sums of survival functions, E[N] = sum P(N >= k))."""
+    cap = max(1, int(p["heavy_max_fraction"] * n_subjects))
+    k = np.arange(2, cap + 1, dtype=float)
+    sigma = p["activity_sigma"]
+    if sigma > 0:
+        surv = norm.sf((np.log(k - 1) - np.log(p["activity_median"])) / sigma)
+    else:
+        surv = (p["activity_median"] > k - 1).astype(float)
+    casual = 1.0 + surv.sum()
+    lo = float(min(max(p["heavy_min"], 1), cap))
+    a = p["heavy_alpha"]
+    kk = np.arange(1, cap + 1, dtype=float)
+    if cap <= lo:
+        heavy = float(cap)
+    elif a > 0:
+        c = 1.0 - (lo / cap) ** a
+        heavy = float(np.clip(1.0 - (1.0 - (lo / np.maximum(kk, lo)) ** a) / c, 0, 1).sum())
+    else:
+        heavy = float(np.clip(1.0 - np.log(np.maximum(kk, lo) / lo) / np.log(cap / lo), 0, 1).sum())
+    f = p["heavy_fraction"]
+    return (1.0 - f) * casual + f * heavy
 
 
 def _match_total(n, heavy, n_slots, cap, rng):
@@ -804,7 +866,7 @@ def make_volunteers(n_slots: int, n_subjects: int, p: dict, rng) -> pd.DataFrame
     that their share of the classifications is ``not_logged_in_fraction``.
     """
     cap = max(1, int(p["heavy_max_fraction"] * n_subjects))
-    mean = _activity_mean(n_subjects, p, np.random.default_rng(rng.integers(2**63)))
+    mean = _activity_mean(n_subjects, p)
     n_vol = max(1, int(round(n_slots / mean)))
     n, heavy = _activity(n_vol, n_subjects, p, rng)
     n = _match_total(n, heavy, n_slots, cap, rng)
@@ -922,7 +984,9 @@ def plan_sessions(
 
 
 @numba.njit(cache=True)
-def _serve_subjects(ev_vol, ev_u, queue, need, seen, cnt, retire, pool, state, ev0):  # pragma: no cover
+def _serve_subjects(
+    ev_vol, ev_u, queue, need, seen, cnt, retire, pool, state, ev0
+):  # pragma: no cover
     """Replay the Zooniverse subject queue in time order (see module docstring).
 
     For each planned classification (volunteer ``ev_vol[e]``, in time order)
@@ -1255,29 +1319,31 @@ def volunteer_identities(logged_in: np.ndarray, rng) -> tuple[list[str], list[st
 
 
 def _expert_schedule(n_experts, subj, p, rng):
-    """(expert, subject index, time, session) of every expert classification."""
+    """(expert, subject index, time, session, number of sessions) of every expert
+    classification: each expert does all ``subj`` in random order, in sessions of
+    50 (~40 s apart) at random times in the last 40% of the project."""
     dur = p["duration_days"] * 86400.0
+    k = len(subj)
     ex, su, tt, se = [], [], [], []
     n_sess = 0
-    for e in range(n_experts):
-        order = rng.permutation(subj)
-        k = len(order)
+    for e in range(n_experts if k else 0):
         sess = np.arange(k) // 50
-        starts = np.sort(rng.uniform(0.6 * dur, dur, int(sess.max()) + 1 if k else 0))
+        m = int(sess[-1]) + 1
+        starts = np.sort(rng.uniform(0.6 * dur, dur, m))
         gap = rng.lognormal(np.log(40.0), 0.4, k)
-        t = starts[sess] + np.cumsum(gap) - np.repeat(
-            np.r_[0.0, np.cumsum(gap)][np.r_[0, np.flatnonzero(np.diff(sess)) + 1]],
-            np.bincount(sess),
-        )
+        csum = np.cumsum(gap)
+        first = np.arange(m) * 50
         ex.append(np.full(k, e))
-        su.append(order)
-        tt.append(t)
+        su.append(rng.permutation(subj))
+        tt.append(starts[sess] + csum - (csum[first] - gap[first])[sess])
         se.append(n_sess + sess)
-        n_sess += int(sess.max()) + 1 if k else 0
-    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
-    ex, su, tt, se = cat(ex, np.int64), cat(su, np.int64), cat(tt, float), cat(se, np.int64)
+        n_sess += m
+    if not ex:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0), z, 0
+    ex, su, tt, se = (np.concatenate(a) for a in (ex, su, tt, se))
     order = np.lexsort((ex, tt))
-    return ex[order], su[order], tt[order], se[order], n_sess
+    return ex[order], su[order].astype(np.int64), tt[order], se[order], n_sess
 
 
 def _classification_ids(n, base, rng):
@@ -1308,7 +1374,7 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     byte-identical files). Returns the report written to simulate_report.json.
     """
     from clumpscout import simulate_export as sx
-    from clumpscout.io import write_csv, write_json, write_parquet
+    from clumpscout.io import write_json, write_parquet
 
     p = resolve_config(cfg)
     out = Path(out_dir)
@@ -1334,12 +1400,19 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
         vols = make_volunteers(n_plan, n_gal, p, rng["volunteers"])
         served = serve_subjects(vols, need, p, r)
         vols = served["volunteers"]
-        cls_vol, cls_gal, cls_t, cls_sess = served["vol"], served["sub"], served["t"], served["session"]
+        cls_vol, cls_gal, cls_t, cls_sess = (
+            served["vol"],
+            served["sub"],
+            served["t"],
+            served["session"],
+        )
         n_sessions = served["n_sessions"]
         n_classified, retire_cls = served["n_classified"], served["retire_cls"]
         n_cls = len(cls_vol)
         cls_id = _classification_ids(n_cls, 200_000_000, r)
-        dur_s = np.minimum(r.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600)
+        dur_s = np.minimum(
+            r.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600
+        )
         cls_start = cls_t - dur_s
         retired = n_classified >= need
 
@@ -1350,11 +1423,15 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     re_ = rng["experts"]
     n_exp = p["n_experts"]
     n_es = min(p["n_expert_subjects"], n_gal) if n_exp > 0 else 0
-    expert_subjects = np.sort(re_.choice(n_gal, size=n_es, replace=False)) if n_es else np.zeros(0, np.int64)
+    expert_subjects = (
+        np.sort(re_.choice(n_gal, size=n_es, replace=False)) if n_es else np.zeros(0, np.int64)
+    )
     experts = make_experts(n_exp, p, re_)
     e_vol, e_gal, e_t, e_sess, e_nsess = _expert_schedule(n_exp, expert_subjects, p, re_)
     with timed(f"simulate: {n_exp} experts x {n_es} subjects", log):
-        e_clicks = draw_clicks(e_gal, e_vol, experts, gal, clumps, distractors, p, rng["expert_clicks"])
+        e_clicks = draw_clicks(
+            e_gal, e_vol, experts, gal, clumps, distractors, p, rng["expert_clicks"]
+        )
     e_id = _classification_ids(len(e_vol), 900_000_000, re_)
 
     # ---- subjects table for the exports
@@ -1377,7 +1454,9 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
             "retirement_id": 30_000_000 + np.arange(n_gal),
             "created_s": created_s,
             "updated_s": np.where(np.isnan(last_t), created_s, last_t),
-            "retired_s": np.where(retired, cls_t[np.maximum(retire_cls, 0)] if n_cls else 0.0, np.nan),
+            "retired_s": np.where(
+                retired, cls_t[np.maximum(retire_cls, 0)] if n_cls else 0.0, np.nan
+            ),
         }
     )
     sub_meta, sub_data = sx.subject_json(subjects, start)
@@ -1412,19 +1491,25 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
 
     with timed("simulate: writing the truth", log):
         sid = gal["subject_id"].to_numpy()
-        write_csv(gal[[c for c in gal.columns if not c.startswith("_")]].drop(columns="mag_r"), out / "galaxies.csv")
+        pos = {"x": ".3f", "y": ".3f"}
+        cat = [c for c in gal.columns if not c.startswith("_") and c != "mag_r"]
+        sx.write_table_csv(gal[cat], out / "galaxies.csv", GALAXY_FORMATS)
         tc = clumps.assign(subject_id=sid[clumps["_gal"].to_numpy()])
-        write_csv(
+        sx.write_table_csv(
             tc[["subject_id", "clump", "x", "y", "flux_g", "flux_r", "flux_i", "unusual"]],
             out / "truth_clumps.csv",
+            pos,
         )
         td = distractors.assign(subject_id=sid[distractors["_gal"].to_numpy()])
-        write_csv(
+        sx.write_table_csv(
             td[["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i", "distractor"]],
             out / "truth_distractors.csv",
+            pos,
         )
-        vt = _volunteer_truth(vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start)
-        write_csv(vt, out / "volunteers_truth.csv")
+        vt = _volunteer_truth(
+            vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start
+        )
+        sx.write_table_csv(vt, out / "volunteers_truth.csv", {})
         if p["write_click_truth"]:
             ct = pd.concat(
                 [
@@ -1433,6 +1518,8 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
                 ],
                 ignore_index=True,
             )
+            for c in ("task", "source"):
+                ct[c] = ct[c].astype("category")
             write_parquet(ct, out / "truth_clicks.parquet")
 
     # ---- report
@@ -1461,9 +1548,13 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
             ),
             "volunteers_planned": int(len(vols)),
             "volunteers": n_vol_active,
-            "volunteers_not_logged_in": int((~vols["logged_in"].to_numpy()[np.unique(cls_vol)]).sum()),
+            "volunteers_not_logged_in": int(
+                (~vols["logged_in"].to_numpy()[np.unique(cls_vol)]).sum()
+            ),
             "subjects_per_volunteer_median": float(np.median(per_vol)) if len(per_vol) else 0.0,
-            "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean()) if len(per_vol) else 0.0,
+            "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean())
+            if len(per_vol)
+            else 0.0,
             "volunteers_above_200_subjects": int((per_vol > 200).sum()),
             "subjects_per_volunteer_max": int(per_vol.max()) if len(per_vol) else 0,
             "fwhm_subject_px_median": float(np.median(fwhm)),
@@ -1489,7 +1580,9 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     return report
 
 
-def _volunteer_truth(vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start):
+def _volunteer_truth(
+    vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start
+):
     n = len(vols)
     cnt = np.bincount(cls_vol, minlength=n)
     first = np.full(n, np.nan)
@@ -1514,15 +1607,15 @@ def _volunteer_truth(vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids
         np.fmin.at(efirst, e_vol, e_t)
         np.fmax.at(elast, e_vol, e_t)
     out = pd.concat([v, e], ignore_index=True)
-    t0 = np.datetime64(start, "s")
-    for col, arr in (("first_classification", np.r_[first, efirst]), ("last_classification", np.r_[last, elast])):
-        s = pd.Series(t0 + np.round(np.nan_to_num(arr)).astype("timedelta64[s]"))
-        out[col] = np.where(np.isnan(arr), "", s.dt.strftime("%Y-%m-%d %H:%M:%S UTC"))
-    out = out[out["n_classifications"] > 0].reset_index(drop=True)
-    for c in out.columns:
-        if out[c].dtype == float:
-            out[c] = out[c].round(6)
-    return out
+    from clumpscout.simulate_export import format_times
+
+    for col, arr in (
+        ("first_classification", np.r_[first, efirst]),
+        ("last_classification", np.r_[last, elast]),
+    ):
+        created, _ = format_times(np.nan_to_num(arr), start)
+        out[col] = np.where(np.isnan(arr), "", np.asarray(created, dtype=object))
+    return out[out["n_classifications"] > 0].reset_index(drop=True)
 
 
 def _click_truth(clicks, cls_id, cls_gal, sid, expert):
@@ -1587,7 +1680,9 @@ def load_config(path: str | Path) -> tuple[dict, int | None]:
         section = doc.get("simulate") or {}
         if "seed" in doc:
             if not isinstance(doc["seed"], int) or doc["seed"] < 0:
-                raise InputError(f"seed must be a non-negative integer, got {doc['seed']!r}", path=path)
+                raise InputError(
+                    f"seed must be a non-negative integer, got {doc['seed']!r}", path=path
+                )
             seed = stage_seed(doc["seed"], "simulate")
     else:
         section = doc

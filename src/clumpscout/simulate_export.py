@@ -36,8 +36,8 @@ WORKFLOW_NAME = "Clump Scout"
 WORKFLOW_VERSION = "64.136"
 PROJECT_ID = 11753  # made up
 SUBJECT_SET_IDS = (81001, 81002, 81003)  # one per sample; made up
-T0_LABEL = "Click on the centre of the galaxy's central bulge, if you can see one."
-T1_LABEL = "Mark every clump you can see in the galaxy. Use the unusual tool for odd-looking ones."
+T0_LABEL = "Mark the centre of the galaxy's bulge, if you can see one."
+T1_LABEL = "Mark each clump you can see; use the unusual tool for odd ones."
 TOOL_LABELS = {("T0", 0): "Bulge", ("T1", 0): "Normal clump", ("T1", 1): "Unusual clump"}
 
 CLASSIFICATION_COLUMNS = (
@@ -100,24 +100,44 @@ def _esc(s: str) -> str:
     return s.replace('"', '""')
 
 
+_COORD_LO, _COORD_HI = -200.0, 600.0  # coordinates formatted through a lookup table
+_COORD_TABLE: list[str] = []
+
+
+def format_coords(v: np.ndarray) -> list[str]:
+    """Coordinates with two decimals (as ``f"{v:.2f}"``), via a lookup table (fast)."""
+    global _COORD_TABLE
+    if not _COORD_TABLE:
+        k = np.arange(int(_COORD_LO * 100), int(_COORD_HI * 100) + 1)
+        _COORD_TABLE = [f"{q / 100:.2f}" for q in k.tolist()]
+    v = np.asarray(v, dtype=float)
+    q = np.round(v * 100.0)
+    inside = (q >= _COORD_LO * 100) & (q <= _COORD_HI * 100)
+    idx = (np.where(inside, q, 0) - _COORD_LO * 100).astype(np.int64).tolist()
+    table = _COORD_TABLE
+    out = [table[i] for i in idx]
+    for i in np.flatnonzero(~inside).tolist():
+        out[i] = f"{v[i]:.2f}"
+    return out
+
+
 def click_items(task: np.ndarray, x: np.ndarray, y: np.ndarray, tool: np.ndarray) -> list[str]:
     """One ``{"x", "y", "tool", "frame", "details", "tool_label"}`` object per click,
     already CSV-escaped (built from an escaped template: no per-row escaping)."""
-    labels = np.where(
-        task == 0,
-        TOOL_LABELS[("T0", 0)],
-        np.where(tool == 1, TOOL_LABELS[("T1", 1)], TOOL_LABELS[("T1", 0)]),
-    ).tolist()
+    tails = [
+        _esc(f',"tool":{t},"frame":0,"details":[],"tool_label":"{TOOL_LABELS[k]}"}}')
+        for k, t in ((("T0", 0), 0), (("T1", 0), 0), (("T1", 1), 1))
+    ]
+    kind = np.where(task == 0, 0, np.where(tool == 1, 2, 1)).tolist()
     return [
-        f'{{""x"":{xx:.2f},""y"":{yy:.2f},""tool"":{tt},""frame"":0,""details"":[],'
-        f'""tool_label"":""{lab}""}}'
-        for xx, yy, tt, lab in zip(
-            x.tolist(), y.tolist(), tool.astype(np.int64).tolist(), labels, strict=True
-        )
+        f'{{""x"":{xx},""y"":{yy}{tails[k]}'
+        for xx, yy, k in zip(format_coords(x), format_coords(y), kind, strict=True)
     ]
 
 
-def annotations_fields(n_cls: int, cls: np.ndarray, task: np.ndarray, items: list[str]) -> list[str]:
+def annotations_fields(
+    n_cls: int, cls: np.ndarray, task: np.ndarray, items: list[str]
+) -> list[str]:
     """The ``annotations`` CSV field of each classification: T0 then T1, each with
     its clicks (possibly none). ``cls``/``task`` are sorted by classification,
     then task, then click order; ``items`` come from :func:`click_items`."""
@@ -316,3 +336,25 @@ def write_subjects_export(
         writer = csv.writer(fh, lineterminator="\n")
         writer.writerow(SUBJECT_COLUMNS)
         writer.writerows(zip(*(df[c].tolist() for c in SUBJECT_COLUMNS), strict=True))
+
+
+def write_table_csv(df: pd.DataFrame, path: str | os.PathLike, formats: dict[str, str]) -> None:
+    """Write a plain table (no quoting needed) as CSV, fast and reproducibly.
+
+    Floats use the format spec in ``formats`` (default ``.6g``); booleans are
+    written True/False, integers and strings as they are. Strings must not
+    contain commas, quotes or newlines (true of every truth table we write).
+    """
+    cols = []
+    for c in df.columns:
+        v = df[c].to_numpy()
+        if v.dtype.kind == "f":
+            fmt = formats.get(c, ".6g")
+            cols.append(["" if x != x else format(x, fmt) for x in v.tolist()])
+        elif v.dtype.kind == "b":
+            cols.append(np.where(v, "True", "False").tolist())
+        else:
+            cols.append([str(x) for x in v.tolist()])
+    lines = [",".join(df.columns)] + [",".join(r) for r in zip(*cols, strict=True)]
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+        fh.write("\n".join(lines) + "\n")

@@ -972,6 +972,7 @@ def extract_clicks(
         if missing_subjects == "drop":
             dropped["subject_missing_from_subjects_export"] = int(miss.sum())
             keep = keep & known
+    dropped.setdefault("subject_missing_from_subjects_export", 0)
     idx = np.flatnonzero(keep)
     sel, rows, sid, cid, vol_code = sel[idx], rows[idx], sid[idx], cid[idx], vol_code[idx]
     created_ns = created_ns[idx]

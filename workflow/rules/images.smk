@@ -1,1 +1,240 @@
-# rules for this stage are added by its issue
+# Issue 5: subject images (§2.2, SPEC 1-4), clump photometry and the flux figures (§6.3, §6.5).
+#
+# Simulated universe (images.enabled): render_frames draws SDSS-like g, r, i frames
+# (clumpscout.render), cutouts turns them into 400 x 400 subject PNGs and scaled bands
+# (clumpscout.cutouts), photometry_truth / photometry_labels measure the true clumps and the
+# n = photometry_n labels on those bands (clumpscout.photometry), flux_figures plots them
+# (clumpscout.figures_flux). images.real_demo adds cutouts of the real SDSS frames in
+# ../shared (field 2583/2/136 and HCG 88).
+
+IMG = f"{RESULTS}/images"
+IMGCFG = section("images")
+IMG_CAT = "8. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
+PHOT_N = int(IMGCFG.get("photometry_n", 20))
+CUTOUT_KEYS = (
+    "channels",
+    "asinh_Q",
+    "asinh_alpha",
+    "asinh_m",
+    "beta",
+    "resample_order",
+    "resize_filter",
+    "png_compress_level",
+    "band_fits",
+)
+GEOMETRY_KEYS = ("native_scale", "image_size", "min_side", "r90_factor")
+
+
+def cutout_cfg():
+    """The image settings of the cutouts (images section) and the geometry (subjects section)."""
+    cfg = {k: IMGCFG[k] for k in CUTOUT_KEYS if k in IMGCFG}
+    cfg.update({k: v for k, v in section("subjects").items() if k in GEOMETRY_KEYS})
+    return cfg
+
+
+def distractors_input():
+    """truth_distractors.csv as an input if the simulate rule declares it."""
+    path = universe("truth_distractors.csv")
+    declared = path in [str(f) for f in rules.simulate.output]
+    return {"distractors": path} if declared else {}
+
+
+if IMAGES:
+
+    rule render_frames:
+        input:
+            galaxies=universe("galaxies.csv"),
+            truth=universe("truth_clumps.csv"),
+            subjects=f"{RESULTS}/subjects/subjects.parquet",
+            **distractors_input(),
+        output:
+            frames=temp(directory(f"{IMG}/sim/frames")),
+        log:
+            f"{RESULTS}/logs/images/render_frames.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/render_frames.tsv"
+        conda:
+            "../../envs/images.yaml"
+        threads: 2
+        resources:
+            mem_mb=2000,
+            runtime=20,
+        params:
+            render=dict(IMGCFG.get("render") or {}),
+            distractors=universe("truth_distractors.csv"),
+            seed=seed_for("render"),
+            code=code_digest("render", "cutouts", "subjects"),
+        script:
+            "../../scripts/render_frames.py"
+
+    rule cutouts:
+        input:
+            frames=f"{IMG}/sim/frames",
+            truth=universe("truth_clumps.csv"),
+            **distractors_input(),
+        output:
+            table=f"{IMG}/sim/cutouts.parquet",
+            csv=f"{IMG}/sim/cutouts.csv",
+            bands=f"{IMG}/sim/bands.npy",
+            report=f"{IMG}/sim/cutouts_report.json",
+            png=directory(f"{IMG}/sim/png"),
+            montage=report(
+                f"{IMG}/sim/montage.png",
+                caption="../report/images_sim.rst",
+                category=IMG_CAT,
+            ),
+        log:
+            f"{RESULTS}/logs/images/cutouts.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/cutouts.tsv"
+        conda:
+            "../../envs/images.yaml"
+        threads: 2
+        resources:
+            mem_mb=2000,
+            runtime=30,
+        params:
+            cutouts=cutout_cfg(),
+            distractors=universe("truth_distractors.csv"),
+            montage=int(IMGCFG.get("montage_subjects", 12)),
+            dpi=section("figures").get("dpi", 150),
+            code=code_digest("cutouts", "subjects", "figures_flux", "figures"),
+        script:
+            "../../scripts/cutouts.py"
+
+    rule photometry_truth:
+        input:
+            table=f"{IMG}/sim/cutouts.parquet",
+            bands=f"{IMG}/sim/bands.npy",
+            truth=universe("truth_clumps.csv"),
+            subjects=f"{RESULTS}/subjects/subjects.parquet",
+            **distractors_input(),
+        output:
+            table=f"{IMG}/photometry/truth.parquet",
+            report=f"{IMG}/photometry/truth.json",
+        log:
+            f"{RESULTS}/logs/images/photometry_truth.log",
+        conda:
+            "../../envs/images.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=20,
+        params:
+            distractors=universe("truth_distractors.csv"),
+            code=code_digest("photometry", "cutouts", "subjects"),
+        script:
+            "../../scripts/photometry.py"
+
+    extra_targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
+
+    FLUX_TABLES = {"truth": f"{IMG}/photometry/truth.parquet"}
+
+    if PHOT_N in NS:
+
+        rule photometry_labels:
+            input:
+                table=f"{IMG}/sim/cutouts.parquet",
+                bands=f"{IMG}/sim/bands.npy",
+                labels=f"{RESULTS}/aggregate/n{PHOT_N}/labels.parquet",
+                experts=(
+                    f"{RESULTS}/clicks/expert_clicks.parquet" if HAS_EXPERTS else []
+                ),
+            output:
+                table=f"{IMG}/photometry/n{PHOT_N}.parquet",
+                report=f"{IMG}/photometry/n{PHOT_N}.json",
+            log:
+                f"{RESULTS}/logs/images/photometry_n{PHOT_N}.log",
+            conda:
+                "../../envs/images.yaml"
+            threads: 1
+            resources:
+                mem_mb=2000,
+                runtime=20,
+            params:
+                n=PHOT_N,
+                code=code_digest("photometry", "cutouts", "compare"),
+            script:
+                "../../scripts/photometry.py"
+
+        FLUX_TABLES["labels"] = f"{IMG}/photometry/n{PHOT_N}.parquet"
+
+    def flux_outputs():
+        names = ["flux_truth"]
+        if "labels" in FLUX_TABLES:
+            names = ["flux_vs_pfp", "flux_truth"]
+            if HAS_EXPERTS:
+                names = ["flux_true_false"] + names
+        out = {}
+        for name in names:
+            out[f"{name}_png"] = report(
+                f"{RESULTS}/figures/{name}.png",
+                caption=f"../report/{name}.rst",
+                category=IMG_CAT,
+            )
+            out[f"{name}_pdf"] = f"{RESULTS}/figures/{name}.pdf"
+            out[f"{name}_json"] = f"{RESULTS}/figures/{name}.json"
+        return out
+
+    rule flux_figures:
+        input:
+            **FLUX_TABLES,
+        output:
+            **flux_outputs(),
+        log:
+            f"{RESULTS}/logs/images/flux_figures.log",
+        conda:
+            "../../envs/figures.yaml"
+        threads: 1
+        resources:
+            mem_mb=2000,
+            runtime=10,
+        params:
+            dpi=section("figures").get("dpi", 150),
+            code=code_digest("figures_flux", "figures"),
+        script:
+            "../../scripts/flux_figures.py"
+
+    extra_targets += [
+        f for k, f in rules.flux_figures.output.items() if k.endswith("_png")
+    ]
+
+
+if IMGCFG.get("real_demo", False):
+    DEMO = dict(IMGCFG.get("demo") or {})
+    SDSS = DEMO.get("shared_dir", "../shared/data/sdss")
+    FIELD = f"{SDSS}/frames_2583_2_136"
+    HCG = f"{SDSS}/hcg88_reprojected"
+
+    rule real_demo:
+        input:
+            frames=expand(f"{FIELD}/frame-{{b}}-002583-2-0136.fits.bz2", b="gri"),
+            psfield=f"{FIELD}/psField-002583-2-0136.fits",
+            photofield=f"{FIELD}/photoField-002583-2.fits",
+            hcg=expand(f"{HCG}/reprojected_sdss_{{b}}.fits.bz2", b="gri"),
+        output:
+            field=directory(f"{IMG}/real/2583_2_136"),
+            hcg88=directory(f"{IMG}/real/hcg88"),
+            fwhm=f"{IMG}/real/fwhm.csv",
+            montage=report(
+                f"{IMG}/real/montage.png",
+                caption="../report/images_real.rst",
+                category=IMG_CAT,
+            ),
+        log:
+            f"{RESULTS}/logs/images/real_demo.log",
+        conda:
+            "../../envs/images.yaml"
+        threads: 1
+        resources:
+            mem_mb=3000,
+            runtime=20,
+        params:
+            cutouts=cutout_cfg(),
+            n_galaxies=int(DEMO.get("n_galaxies", 4)),
+            dpi=section("figures").get("dpi", 150),
+            code=code_digest("cutouts", "subjects", "figures_flux", "figures"),
+        script:
+            "../../scripts/real_demo.py"
+
+    extra_targets += [f"{IMG}/real/fwhm.csv", f"{IMG}/real/montage.png"]

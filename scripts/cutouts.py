@@ -1,0 +1,27 @@
+"""Snakemake adapter: rule cutouts -> clumpscout.cutouts.make_cutouts (+ the report montage)."""
+
+from _common import main
+
+
+def _run(sm):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from clumpscout.cutouts import make_cutouts
+    from clumpscout.figures_flux import montage_items, plot_subject_montage
+
+    frames = Path(sm.input.frames)
+    out = Path(sm.output.table).parent
+    meta, _ = make_cutouts(
+        frames, frames / "frames.csv", out, dict(sm.params.cutouts), workers=int(sm.threads)
+    )
+    dist = sm.input.get("distractors") or sm.params.distractors
+    distractors = pd.read_csv(dist) if dist and Path(dist).exists() else None
+    items = montage_items(
+        meta, out, int(sm.params.montage), pd.read_csv(sm.input.truth), distractors
+    )
+    plot_subject_montage(items, Path(sm.output.montage).with_suffix(""), dpi=int(sm.params.dpi))
+
+
+main(snakemake, _run)  # noqa: F821

@@ -1,0 +1,35 @@
+"""Snakemake adapter: rules photometry_truth / photometry_labels -> clumpscout.photometry."""
+
+from _common import main
+
+
+def _run(sm):
+    from pathlib import Path
+
+    import pandas as pd
+
+    from clumpscout.io import write_json, write_parquet
+    from clumpscout.photometry import photometry_labels, photometry_truth
+
+    cutouts = Path(sm.input.table).parent
+    if "labels" in sm.input.keys():
+        experts = sm.input.get("experts")
+        table, report = photometry_labels(
+            pd.read_parquet(sm.input.labels),
+            cutouts,
+            pd.read_parquet(experts) if experts else None,
+        )
+        report["n"] = int(sm.params.n)
+    else:
+        dist = sm.input.get("distractors") or sm.params.distractors
+        table, report = photometry_truth(
+            pd.read_csv(sm.input.truth),
+            pd.read_parquet(sm.input.subjects),
+            cutouts,
+            pd.read_csv(dist) if dist and Path(dist).exists() else None,
+        )
+    write_parquet(table, sm.output.table)
+    write_json(report, sm.output.report)
+
+
+main(snakemake, _run)  # noqa: F821

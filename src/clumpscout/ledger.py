@@ -1,0 +1,921 @@
+"""The click ledger: every input click accounted for at the end of the DAG (issue 6 item 2).
+
+For every ``n`` of the subsample list (paper §6.1, SPEC 22: the subsamples Z~_n) the ledger
+follows the clicks of the classification export down to the aggregation's assignments and checks
+that every link adds up::
+
+    clicks in the export (every task)                    counted here, from the export itself
+      = clicks in classifications the reader dropped     by reason (dropped_cls_<reason>)
+      + clump-task clicks the reader dropped             by reason (dropped_click_<reason>)
+      + clicks of other tasks (e.g. the bulge task)      by task   (other_task_<task>)
+      + kept clicks                                      box rows with coordinates (boxes.parquet)
+    kept clicks
+      = clicks not drawn into Z~_n                       (not_drawn)
+      + clicks in Z~_n                                   (in_zn)
+    clicks in Z~_n
+      = clustered (assignments ``cluster`` >= 0)         (clustered)
+      + dummy     (``cluster`` == -1)                    (dummy)
+      + not aggregated (boxes of subjects never put in a working batch: fewer than
+        ``min_volunteers_batch`` volunteers, SPEC 20-21; ``assignment`` "not_aggregated")
+
+Coordinate-less rows (one per classification that kept no click, contract 2/4) are followed
+too: box rows = rows in Z~_n + rows not drawn; rows in Z~_n = assignment rows, whose
+``assignment`` is ``clump`` / ``dummy`` / ``not_aggregated`` (a box) or ``empty`` (the row of a
+classification that marked nothing; all rows of a pre-retired empty subject are of this kind).
+
+Independence: the export is read here in one light streaming pass (pyarrow for the CSV, the
+standard ``json`` module for ``annotations``); marks are counted per row for the clump task and
+for every other drawing task, and every row is put in one category by re-applying the reader's
+documented selection in its order (workflow, version, multiple subjects, repeated
+classification id; then kept when its classification is in boxes.parquet; otherwise a repeated
+volunteer-subject pair or, with ``missing_subjects: drop``, a subject missing from the subject
+export). The numbers the reader reports (clicks_report.json) are *compared* with these counts,
+never used in their place, except for the per-reason split of clicks the reader dropped inside
+kept classifications, whose total is checked against the ledger's own count. A row that fits no
+category is ``unexplained`` and unbalances the ledger.
+
+What counts as a click: an element of the value list of a drawing-task annotation (combo tasks
+unpacked). An annotation is a drawing one when its ``taskType`` says so (front-end monorepo) or,
+in classic exports, when its value is a list that holds a mark (a dict) and no survey choice, or
+an empty list. Answers of question tasks are not clicks.
+
+Outputs: ``ledger.csv`` (one row per n, one column per category, ``balanced``) and
+``ledger.json`` (the same numbers, every check with both sides, the failures). When anything
+does not add up, :func:`check_ledger` raises :class:`LedgerError` (exit 2, one line naming the
+n, the category and the file) and no output is written; every failing check is logged.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from clumpscout.errors import InputError
+from clumpscout.logs import progress, timed
+
+log = logging.getLogger(__name__)
+
+#: reasons for which the export reader drops a whole classification (clumpscout.zooniverse);
+#: listed so that the CSV always has the same columns (others found in a report are added)
+CLASSIFICATION_REASONS = (
+    "other_workflow",
+    "other_workflow_version",
+    "older_workflow_version",
+    "multiple_subjects",
+    "duplicate_classification_id",
+    "duplicate_volunteer_subject",
+    "subject_missing_from_subjects_export",
+)
+#: reasons for which the reader drops one click of a kept classification's clump task
+CLICK_REASONS = (
+    "invalid_mark",
+    "invalid_tool",
+    "missing_coordinates",
+    "non_point_mark",
+    "nonfinite_coordinates",
+    "other_tool",
+)
+UNEXPLAINED = "unexplained"
+DRAWING_TASK_TYPES = frozenset({"drawing", "dataVisAnnotation"})
+EXPORT_COLUMNS = (
+    "classification_id",
+    "user_name",
+    "workflow_id",
+    "workflow_version",
+    "subject_ids",
+    "annotations",
+)
+_BLOCK = 1 << 24
+
+
+class LedgerError(InputError):
+    """The ledger does not add up (a click was lost or invented somewhere in the DAG)."""
+
+
+# ------------------------------------------------------------------ counting marks
+
+
+def _flat(annotations: list) -> list[dict]:
+    """Annotations with combo tasks unpacked (a value that is itself a list of annotations)."""
+    out: list[dict] = []
+    stack = list(reversed(annotations))
+    while stack:
+        a = stack.pop()
+        if not isinstance(a, dict):
+            continue
+        v = a.get("value")
+        if (
+            isinstance(v, list)
+            and v
+            and isinstance(v[0], dict)
+            and {"task", "value"} <= v[0].keys()
+        ):
+            stack.extend(reversed(v))
+        else:
+            out.append(a)
+    return out
+
+
+def drawing_marks(value: Any, task_type: Any = None) -> int | None:
+    """Number of marks of a drawing-task annotation value; None if it is not a drawing task."""
+    if not isinstance(value, list):
+        return None
+    if task_type is not None:
+        return len(value) if task_type in DRAWING_TASK_TYPES else None
+    dicts = [m for m in value if isinstance(m, dict)]
+    if any("choice" in m for m in dicts):
+        return None  # a survey task
+    if value and not dicts:
+        return None  # a multiple-choice answer
+    return len(value)
+
+
+def count_marks(annotations_json: str, clump_task: str | None) -> tuple[int, int]:
+    """(clump-task marks, marks of other drawing tasks) of one ``annotations`` field.
+
+    ``clump_task`` None: every drawing task is the clump task. Raises ValueError for text that
+    is not a JSON list.
+    """
+    ann = json.loads(annotations_json)
+    if not isinstance(ann, list):
+        raise ValueError("annotations is not a JSON list")
+    clump = other = 0
+    for a in _flat(ann):
+        k = drawing_marks(a.get("value"), a.get("taskType"))
+        if k is None:
+            continue
+        task = a.get("task")
+        if clump_task is None or (task is not None and str(task) == clump_task):
+            clump += k
+        else:
+            other += k
+    return clump, other
+
+
+def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
+    """One row per export row: the selection columns (stripped strings) and the mark counts.
+
+    Columns: row (1-based data row), classification_id, user_name, workflow_id,
+    workflow_version, subject_ids (str), clump_marks, other_marks (int64), json_ok (bool).
+    """
+    path = Path(path)
+    read = pacsv.ReadOptions(block_size=_BLOCK)
+    parse = pacsv.ParseOptions(newlines_in_values=True)
+    convert = pacsv.ConvertOptions(
+        include_columns=list(EXPORT_COLUMNS),
+        column_types={c: pa.string() for c in EXPORT_COLUMNS},
+        strings_can_be_null=False,
+        quoted_strings_can_be_null=False,
+    )
+    parts: dict[str, list] = {c: [] for c in EXPORT_COLUMNS if c != "annotations"}
+    clump: list[int] = []
+    other: list[int] = []
+    ok: list[bool] = []
+    try:
+        reader = pacsv.open_csv(
+            path, read_options=read, parse_options=parse, convert_options=convert
+        )
+        for batch in progress(reader, desc="ledger", total=None):
+            for c in parts:
+                parts[c].extend(
+                    s.strip()
+                    for s in batch.column(c).to_pylist()  # type: ignore[union-attr]
+                )
+            for text in batch.column("annotations").to_pylist():
+                try:
+                    cm, om = count_marks(text, clump_task)
+                    ok.append(True)
+                except ValueError:
+                    cm, om = 0, 0
+                    ok.append(False)
+                clump.append(cm)
+                other.append(om)
+    except (OSError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the classification export: {exc}", path=path) from None
+    n = len(ok)
+    df = pd.DataFrame({c: np.asarray(v, dtype=object) for c, v in parts.items()})
+    df.insert(0, "row", np.arange(1, n + 1, dtype=np.int64))
+    df["clump_marks"] = np.asarray(clump, dtype=np.int64)
+    df["other_marks"] = np.asarray(other, dtype=np.int64)
+    df["json_ok"] = np.asarray(ok, dtype=bool)
+    return df
+
+
+def _read_subject_ids(path: str | Path) -> np.ndarray:
+    try:
+        tab = pacsv.read_csv(
+            path,
+            parse_options=pacsv.ParseOptions(newlines_in_values=True),
+            convert_options=pacsv.ConvertOptions(
+                include_columns=["subject_id"], column_types={"subject_id": pa.string()}
+            ),
+        )
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise InputError(f"cannot read the subject export: {exc}", path=path) from None
+    ids = pd.to_numeric(pd.Series(tab.column("subject_id").to_pylist()).str.strip(), "coerce")
+    return np.unique(ids.dropna().to_numpy(dtype=np.int64))
+
+
+# ------------------------------------------------------------------ export level
+
+
+def classify_rows(
+    marks: pd.DataFrame,
+    report: dict,
+    kept_ids: np.ndarray,
+    subject_ids: np.ndarray | None,
+) -> np.ndarray:
+    """The category of every export row: "kept", a reader drop reason or "unexplained".
+
+    Re-applies the reader's documented selection order (clumpscout.zooniverse): workflow,
+    version, several subjects, repeated classification id (first row in file order kept); a row
+    that survives these is "kept" when its classification id is in ``kept_ids`` (boxes.parquet);
+    otherwise it is a repeat of a volunteer-subject pair or (``missing_subjects: drop``) a
+    subject missing from the subject export ``subject_ids``.
+    """
+    n = len(marks)
+    cat = np.full(n, "", dtype=object)
+    wid = pd.to_numeric(marks["workflow_id"], errors="coerce").to_numpy(dtype=float)
+    cat[wid != float(report["workflow_id"])] = "other_workflow"
+    versions = {str(v) for v in report.get("workflow_versions_kept", [])}
+    dropped = report.get("dropped_classifications", {})
+    ver_reason = (
+        "older_workflow_version"
+        if dropped.get("older_workflow_version", 0) and not dropped.get("other_workflow_version", 0)
+        else "other_workflow_version"
+    )
+    left = cat == ""
+    cat[left & ~marks["workflow_version"].isin(versions).to_numpy()] = ver_reason
+    left = cat == ""
+    cat[left & marks["subject_ids"].str.contains(";", regex=False).to_numpy()] = "multiple_subjects"
+    left = cat == ""
+    cid = pd.to_numeric(marks["classification_id"], errors="coerce").to_numpy(dtype=float)
+    sid = pd.to_numeric(marks["subject_ids"], errors="coerce").to_numpy(dtype=float)
+    dup = np.zeros(n, dtype=bool)
+    dup[left] = pd.Series(cid[left]).duplicated().to_numpy()
+    cat[dup] = "duplicate_classification_id"
+    left = cat == ""
+    kept = left & np.isin(cid, np.asarray(kept_ids, dtype=float))
+    cat[kept] = "kept"
+    rest = np.flatnonzero(cat == "")
+    if len(rest):
+        pair = pd.MultiIndex.from_arrays([marks["user_name"].to_numpy(), sid])
+        kept_pairs = set(pair[kept])
+        missing_mode = report.get("missing_subjects") == "drop" and subject_ids is not None
+        known = set() if subject_ids is None else {float(s) for s in subject_ids}
+        seen: set = set()
+        for i in rest:
+            p = pair[i]
+            if p in kept_pairs:
+                cat[i] = "duplicate_volunteer_subject"
+            elif missing_mode and float(sid[i]) not in known:
+                # the first of a pair is the missing-subject drop, later ones repeats
+                cat[i] = (
+                    "duplicate_volunteer_subject"
+                    if p in seen
+                    else "subject_missing_from_subjects_export"
+                )
+                seen.add(p)
+            else:
+                cat[i] = UNEXPLAINED
+    return cat
+
+
+@dataclass
+class Check:
+    """One equation of the ledger: ``left == right``."""
+
+    n: str
+    category: str
+    left_name: str
+    left: int
+    right_name: str
+    right: int
+    file: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return int(self.left) == int(self.right)
+
+    def message(self) -> str:
+        return (
+            f"n={self.n}: category {self.category!r}: {self.left_name} = {self.left} but "
+            f"{self.right_name} = {self.right}"
+        )
+
+    def as_dict(self) -> dict:
+        return {
+            "n": self.n,
+            "category": self.category,
+            "left": self.left_name,
+            "left_value": int(self.left),
+            "right": self.right_name,
+            "right_value": int(self.right),
+            "file": self.file,
+            "ok": self.ok,
+        }
+
+
+@dataclass
+class Ledger:
+    """The ledger's numbers (per n) and its checks."""
+
+    export: dict
+    per_n: dict[int, dict] = field(default_factory=dict)
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def failures(self) -> list[Check]:
+        return [c for c in self.checks if not c.ok]
+
+    def balanced(self, n: int | None = None) -> bool:
+        return all(c.ok for c in self.checks if n is None or c.n in ("all", str(n)))
+
+    def table(self) -> pd.DataFrame:
+        rows = []
+        for n, d in sorted(self.per_n.items()):
+            rows.append({"n": n, **self.export["columns"], **d, "balanced": self.balanced(n)})
+        return pd.DataFrame(rows)
+
+    def as_dict(self) -> dict:
+        return {
+            "balanced": self.balanced(),
+            "export": self.export,
+            "n": {str(n): d for n, d in sorted(self.per_n.items())},
+            "checks": [c.as_dict() for c in self.checks],
+            "failures": [c.message() for c in self.failures],
+        }
+
+
+def export_ledger(
+    classifications_csv: str | Path,
+    report: dict,
+    boxes: pd.DataFrame,
+    subjects_csv: str | Path | None = None,
+    boxes_path: object = "boxes.parquet",
+    report_path: object = "clicks_report.json",
+) -> tuple[dict, list[Check]]:
+    """Account for the export's clicks down to the box rows (the part shared by every n)."""
+    path = Path(classifications_csv)
+    clump_task = report.get("clump_task")
+    with timed(f"ledger: counting the clicks of {path.name}", log):
+        marks = read_export_marks(path, clump_task)
+    subject_ids = None
+    if report.get("missing_subjects") == "drop" and subjects_csv is not None:
+        subject_ids = _read_subject_ids(subjects_csv)
+    box_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
+    has_xy = boxes["x1"].notna().to_numpy()
+    kept_ids = np.unique(box_cid)
+    cat = classify_rows(marks, report, kept_ids, subject_ids)
+    marks["category"] = cat
+    marks["clicks"] = marks["clump_marks"] + marks["other_marks"]
+
+    by = marks.groupby("category", sort=True)
+    rows_by = by.size().to_dict()
+    clicks_by = by["clicks"].sum().to_dict()
+    reasons = sorted(
+        (set(CLASSIFICATION_REASONS) | set(report.get("dropped_classifications", {})) | set(cat))
+        - {"kept"}
+        | {UNEXPLAINED}
+    )
+    rdrop = dict(report.get("dropped_clicks", {}))
+    rdrop.pop("other_task", None)
+    click_reasons = sorted(set(CLICK_REASONS) | set(rdrop))
+    other_tasks = dict(sorted(report.get("other_task_clicks", {}).items()))
+    kept = marks[cat == "kept"]
+    kept_clump = int(kept["clump_marks"].sum())
+    kept_other = int(kept["other_marks"].sum())
+    n_kept_clicks = int(has_xy.sum())
+    n_box_rows = len(boxes)
+
+    columns: dict[str, int] = {
+        "export_rows": len(marks),
+        "export_clicks": int(marks["clicks"].sum()),
+    }
+    for r in reasons:
+        columns[f"dropped_cls_{r}"] = int(clicks_by.get(r, 0))
+    for r in click_reasons:
+        columns[f"dropped_click_{r}"] = int(rdrop.get(r, 0))
+    for t, v in other_tasks.items():
+        columns[f"other_task_{t}"] = int(v)
+    columns["kept_clicks"] = n_kept_clicks
+    columns["kept_classifications"] = int(len(kept))
+    columns["boxes_rows"] = n_box_rows
+    columns["boxes_empty_rows"] = int(n_box_rows - n_kept_clicks)
+
+    E = "all"
+    exp = str(path)
+    checks = [
+        Check(
+            E,
+            "unexplained classifications",
+            "export rows in no category",
+            int(rows_by.get(UNEXPLAINED, 0)),
+            "expected",
+            0,
+            exp,
+        ),
+        Check(
+            E,
+            "kept classifications",
+            "export rows kept (ledger)",
+            len(kept),
+            "classifications in boxes.parquet",
+            len(kept_ids),
+            str(boxes_path),
+        ),
+        Check(
+            E,
+            "kept classifications",
+            "classifications in boxes.parquet",
+            len(kept_ids),
+            "classifications_kept (reader report)",
+            int(report.get("classifications_kept", -1)),
+            str(report_path),
+        ),
+        Check(
+            E,
+            "export rows",
+            "rows counted by the ledger",
+            len(marks),
+            "rows_read (reader report)",
+            int(report.get("rows_read", -1)),
+            exp,
+        ),
+    ]
+    rep_cls = report.get("dropped_classifications", {})
+    for r in reasons:
+        if r == UNEXPLAINED:
+            continue
+        checks.append(
+            Check(
+                E,
+                f"dropped_cls_{r}",
+                "dropped classifications counted by the ledger",
+                int(rows_by.get(r, 0)),
+                "the reader's count",
+                int(rep_cls.get(r, 0)),
+                str(report_path),
+            )
+        )
+    checks += [
+        Check(
+            E,
+            "clump-task clicks of kept classifications",
+            "clicks counted by the ledger",
+            kept_clump,
+            "kept + dropped clicks (reader report)",
+            int(report.get("clicks_kept", -1)) + int(sum(rdrop.values())),
+            str(report_path),
+        ),
+        Check(
+            E,
+            "other-task clicks",
+            "clicks counted by the ledger",
+            kept_other,
+            "other_task_clicks (reader report)",
+            int(sum(other_tasks.values())),
+            str(report_path),
+        ),
+        Check(
+            E,
+            "kept_clicks",
+            "box rows with coordinates",
+            n_kept_clicks,
+            "clicks_kept (reader report)",
+            int(report.get("clicks_kept", -1)),
+            str(boxes_path),
+        ),
+        Check(
+            E,
+            "boxes_empty_rows",
+            "box rows without coordinates",
+            n_box_rows - n_kept_clicks,
+            "empty classifications (reader report)",
+            int(report.get("empty_classifications", 0))
+            + int(report.get("classifications_emptied_by_drops", 0)),
+            str(boxes_path),
+        ),
+    ]
+    # no classification has more kept clicks than it has clump-task marks (nothing invented)
+    per_cls = pd.Series(has_xy.astype(np.int64)).groupby(box_cid).sum()
+    ledger_cls = kept.assign(cid=pd.to_numeric(kept["classification_id"]).astype(np.int64))
+    marks_of = ledger_cls.set_index("cid")["clump_marks"].reindex(per_cls.index).fillna(-1)
+    invented = int((per_cls.to_numpy() > marks_of.to_numpy()).sum())
+    checks.append(
+        Check(
+            E,
+            "invented clicks",
+            "classifications with more boxes than clump-task marks",
+            invented,
+            "expected",
+            0,
+            str(boxes_path),
+        )
+    )
+    unparsed = marks[~marks["json_ok"]]
+    export = {
+        "classifications_csv": exp,
+        "clump_task": clump_task,
+        "rows": len(marks),
+        "clicks": int(marks["clicks"].sum()),
+        "clump_task_clicks": int(marks["clump_marks"].sum()),
+        "classifications": {
+            str(k): {"rows": int(v), "clicks": int(clicks_by.get(k, 0))}
+            for k, v in sorted(rows_by.items())
+        },
+        "dropped_clicks_in_kept_classifications": {r: int(rdrop.get(r, 0)) for r in click_reasons},
+        "other_task_clicks": other_tasks,
+        "kept_clicks": n_kept_clicks,
+        "box_rows": n_box_rows,
+        # rows the reader never parsed (dropped classifications) whose annotations are not
+        # JSON: their clicks cannot be counted (0 is used)
+        "dropped_rows_unparsed_json": int(len(unparsed)),
+        "columns": columns,
+    }
+    bad_kept = unparsed[unparsed["category"] == "kept"]
+    checks.append(
+        Check(
+            E,
+            "kept classifications",
+            "kept rows whose annotations the ledger cannot parse",
+            len(bad_kept),
+            "expected",
+            0,
+            exp,
+        )
+    )
+    return export, checks
+
+
+# ------------------------------------------------------------------ per n
+
+
+def subsample_ledger(
+    n: int,
+    boxes: pd.DataFrame,
+    zn: pd.DataFrame,
+    zn_report: dict,
+    assignments: pd.DataFrame,
+    agg_report: dict,
+    paths: dict[str, str],
+) -> tuple[dict, list[Check]]:
+    """Account for the box rows in Z~_n and its assignments (one n)."""
+    N = str(n)
+    b_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
+    b_xy = boxes["x1"].notna().to_numpy()
+    z_cid = zn["classification_id"].to_numpy(dtype=np.int64)
+    z_xy = zn["x1"].notna().to_numpy()
+    drawn = np.isin(b_cid, np.unique(z_cid))
+    not_drawn_rows = int((~drawn).sum())
+    not_drawn = int((~drawn & b_xy).sum())
+    invented_cls = int((~np.isin(np.unique(z_cid), b_cid)).sum())
+
+    a_cid = assignments["classification_id"].to_numpy(dtype=np.int64)
+    a_xy = assignments["x1"].notna().to_numpy()
+    cluster = assignments["cluster"]
+    cl = pd.to_numeric(cluster, errors="coerce").to_numpy(dtype=float)
+    if "assignment" in assignments.columns:
+        kind = assignments["assignment"].astype(object).to_numpy()
+    else:  # derive the aggregation's categories from cluster and the coordinates
+        kind = np.where(
+            cl >= 0,
+            "clump",
+            np.where(cl == -1, "dummy", np.where(a_xy, "not_aggregated", "empty")),
+        ).astype(object)
+    kinds = Counter(kind.tolist())
+    clustered = int(kinds.get("clump", 0))
+    dummy = int(kinds.get("dummy", 0))
+    not_agg = int(kinds.get("not_aggregated", 0))
+    empty = int(kinds.get("empty", 0))
+    other_kinds = sum(
+        v for k, v in kinds.items() if k not in ("clump", "dummy", "not_aggregated", "empty")
+    )
+    cluster_mismatch = int(
+        ((kind == "clump") != (cl >= 0)).sum()
+        + ((kind == "dummy") != (cl == -1)).sum()
+        + ((kind == "empty") & a_xy).sum()
+        + (np.isin(kind, ["clump", "dummy", "not_aggregated"]) & ~a_xy).sum()
+    )
+    # the same rows per classification in Z~_n and in the assignments
+    zc = pd.Series(z_cid).value_counts()
+    ac = pd.Series(a_cid).value_counts()
+    diff = zc.sub(ac, fill_value=0)
+    rows_differ = int((diff != 0).sum())
+
+    zp, ap = paths["subsample"], paths["assignments"]
+    checks = [
+        Check(
+            N,
+            "invented classifications",
+            "classifications of Z~_n not in boxes.parquet",
+            invented_cls,
+            "expected",
+            0,
+            zp,
+        ),
+        Check(
+            N,
+            "box rows",
+            "rows in Z~_n + rows not drawn",
+            len(zn) + not_drawn_rows,
+            "box rows",
+            len(boxes),
+            zp,
+        ),
+        Check(
+            N,
+            "not_drawn + in_zn",
+            "clicks in Z~_n + clicks not drawn",
+            int(z_xy.sum()) + not_drawn,
+            "kept clicks (box rows with coordinates)",
+            int(b_xy.sum()),
+            zp,
+        ),
+        Check(
+            N,
+            "Z~_n rows",
+            "rows of Z~_n",
+            len(zn),
+            "n_rows_out (subsample report)",
+            int(zn_report.get("n_rows_out", -1)),
+            paths.get("subsample_report", zp),
+        ),
+        Check(
+            N,
+            "box rows",
+            "box rows",
+            len(boxes),
+            "n_rows_in (subsample report)",
+            int(zn_report.get("n_rows_in", -1)),
+            paths.get("subsample_report", zp),
+        ),
+        Check(
+            N, "assignment rows", "rows in Z~_n", len(zn), "assignment rows", len(assignments), ap
+        ),
+        Check(
+            N,
+            "assignment rows",
+            "rows in Z~_n",
+            len(zn),
+            "clustered + dummy + not_aggregated + empty assignment rows",
+            clustered + dummy + not_agg + empty,
+            ap,
+        ),
+        Check(
+            N,
+            "assignment rows per classification",
+            "classifications whose row count differs between Z~_n and the assignments",
+            rows_differ,
+            "expected",
+            0,
+            ap,
+        ),
+        Check(
+            N,
+            "in_zn",
+            "clicks in Z~_n",
+            int(z_xy.sum()),
+            "clustered + dummy + not_aggregated",
+            clustered + dummy + not_agg,
+            ap,
+        ),
+        Check(
+            N,
+            "empty",
+            "rows of Z~_n without coordinates",
+            int((~z_xy).sum()),
+            "empty assignment rows",
+            empty,
+            ap,
+        ),
+        Check(
+            N,
+            "assignment",
+            "rows whose cluster / assignment / coordinates disagree",
+            cluster_mismatch,
+            "expected",
+            0,
+            ap,
+        ),
+        Check(
+            N, "assignment", "rows of an unknown assignment kind", other_kinds, "expected", 0, ap
+        ),
+    ]
+    rp = paths.get("aggregate_report", ap)
+    for key, value, what in (
+        ("boxes_on_dummy", dummy, "dummy"),
+        ("boxes_not_aggregated", not_agg, "not_aggregated"),
+        ("boxes", int(z_xy.sum()), "in_zn"),
+        ("empty_rows", empty, "empty"),
+        ("rows", len(zn), "assignment rows"),
+    ):
+        if key in agg_report:
+            checks.append(
+                Check(
+                    N,
+                    what,
+                    f"{key} (aggregate report)",
+                    int(agg_report[key]),
+                    "counted by the ledger",
+                    value,
+                    rp,
+                )
+            )
+    cols = {
+        "not_drawn": not_drawn,
+        "in_zn": int(z_xy.sum()),
+        "clustered": clustered,
+        "dummy": dummy,
+        "not_aggregated": not_agg,
+        "not_drawn_rows": not_drawn_rows,
+        "zn_rows": len(zn),
+        "zn_empty_rows": int((~z_xy).sum()),
+        "assignment_rows": len(assignments),
+        "assignment_empty_rows": empty,
+    }
+    return cols, checks
+
+
+def _total_check(n: int, export: dict, cols: dict, path: str) -> Check:
+    c = export["columns"]
+    parts = (
+        sum(
+            v
+            for k, v in c.items()
+            if k.startswith(("dropped_cls_", "dropped_click_", "other_task_"))
+        )
+        + cols["not_drawn"]
+        + cols["clustered"]
+        + cols["dummy"]
+        + cols["not_aggregated"]
+    )
+    return Check(
+        str(n),
+        "export_clicks",
+        "clicks in the export (every task)",
+        c["export_clicks"],
+        "dropped + other tasks + not drawn + clustered + dummy + not aggregated",
+        parts,
+        path,
+    )
+
+
+# ------------------------------------------------------------------ main API
+
+
+def _read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
+    try:
+        if columns is not None:
+            have = set(pq.read_schema(path).names)
+            missing = [c for c in columns if c not in have and c != "assignment"]
+            if missing:
+                raise InputError(f"lacks column(s) {', '.join(missing)}", path=path)
+            columns = [c for c in columns if c in have]
+        return pd.read_parquet(path, columns=columns)
+    except (OSError, ValueError, pa.ArrowInvalid) as exc:
+        raise InputError(f"cannot read Parquet file: {exc}", path=path) from None
+
+
+def _read_json(path: str | Path) -> dict:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read JSON report: {exc}", path=path) from None
+
+
+def build_ledger(
+    classifications_csv: str | Path,
+    clicks_report: str | Path,
+    boxes: str | Path,
+    per_n: dict[int, dict[str, str]],
+    subjects_csv: str | Path | None = None,
+) -> Ledger:
+    """The ledger of every n (issue 6 item 2).
+
+    ``per_n`` maps n to the paths ``subsample`` (Z~_n boxes.parquet), ``subsample_report``,
+    ``assignments`` and ``aggregate_report``. Returns the :class:`Ledger`; use
+    :func:`check_ledger` to fail when it does not add up.
+    """
+    report = _read_json(clicks_report)
+    bx = _read_parquet(boxes, ["classification_id", "x1"])
+    export, checks = export_ledger(
+        classifications_csv, report, bx, subjects_csv, boxes_path=boxes, report_path=clicks_report
+    )
+    ledger = Ledger(export=export, checks=checks)
+    for n in sorted(per_n):
+        p = {k: str(v) for k, v in per_n[n].items()}
+        zn = _read_parquet(p["subsample"], ["classification_id", "x1"])
+        asg = _read_parquet(p["assignments"], ["classification_id", "x1", "cluster", "assignment"])
+        zrep = _read_json(p["subsample_report"]) if p.get("subsample_report") else {}
+        arep = _read_json(p["aggregate_report"]) if p.get("aggregate_report") else {}
+        cols, ch = subsample_ledger(n, bx, zn, zrep, asg, arep, p)
+        ch.append(_total_check(n, export, cols, p["assignments"]))
+        ledger.per_n[int(n)] = cols
+        ledger.checks += ch
+    for c in ledger.failures:
+        log.error("ledger: %s (%s)", c.message(), c.file)
+    log.info(
+        "ledger: %d checks over %d n, %d failed; export %s clicks in %s rows",
+        len(ledger.checks),
+        len(per_n),
+        len(ledger.failures),
+        f"{export['clicks']:,}",
+        f"{export['rows']:,}",
+    )
+    return ledger
+
+
+def check_ledger(ledger: Ledger) -> None:
+    """Raise :class:`LedgerError` naming the first n and category that do not add up."""
+    bad = ledger.failures
+    if bad:
+        first = bad[0]
+        more = f" (and {len(bad) - 1} more failed check(s); see the log)" if len(bad) > 1 else ""
+        raise LedgerError(
+            f"the click ledger does not add up: {first.message()}{more}", path=first.file
+        )
+
+
+def write_ledger(ledger: Ledger, out_csv: str | Path, out_json: str | Path) -> None:
+    """Write ledger.csv and ledger.json atomically."""
+    from clumpscout.io import write_csv, write_json
+
+    write_csv(ledger.table(), out_csv)
+    write_json(ledger.as_dict(), out_json)
+
+
+def run_ledger(
+    classifications_csv,
+    clicks_report,
+    boxes,
+    per_n: dict[int, dict[str, str]],
+    out_csv,
+    out_json,
+    subjects_csv=None,
+) -> Ledger:
+    """Build, check (raises :class:`LedgerError`; nothing written) and write the ledger."""
+    ledger = build_ledger(classifications_csv, clicks_report, boxes, per_n, subjects_csv)
+    if not ledger.balanced():
+        log.error("ledger (not written): %s", json.dumps(ledger.as_dict(), sort_keys=True))
+    check_ledger(ledger)
+    write_ledger(ledger, out_csv, out_json)
+    log.info("wrote %s and %s: every click accounted for", out_csv, out_json)
+    return ledger
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--classifications", required=True, help="classification export CSV")
+    p.add_argument("--subjects-export", default=None, help="subject export CSV")
+    p.add_argument("--clicks-report", required=True, help="clicks_report.json of extract")
+    p.add_argument("--boxes", required=True, help="boxes.parquet")
+    p.add_argument("--n", type=int, nargs="+", required=True, help="the subsample sizes")
+    p.add_argument(
+        "--subsamples", required=True, help="folder with n{n}/boxes.parquet, report.json"
+    )
+    p.add_argument(
+        "--aggregate", required=True, help="folder with n{n}/assignments.parquet, report.json"
+    )
+    p.add_argument("--out", required=True, help="ledger.csv (and ledger.json beside it)")
+
+
+def per_n_paths(subsamples: str | Path, aggregate: str | Path, ns) -> dict[int, dict[str, str]]:
+    """The per-n input paths of the workflow layout (contract 6)."""
+    out = {}
+    for n in ns:
+        s, a = Path(subsamples) / f"n{n}", Path(aggregate) / f"n{n}"
+        out[int(n)] = {
+            "subsample": str(s / "boxes.parquet"),
+            "subsample_report": str(s / "report.json"),
+            "assignments": str(a / "assignments.parquet"),
+            "aggregate_report": str(a / "report.json"),
+        }
+    return out
+
+
+def run(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    run_ledger(
+        args.classifications,
+        args.clicks_report,
+        args.boxes,
+        per_n_paths(args.subsamples, args.aggregate, args.n),
+        out,
+        out.with_suffix(".json"),
+        subjects_csv=args.subjects_export,
+    )
+    return 0

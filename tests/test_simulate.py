@@ -1,0 +1,495 @@
+"""Tests of the simulated Clump Scout universe (clumpscout.simulate, contract 1).
+
+The export is parsed here with the csv and json modules only (not with
+clumpscout.zooniverse), so these tests check the file format itself.
+Known answers come from the paper (§2.2, §3.2, §6.4), SPEC 1-2 and the
+real consensus boxes in ../shared (skipped when absent).
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import re
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from clumpscout import cli
+from clumpscout.simulate import (
+    DEFAULTS,
+    cutout_geometry,
+    make_clumps,
+    make_galaxies,
+    make_volunteers,
+    resolve_config,
+    serve_subjects,
+    simulate_universe,
+    stage_seed,
+)
+
+csv.field_size_limit(2**31 - 1)
+
+EXPORT_COLUMNS = [
+    "classification_id", "user_name", "user_id", "user_ip", "workflow_id", "workflow_name",
+    "workflow_version", "created_at", "gold_standard", "expert", "metadata", "annotations",
+    "subject_data", "subject_ids",
+]  # fmt: skip
+SUBJECT_COLUMNS = [
+    "subject_id", "project_id", "workflow_id", "subject_set_id", "metadata", "locations",
+    "classifications_count", "retired_at", "retirement_reason", "created_at", "updated_at",
+]  # fmt: skip
+OUTPUTS = [
+    "classifications.csv", "subjects_export.csv", "galaxies.csv", "truth_clumps.csv",
+    "truth_distractors.csv", "expert_classifications.csv", "volunteers_truth.csv",
+    "truth_clicks.parquet", "simulate_report.json",
+]  # fmt: skip
+SMALL = {"n_subjects": 300, "n_expert_subjects": 25}
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _rows(path: Path) -> list[dict]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(fh))
+
+
+@pytest.fixture(scope="module")
+def universe(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("universe")
+    simulate_universe(SMALL, 11, out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def export(universe) -> list[dict]:
+    return _rows(universe / "classifications.csv")
+
+
+def _clicks(rows: list[dict]) -> pd.DataFrame:
+    """Flatten the annotations JSON by hand: one row per click."""
+    out = []
+    for r in rows:
+        for ann in json.loads(r["annotations"]):
+            for k, v in enumerate(ann["value"]):
+                out.append(
+                    (int(r["classification_id"]), int(r["subject_ids"]), r["user_name"],
+                     ann["task"], k, v["x"], v["y"], v["tool"], v["tool_label"])
+                )  # fmt: skip
+    return pd.DataFrame(
+        out, columns=["classification_id", "subject_id", "volunteer", "task", "click", "x", "y",
+                      "tool", "tool_label"],
+    )  # fmt: skip
+
+
+# --------------------------------------------------------------------------- determinism
+
+
+def test_same_seed_gives_identical_files_and_other_seed_differs(tmp_path, universe):
+    a, b = tmp_path / "a", tmp_path / "b"
+    simulate_universe(SMALL, 11, a)
+    simulate_universe(dict(SMALL), 12, b)
+    for name in OUTPUTS:
+        assert _sha(a / name) == _sha(universe / name), name
+    assert _sha(b / "classifications.csv") != _sha(a / "classifications.csv")
+    assert _sha(b / "truth_clumps.csv") != _sha(a / "truth_clumps.csv")
+
+
+# --------------------------------------------------------------------------- export format
+
+
+def test_classification_export_columns_and_json_shapes(universe, export):
+    with open(universe / "classifications.csv", newline="") as fh:
+        assert next(csv.reader(fh)) == EXPORT_COLUMNS
+    assert len(export) > 0
+    ids = [int(r["classification_id"]) for r in export]
+    assert len(set(ids)) == len(ids)
+    labels = {("T0", 0): "Bulge", ("T1", 0): "Normal clump", ("T1", 1): "Unusual clump"}
+    for r in export:
+        assert (r["workflow_id"], r["workflow_name"], r["workflow_version"]) == (
+            "11803", "Clump Scout", "64.136",
+        )  # fmt: skip
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", r["created_at"])
+        assert r["gold_standard"] == "" and r["expert"] == ""
+        ann = json.loads(r["annotations"])
+        assert [a["task"] for a in ann] == ["T0", "T1"]
+        for a in ann:
+            assert set(a) == {"task", "task_label", "value"}
+            assert isinstance(a["task_label"], str) and isinstance(a["value"], list)
+            for v in a["value"]:
+                assert set(v) == {"x", "y", "tool", "frame", "details", "tool_label"}
+                assert isinstance(v["x"], float | int) and isinstance(v["y"], float | int)
+                assert v["frame"] == 0 and v["details"] == []
+                assert v["tool_label"] == labels[(a["task"], v["tool"])]
+        assert len(ann[0]["value"]) <= 1  # at most one bulge click
+        meta = json.loads(r["metadata"])
+        assert {"session", "started_at", "finished_at", "user_agent", "subject_dimensions"} <= set(
+            meta
+        )
+        assert meta["subject_dimensions"][0]["naturalWidth"] == 400
+        assert meta["subject_dimensions"][0]["naturalHeight"] == 400
+        assert meta["started_at"] < meta["finished_at"]
+        sd = json.loads(r["subject_data"])
+        assert list(sd) == [r["subject_ids"]]
+        assert {"ra", "dec", "retired"} <= set(sd[r["subject_ids"]])
+    # some classifications mark no clump; some use the unusual tool
+    n_t1 = [len(json.loads(r["annotations"])[1]["value"]) for r in export]
+    assert 0 < sum(n == 0 for n in n_t1) < len(n_t1)
+    assert any(v["tool"] == 1 for r in export for v in json.loads(r["annotations"])[1]["value"])
+
+
+def test_created_at_increases_with_classification_id(export):
+    order = sorted(export, key=lambda r: int(r["classification_id"]))
+    times = [r["created_at"] for r in order]
+    assert times == sorted(times)
+    assert times[0] >= DEFAULTS["start_date"]
+
+
+def test_not_logged_in_volunteers(export):
+    anon = [r for r in export if r["user_name"].startswith("not-logged-in-")]
+    assert anon, "expected some classifications by volunteers who are not logged in"
+    for r in anon:
+        assert r["user_id"] == ""
+        assert r["user_name"] == "not-logged-in-" + r["user_ip"]
+        assert re.fullmatch(r"[0-9a-f]{20}", r["user_ip"])
+    for r in export:
+        if not r["user_name"].startswith("not-logged-in-"):
+            assert r["user_id"].isdigit()
+    # each user_name is one volunteer with one user_id / ip
+    ids = {(r["user_name"], r["user_id"], r["user_ip"]) for r in export}
+    assert len(ids) == len({r["user_name"] for r in export})
+    share = len(anon) / len(export)
+    assert 0.1 < share < 0.3  # not_logged_in_fraction = 0.2 (small sample)
+
+
+def test_each_subject_seen_by_at_least_20_distinct_volunteers(export):
+    pairs = Counter((r["subject_ids"], r["user_name"]) for r in export)
+    assert max(pairs.values()) == 1  # nobody classifies a subject twice
+    per_subject = Counter(r["subject_ids"] for r in export)
+    assert len(per_subject) == SMALL["n_subjects"]
+    assert min(per_subject.values()) >= 20
+    assert max(per_subject.values()) > 20  # sometimes more (20 + Poisson)
+
+
+def test_subject_export(universe, export):
+    with open(universe / "subjects_export.csv", newline="") as fh:
+        assert next(csv.reader(fh)) == SUBJECT_COLUMNS
+    subj = _rows(universe / "subjects_export.csv")
+    gal = pd.read_csv(universe / "galaxies.csv")
+    assert [int(s["subject_id"]) for s in subj] == gal["subject_id"].tolist()
+    counts = Counter(int(r["subject_ids"]) for r in export)
+    for s, (_, g) in zip(subj, gal.iterrows(), strict=True):
+        meta = json.loads(s["metadata"])
+        assert meta["ra"] == pytest.approx(g["ra"], abs=1e-6)
+        assert meta["dec"] == pytest.approx(g["dec"], abs=1e-6)
+        assert (meta["image_width"], meta["image_height"]) == (400, 400)
+        assert int(s["workflow_id"]) == 11803
+        assert int(s["classifications_count"]) == counts[int(s["subject_id"])]
+        assert s["retirement_reason"] == "classification_count" and s["retired_at"]
+        assert json.loads(s["locations"])["0"].endswith(".png")
+
+
+def test_expert_export(universe):
+    rows = _rows(universe / "expert_classifications.csv")
+    with open(universe / "expert_classifications.csv", newline="") as fh:
+        assert next(csv.reader(fh)) == EXPORT_COLUMNS
+    assert {r["expert"] for r in rows} == {"expert"}
+    names = Counter(r["user_name"] for r in rows)
+    assert names == {f"expert_{i}": SMALL["n_expert_subjects"] for i in (1, 2, 3)}
+    per_expert = {n: {r["subject_ids"] for r in rows if r["user_name"] == n} for n in names}
+    subjects = set.intersection(*per_expert.values())
+    assert len(subjects) == SMALL["n_expert_subjects"]  # the same subjects for all three
+    for r in rows:
+        ann = json.loads(r["annotations"])
+        assert [a["task"] for a in ann] == ["T0", "T1"]
+
+
+# --------------------------------------------------------------------------- truth files
+
+
+def test_truth_files_consistent_with_export(universe, export):
+    gal = pd.read_csv(universe / "galaxies.csv")
+    assert list(gal.columns[:7]) == [
+        "subject_id", "ra", "dec", "z", "petroR90_r", "psffwhm_r", "sample",
+    ]  # fmt: skip
+    sids = set(gal["subject_id"])
+    # sample proportions by largest remainder: 300 x (53613, 4937, 26736) / 85286
+    # = (188.59, 17.37, 94.05) -> (189, 17, 94)
+    assert gal["sample"].value_counts().to_dict() == {
+        "primary": 189, "simulated-clumps": 94, "secondary": 17,
+    }  # fmt: skip
+    assert gal["z"].between(0.02, 0.25).all()
+    assert gal.loc[gal["sample"] == "secondary", "z"].between(0.02, 0.075).all()
+    tc = pd.read_csv(universe / "truth_clumps.csv")
+    assert list(tc.columns) == [
+        "subject_id",
+        "clump",
+        "x",
+        "y",
+        "flux_g",
+        "flux_r",
+        "flux_i",
+        "unusual",
+    ]
+    assert set(tc["subject_id"]) <= sids
+    assert tc.groupby("subject_id")["clump"].apply(lambda c: list(c) == list(range(len(c)))).all()
+    assert tc[["x", "y"]].stack().between(0, 400).all()
+    assert (tc[["flux_g", "flux_r", "flux_i"]] > 0).all().all()
+    assert tc["unusual"].dtype == bool
+    td = pd.read_csv(universe / "truth_distractors.csv")
+    assert list(td.columns[:7]) == ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"]
+    assert set(td["kind"]) <= {"faint_feature", "star", "bulge"}
+    assert set(td["subject_id"]) <= sids
+    assert {int(r["subject_ids"]) for r in export} <= sids
+
+    # volunteers: every user_name of the export, with their classification counts
+    vt = pd.read_csv(universe / "volunteers_truth.csv", keep_default_na=False)
+    counts = Counter(r["user_name"] for r in export)
+    vol = vt[~vt["expert"]].set_index("volunteer")["n_classifications"]
+    assert vol.to_dict() == dict(counts)
+    assert sorted(vt.loc[vt["expert"], "volunteer"]) == ["expert_1", "expert_2", "expert_3"]
+
+    # truth_clicks.parquet describes every click of the export, in order
+    clicks = _clicks(export)
+    tcl = pd.read_parquet(universe / "truth_clicks.parquet")
+    tv = tcl[~tcl["expert"]].reset_index(drop=True)
+    assert len(tv) == len(clicks)
+    key = ["classification_id", "task", "click"]
+    m = clicks.merge(tv.astype({"task": str}), on=key, suffixes=("", "_truth"), validate="1:1")
+    assert len(m) == len(clicks)
+    assert np.allclose(m["x"], m["x_truth"]) and np.allclose(m["y"], m["y_truth"])
+    assert (m["tool"] == m["tool_truth"]).all()
+    assert (m["subject_id"] == m["subject_id_truth"]).all()
+    # a click marked as a true clump lies near that clump (scatter ~0.2 FWHM)
+    hit = m[m["source"] == "clump"].merge(
+        tc, left_on=["subject_id", "clump"], right_on=["subject_id", "clump"], suffixes=("", "_c")
+    )
+    assert len(hit) > 0
+    geo = gal.set_index("subject_id")
+    _, fwhm, _ = cutout_geometry(
+        geo.loc[hit["subject_id"], "petroR90_r"], geo.loc[hit["subject_id"], "psffwhm_r"]
+    )
+    d = np.hypot(hit["x"] - hit["x_c"], hit["y"] - hit["y_c"]) / np.maximum(fwhm, 1.0)
+    assert np.median(d) < 0.5
+    # the second click of a double click lies within 2 FWHM of the click before it
+    dbl = tv.index[tv["double"]]
+    assert len(dbl) > 0
+    prev = tv.loc[dbl - 1]
+    g = geo.loc[tv.loc[dbl, "subject_id"]]
+    _, f, _ = cutout_geometry(g["petroR90_r"], g["psffwhm_r"])
+    sep = np.hypot(
+        tv.loc[dbl, "x"].to_numpy() - prev["x"].to_numpy(),
+        tv.loc[dbl, "y"].to_numpy() - prev["y"].to_numpy(),
+    )
+    assert (
+        prev["classification_id"].to_numpy() == tv.loc[dbl, "classification_id"].to_numpy()
+    ).all()
+    assert (sep < 2 * f + 0.02).all()
+
+
+def test_report_counts_match_files(universe, export):
+    rep = json.loads((universe / "simulate_report.json").read_text())
+    clicks = _clicks(export)
+    assert rep["classifications"] == len(export)
+    assert rep["clicks_total"] == len(clicks)
+    assert rep["clicks_t1"] == int((clicks["task"] == "T1").sum())
+    assert rep["true_clumps"] == len(pd.read_csv(universe / "truth_clumps.csv"))
+    assert rep["subjects"] == SMALL["n_subjects"]
+
+
+# --------------------------------------------------------------------------- the paper's numbers
+
+
+def test_cutout_geometry_known_answers():
+    # SPEC 1-2: R90 = 10" -> side = ceil(60 / 0.396) = ceil(151.52) = 152 native px;
+    # FWHM 1.2" -> 1.2 / 0.396 * 400 / 152 = 7.974 subject px; R90 -> 10/0.396*400/152 = 66.45
+    side, fwhm, r90 = cutout_geometry([10.0, 2.0], [1.2, 1.2])
+    assert side.tolist() == [152, 40]
+    assert fwhm[0] == pytest.approx(7.9745, abs=1e-3)
+    assert r90[0] == pytest.approx(66.454, abs=1e-3)
+    assert fwhm[1] == pytest.approx(1.2 / 0.396 * 10, abs=1e-9)  # minimum side 40 px
+
+
+def test_psf_and_sizes_follow_paper_section_2_2():
+    p = resolve_config({"n_subjects": 20000})
+    gal = make_galaxies(p, np.random.default_rng(5))
+    native = gal["psffwhm_r"] / 0.396
+    # §2.2: native FWHM 1.5-7.5 px for 99% of cutouts, median ~2.8
+    assert native.between(1.5, 7.5 + 1e-3).mean() == pytest.approx(0.99, abs=0.004)
+    assert native.median() == pytest.approx(2.8, abs=0.1)
+    # §2.2: subject-pixel FWHM ~1 to ~70, median ~11
+    f = gal["_fwhm"]
+    assert 9.5 < f.median() < 12.5
+    assert f.quantile(0.001) > 1.0 and f.quantile(0.99) < 70
+    assert (gal["petroR90_r"] >= 3.0).all()
+
+
+def test_volunteer_activity_median_3_and_95_percent_below_10():
+    """§6.4: median 3 subjects per volunteer, ~95% fewer than 10 (moderate scale, served)."""
+    p = resolve_config({"n_subjects": 4000})
+    rng = np.random.default_rng(3)
+    need = 20 + rng.poisson(0.4, 4000)
+    vols = make_volunteers(int(need.sum()), 4000, p, rng)
+    served = serve_subjects(vols, need, p, rng)
+    per_vol = np.bincount(served["vol"])
+    per_vol = per_vol[per_vol > 0]
+    assert np.median(per_vol) == 3
+    assert 0.93 <= (per_vol < 10).mean() <= 0.975
+    assert per_vol.max() <= 0.5 * 4000
+    # every slot filled, no subject twice for a volunteer
+    assert (served["n_classified"] == need).all()
+    pairs = served["sub"].astype(np.int64) * (len(served["volunteers"]) + 1) + served["vol"]
+    assert len(np.unique(pairs)) == len(pairs)
+    assert (np.diff(served["t"]) >= 0).all()
+    anon = ~served["volunteers"]["logged_in"].to_numpy()[served["vol"]]
+    assert anon.mean() == pytest.approx(0.2, abs=0.04)
+
+
+def test_paper_scale_cohort():
+    """§3.2/§6.4: 1,739,259 classifications by 20,999 volunteers; 176 inspect > 200 subjects."""
+    p = resolve_config({"n_subjects": 85286})
+    vols = make_volunteers(1_739_259, 85286, p, np.random.default_rng(8))
+    n = vols["n_planned"].to_numpy()
+    assert n.sum() == 1_739_259
+    assert 18_000 < len(n) < 24_000
+    assert 100 <= (n > 200).sum() <= 500
+    assert np.median(n) == 3
+    assert 0.94 <= (n < 10).mean() <= 0.97
+
+
+# --------------------------------------------------------------------------- consensus boxes
+
+
+def _consensus(shared: Path) -> pd.DataFrame:
+    d = shared / "data" / "clumpscout_consensus"
+    files = sorted(d.glob("imageGroups_*.csv.gz"))
+    if not files:
+        pytest.skip("consensus boxes absent")
+    df = pd.concat([pd.read_csv(f) for f in files], ignore_index=True)
+    # central 200 x 200 crop -> subject pixels: add 100 (README)
+    df["cx"] = (df["x1"] + df["x2"]) / 2 + 100
+    df["cy"] = (df["y1"] + df["y2"]) / 2 + 100
+    df["side"] = df["x2"] - df["x1"]
+    return df
+
+
+def test_clumps_resemble_consensus_boxes(shared):
+    """Simulated true clumps vs the real consensus boxes (summary statistics only).
+
+    Only galaxies with clumps are compared (the fraction with a consensus-detectable
+    clump is not comparable to the truth). Tolerances: the truth includes faint
+    clumps that a consensus misses and the consensus includes some false positives,
+    so the distributions need not agree exactly; the statistics below use ~50,000
+    simulated clumps (sampling errors < 1%), and the tolerances (10% on medians and
+    the mean, 15% on the 5-95% quantiles, 0.04 on fractions) are what the model's
+    tuning attains with margin, while a model that ignored resolution (no window:
+    median box side ~21 px) or spread clumps over a plain exponential disc
+    (u ~ Gamma(2, 0.45): median radius ~45 px against ~52) fails them.
+    """
+    ref = _consensus(shared)
+    p = resolve_config({"n_subjects": 60000})
+    gal = make_galaxies(p, np.random.default_rng(21))
+    clumps, dropped = make_clumps(gal, p, np.random.default_rng(22))
+    assert dropped <= 0.001 * len(clumps)
+
+    n_ref = ref.groupby("image_id").size()
+    n_sim = clumps.groupby("_gal").size()
+    assert np.median(n_sim) == np.median(n_ref) == 2
+    assert n_sim.mean() == pytest.approx(n_ref.mean(), rel=0.10)
+    assert n_sim.max() <= 12
+
+    r_ref = np.hypot(ref["cx"] - 200, ref["cy"] - 200)
+    r_sim = np.hypot(clumps["x"] - 200, clumps["y"] - 200)
+    for q, tol in ((0.05, 0.15), (0.25, 0.10), (0.5, 0.10), (0.75, 0.10), (0.95, 0.15)):
+        assert np.quantile(r_sim, q) == pytest.approx(np.quantile(r_ref, q), rel=tol), q
+
+    box_sim = 2 * gal["_fwhm"].to_numpy()[clumps["_gal"].to_numpy()]
+    for q, tol in ((0.05, 0.15), (0.25, 0.10), (0.5, 0.10), (0.75, 0.10), (0.95, 0.15)):
+        assert np.quantile(box_sim, q) == pytest.approx(np.quantile(ref["side"], q), rel=tol), q
+
+    odd_ref = (ref["label"] == 2).mean()
+    assert clumps["unusual"].mean() == pytest.approx(odd_ref, abs=0.04)
+
+
+def test_export_json_shape_matches_penguin_watch(shared, export):
+    """Our rows have the same columns and click-object keys as a real Zooniverse export."""
+    path = (
+        shared
+        / "data"
+        / "zooniverse_exports"
+        / "penguin_watch"
+        / "penguin-watch-classifications-trim.csv"
+    )
+    if not path.exists():
+        pytest.skip("penguin watch export absent")
+    real = _rows(path)
+    assert [c for c in real[0] if c] == EXPORT_COLUMNS  # minus the leading unnamed index column
+    real_click_keys = {
+        frozenset(v) for r in real for a in json.loads(r["annotations"])
+        if isinstance(a["value"], list) for v in a["value"] if isinstance(v, dict)
+    }  # fmt: skip
+    ours = {frozenset(v) for r in export for a in json.loads(r["annotations"]) for v in a["value"]}
+    assert ours == real_click_keys
+    real_meta = {k for r in real for k in json.loads(r["metadata"])}
+    our_meta = {k for r in export for k in json.loads(r["metadata"])}
+    assert our_meta <= real_meta
+    assert {k for a in json.loads(real[0]["annotations"]) for k in a} == {
+        "task",
+        "task_label",
+        "value",
+    }
+    for r in real[:50]:
+        sd = json.loads(r["subject_data"])
+        assert list(sd) == [r["subject_ids"]] and "retired" in sd[r["subject_ids"]]
+
+
+# --------------------------------------------------------------------------- config and CLI
+
+
+def test_cli_seed_from_config_matches_workflow_and_errors_are_one_line(tmp_path, capsys):
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        yaml.safe_dump({"seed": 5, "simulate": {"n_subjects": 40, "n_expert_subjects": 3}})
+    )
+    assert cli.main(["simulate", "--config", str(cfg), "--out", str(tmp_path / "cli")]) == 0
+    simulate_universe({"n_subjects": 40, "n_expert_subjects": 3}, stage_seed(5), tmp_path / "api")
+    for name in OUTPUTS:
+        assert _sha(tmp_path / "cli" / name) == _sha(tmp_path / "api" / name), name
+    # just the section, with --seed
+    sec = tmp_path / "section.yaml"
+    sec.write_text(yaml.safe_dump({"n_subjects": 40, "n_expert_subjects": 3}))
+    assert (
+        cli.main(["simulate", "--config", str(sec), "--out", str(tmp_path / "s"), "--seed", "1"])
+        == 0
+    )
+    assert (tmp_path / "s" / "classifications.csv").exists()
+    # bad input: one line naming the file, exit code 2, nothing written
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"simulate": {"n_subjects": 40, "n_volunteerz": 3}}))
+    capsys.readouterr()
+    assert cli.main(["simulate", "--config", str(bad), "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "bad.yaml" in err[0] and "n_volunteerz" in err[0]
+    assert not (tmp_path / "bad").exists()
+    bad.write_text(yaml.safe_dump({"simulate": {"unusual_fraction": 1.5}}))
+    assert cli.main(["simulate", "--config", str(bad), "--out", str(tmp_path / "bad")]) == 2
+
+
+def test_config_yaml_simulate_section_is_complete(repo):
+    cfg = yaml.safe_load((repo / "config.yaml").read_text())["simulate"]
+    assert set(cfg) == set(DEFAULTS)
+    assert resolve_config(cfg) == DEFAULTS  # config.yaml documents the defaults
+    schema = yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    assert set(schema["properties"]["simulate"]["properties"]) == set(DEFAULTS)
+    paper = yaml.safe_load((repo / "resources" / "paper_scale.yaml").read_text())
+    assert paper["simulate"]["n_subjects"] == 85286
+    assert paper["simulate"]["n_expert_subjects"] == 1000
+    assert paper["subsample"]["n"] == list(range(3, 21))
+    resolve_config(paper["simulate"])

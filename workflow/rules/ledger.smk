@@ -1,0 +1,35 @@
+# The click ledger (issue 6 item 2): every input click accounted for, from the export to the
+# assignments of every Z~_n; the rule fails (one line naming n and category) if anything is lost.
+
+
+rule ledger:
+    input:
+        classifications=input_classifications(),
+        subjects_export=input_subjects_export(),
+        clicks_report=f"{RESULTS}/clicks/clicks_report.json",
+        boxes=f"{RESULTS}/boxes/boxes.parquet",
+        subsamples=expand(f"{RESULTS}/subsamples/n{{n}}/boxes.parquet", n=NS),
+        subsample_reports=expand(f"{RESULTS}/subsamples/n{{n}}/report.json", n=NS),
+        assignments=expand(f"{RESULTS}/aggregate/n{{n}}/assignments.parquet", n=NS),
+        aggregate_reports=expand(f"{RESULTS}/aggregate/n{{n}}/report.json", n=NS),
+    output:
+        csv=f"{RESULTS}/ledger.csv",
+        json=f"{RESULTS}/ledger.json",
+    log:
+        f"{RESULTS}/logs/ledger.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/ledger.tsv"
+    conda:
+        "../../envs/data.yaml"
+    threads: 1
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    params:
+        ns=NS,
+        code=code_digest("ledger"),
+    script:
+        "../../scripts/ledger.py"
+
+
+extra_targets += [f"{RESULTS}/ledger.csv", f"{RESULTS}/ledger.json"]
