@@ -481,6 +481,31 @@ def test_risk_components_numbers(built):
     # n = 20 after dropping p_fp > 0.85: subj 1: .001+.005+.009, 2: .05+.3+.6, 3: .85, 4: 0
     assert s["n_fp_cut"]["per_n"]["20"]["mean"] == pytest.approx((0.015 + 0.95 + 0.85) / 4)
     assert s["n_fn"]["per_n"]["20"]["frac_above_1"] == pytest.approx(0.25)
+    # zeros cannot be drawn on the log part: counted (the two zeros of n_fp at n = 3)
+    assert s["n_fp"]["n_below_floor"] == 2
+
+
+def test_logit_limits():
+    p = np.r_[np.full(990, 0.3), np.full(10, 1e-9)]  # the 0.5 % quantile is 1e-9
+    lo, hi = F.logit_limits(p)
+    assert lo == pytest.approx(1e-9) and hi == pytest.approx(0.99)  # >= [0.01, 0.99]
+    p = np.r_[np.full(990, 1e-30), np.full(10, 1 - 3e-4)]
+    lo, hi = F.logit_limits(p)
+    assert lo == pytest.approx(1e-15) and hi == pytest.approx(1 - 1e-4)
+    assert F.logit_limits(np.array([0.0, 1.0])) == (1e-3, 1 - 1e-3)
+
+
+def test_report_labels_ours_next_to_paper(built):
+    lab = F.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
+    assert set(lab) == {"figure", "ours", "paper"}
+    assert "30.0% < 0.01" in lab["ours"] and "80.0% outside" in lab["ours"]
+    assert "n=3: 0.04 → n=20: 0.45" in lab["ours"] and "≈5e-5" in lab["paper"]
+    ms = F.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
+    assert "ours more 40.0%" in ms["ours"] and "MeanShift more 20.0%" in ms["ours"]
+    for name in F.FIGURES:  # every figure has labels, with or without its numbers
+        assert F.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
+        missing = F.report_labels(name, built / "missing.json")
+        assert missing["ours"] == "–" and missing["paper"]
 
 
 def test_log_linear_axis_round_trip():
@@ -615,3 +640,21 @@ def test_image_paths_from_table_folder_and_files(tmp_path):
     assert F.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
     assert F.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
     assert F.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)
+
+
+def test_every_figure_has_a_valid_caption_and_a_rule():
+    import io
+
+    from docutils.core import publish_parts
+
+    repo = Path(__file__).resolve().parents[1]
+    smk = (repo / "workflow/rules/figures.smk").read_text()
+    for name in [*F.FIGURES, "headline", "workflow"]:
+        rst = repo / "workflow/report" / f"{name}.rst"
+        text = rst.read_text()
+        assert "{{" not in text and "{%" not in text  # captions are Jinja templates too
+        err = io.StringIO()
+        publish_parts(text, writer="html", settings_overrides={"warning_stream": err})
+        assert not err.getvalue(), (name, err.getvalue())
+        if name in F.FIGURES:
+            assert f'"{name}"' in smk, f"no rule makes {name}"

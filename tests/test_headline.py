@@ -161,6 +161,55 @@ def test_paper_values_attached_where_the_paper_quotes_them(table):
     assert list(table.columns) == H.COLUMNS
 
 
+def test_trend_checks_by_hand(table):
+    def verdict(q):
+        return value(table, q, section="trends")
+
+    assert verdict("median_p_fp_falls_with_n") == 1  # 0.3 -> 0.015
+    assert verdict("median_p_sigma_falls_with_n") == 1  # 0.4 -> 0.002
+    assert verdict("p_fp_bimodal") == 0  # n = 5: 0.01, 0.02: nothing above 0.8
+    assert verdict("retired_above_90pc") == 0  # 50 % at n = 3
+    assert verdict("stale_7_to_9pc") == 0  # 25 %, 0 %
+    assert verdict("unretired_below_1pc") == 0  # 25 % at n = 3
+    assert verdict("optimal_completeness_rises_with_n") == 1  # 0.63 -> 0.65
+    assert np.isnan(verdict("optimal_purity_falls_with_n"))  # 0.7 at both n: no trend
+    assert verdict("normal_more_complete_less_pure") == 0  # C 0.9 = 0.9
+    assert verdict("ours_more_than_meanshift") == 0  # exactly half is not a majority
+    trends = table[table["section"] == "trends"]
+    assert (trends["paper"] != "").all() and (trends["note"] != "").all()
+
+
+def test_trends_agree_when_the_numbers_follow_the_paper():
+    labels = pd.DataFrame(
+        {
+            "n": [3] * 3 + [20] * 10,
+            "subject_id": 1,
+            "p_fp": [0.05, 0.1, 0.2] + [1e-5] * 8 + [0.9, 0.95],
+            "p_sigma": [0.05, 0.06, 0.04] + [1e-4] * 10,
+        }  # fmt: skip
+    )
+    status = ["retired"] * 92 + ["stale"] * 8
+    subjects = pd.DataFrame({"n": [3] * 100 + [20] * 100, "subject_id": list(range(100)) * 2,
+                             "status": status * 2})  # fmt: skip
+    summ = pd.DataFrame(
+        {
+            "n": [3, 3, 20, 20],
+            "subset": ["all", "normal"] * 2,
+            "opt_completeness": [0.6, 0.7, 0.8, 0.9],
+            "opt_purity": [0.8, 0.6, 0.6, 0.4],
+            "completeness_p1": [0.7, 0.8, 0.9, 0.97],
+            "purity_p1": [0.6, 0.5, 0.5, 0.35],
+        }  # fmt: skip
+    )
+    t = H.headline_table(
+        clicks=toy_clicks(), labels=labels, subjects=subjects, n_ref=20, experts_summary=summ,
+        count_difference=pd.DataFrame({"subject_id": [1, 2, 3], "diff_meanshift": [1, 2, -1]}),
+    )  # fmt: skip
+    trends = t[t["section"] == "trends"].set_index("quantity")["value"]
+    assert (trends == 1).all(), trends[trends != 1]
+    assert len(trends) == 10
+
+
 def test_html_holds_the_numbers(table):
     page = H.to_html(table)
     assert page.startswith("<!DOCTYPE html>") and "85286" in page
@@ -249,3 +298,21 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
         text = (REPO / "workflow/report" / rst).read_text()
         words = [w for w in text.split() if w.isalpha() and len(w) > 7][:3]
         assert all(w in html for w in words), (rst, words)
+    # the report-time labels: our numbers (n = 20: 30 % of p_fp below 0.01) next to the paper's
+    assert "30.0% < 0.01" in html and "5e-5" in html
+
+    # issue 4 item 7 for these rules: a figure-only setting re-runs only the figures using it
+    def planned(cfg_text: str) -> set[str]:
+        (tmp_path / "config.yaml").write_text(cfg_text)
+        dry = subprocess.run([*base, "-n", "-q", "rules"], capture_output=True, text=True)
+        assert dry.returncode == 0, dry.stderr[-3000:]
+        names = {"fig_clump_fpp_dist", "fig_retirement_reason_fraction", "headline"}
+        return {w for w in dry.stdout.split() if w in names}
+
+    assert planned(cfg) == set()  # nothing changed: nothing to do
+    assert planned(cfg.replace("inset_max: 0.01", "inset_max: 0.02")) == {"fig_clump_fpp_dist"}
+    assert planned(cfg.replace("dpi: 20", "dpi: 21")) == {
+        "fig_clump_fpp_dist",
+        "fig_retirement_reason_fraction",
+    }
+    assert planned(cfg.replace("n_examples: 4", "n_examples: 5")) == set()  # not used here

@@ -321,6 +321,21 @@ def test_nan_inf_and_null_coordinates_are_dropped_and_counted(tmp_path):
     assert rep["empty_classifications"] == 0
 
 
+def test_results_do_not_depend_on_orjson(tmp_path, monkeypatch):
+    """orjson (fast path) and json.loads (fallback) give the same table and report."""
+    from clumpscout import zooniverse
+
+    marks = [classic_point(float("nan"), 1.0), classic_point(1e300, 2.0), classic_point(3, 4)]
+    rows = [row(1, "a", 5, marks), row(2, "b", 5, [classic_point(0.1, 0.2, 1)])]
+    exp = write_export(tmp_path / "c.csv", rows)
+    a, rep_a = extract_clicks(exp, None)
+    monkeypatch.setattr(zooniverse, "_orjson", None)
+    b, rep_b = extract_clicks(exp, None)
+    pd.testing.assert_frame_equal(a, b)
+    rep_a.pop("seconds"), rep_b.pop("seconds")
+    assert rep_a == rep_b and rep_a["dropped_clicks"]["nonfinite_coordinates"] == 1
+
+
 def test_non_point_marks_and_other_tools(tmp_path):
     marks = [
         {"x": 5.0, "y": 5.0, "r": 3.0, "angle": 0, "tool": 0, "frame": 0, "details": []},

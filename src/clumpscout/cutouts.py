@@ -282,7 +282,19 @@ def read_frame(path: str | Path, band: str | None = None) -> Frame:
     if not path.exists():
         raise InputError("frame file not found", path=path)
     try:
-        with fits.open(path, memmap=False) as hdul:
+        source = path
+        if path.suffix in (
+            ".bz2",
+            ".gz",
+        ):  # decompress in memory: twice as fast as astropy's reader
+            import bz2
+            import gzip
+            import io
+
+            source = io.BytesIO(
+                (bz2 if path.suffix == ".bz2" else gzip).decompress(path.read_bytes())
+            )
+        with fits.open(source, memmap=False) as hdul:
             for hdu in hdul:
                 if hdu.is_image and hdu.data is not None and hdu.data.ndim == 2:
                     data = np.asarray(hdu.data, dtype=np.float32)
@@ -290,7 +302,7 @@ def read_frame(path: str | Path, band: str | None = None) -> Frame:
                     break
             else:
                 raise InputError("no 2-D image in the file", path=path)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise InputError(f"cannot read FITS: {exc}", path=path) from exc
     if band is None:
         band = str(header.get("FILTER", "")).strip() or None
@@ -668,12 +680,16 @@ class _FrameCache:
         self.size = size
         self.items: OrderedDict[str, dict[str, Frame]] = OrderedDict()
 
-    def get(self, fid: str, paths: Mapping[str, Path]) -> dict[str, Frame]:
-        if fid in self.items:
-            self.items.move_to_end(fid)
-            return self.items[fid]
+    def get(self, paths: Mapping[str, Path]) -> dict[str, Frame]:
+        key = "|".join(
+            f"{b}={Path(p).resolve()}:{Path(p).stat().st_mtime_ns}"
+            for b, p in sorted(paths.items())
+        )
+        if key in self.items:
+            self.items.move_to_end(key)
+            return self.items[key]
         frames = {b: read_frame(p, b) for b, p in paths.items()}
-        self.items[fid] = frames
+        self.items[key] = frames
         while len(self.items) > self.size:
             self.items.popitem(last=False)
         return frames
@@ -686,7 +702,7 @@ def _one(task: dict) -> tuple[dict, np.ndarray]:
     """Worker: cut, scale and write one subject's PNG; return its metadata row and
     its float16 band cube (the parent writes it into ``bands.npy``)."""
     cfg = task["cfg"]
-    frames = _CACHE.get(task["frame"], task["paths"])
+    frames = _CACHE.get(task["paths"])
     sid, ra, dec, side = task["subject_id"], task["ra"], task["dec"], task["side"]
     res = make_subject(frames, ra, dec, side, cfg)
     out = Path(task["out"])
@@ -1112,7 +1128,7 @@ def pick_star(sources: pd.DataFrame, shape, peak=(20.0, 150.0), edge_margin=40.0
     """A bright, unsaturated, isolated point source (for the registration check)."""
     ny, nx = shape
     ok = (
-        ~sources["extended"]
+        (sources["peak"] / sources["flux"] > 0.08)  # point-like: a PSF puts ~15 % in its peak
         & ~sources["saturated"]
         & sources["peak"].between(*peak)
         & (sources["crowding"] <= sources["crowding"].quantile(0.25))

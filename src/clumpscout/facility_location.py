@@ -90,11 +90,11 @@ API: :func:`solve_batch` (the numba kernel over all subjects, parallel over subj
 from __future__ import annotations
 
 import math
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
 import numpy as np
-from numba import prange
 
 from clumpscout.distance import (
     jaccard_distance,
@@ -113,6 +113,7 @@ _INF = np.inf
 _UNCONN = -3
 _ST_DUMMY = -1
 _ST_NONE = -2
+_NO = np.int64(-1)  # 'no index' (typed int64, not a literal, for numba)
 
 
 # ----------------------------------------------------------------------------------------
@@ -130,10 +131,22 @@ def _key_less(boxes, cls, i, j):
 
 
 @numba.njit(cache=True)
+def _sort_prefix(x, n):
+    """Sort x[:n] in place (insertion sort: the arrays are short)."""
+    for i in range(1, n):
+        v = x[i]
+        j = i - 1
+        while j >= 0 and x[j] > v:
+            x[j + 1] = x[j]
+            j -= 1
+        x[j + 1] = v
+
+
+@numba.njit(cache=True)
 def _canonical_order(boxes, cls, lo, hi):
     n = hi - lo
-    order = np.argsort(boxes[lo:hi, 0]) + lo
-    # insertion sort with the full key (nearly sorted after the argsort on x1)
+    order = np.arange(lo, hi)
+    # insertion sort with the full key (subjects hold tens of boxes)
     for i in range(1, n):
         v = order[i]
         j = i - 1
@@ -195,7 +208,7 @@ def _select(lam, f, n0, d0, idx, D, min_eff, ws):
                 slope += 1.0
     need = min_eff - 1 - nsel
     while need > 0:
-        kb = -1
+        kb = _NO
         for k in range(K):
             if part[k] != 0 or not (vv[k] < _INF):
                 continue
@@ -219,9 +232,7 @@ def _select(lam, f, n0, d0, idx, D, min_eff, ws):
 
 
 @numba.njit(cache=True)
-def _eval_open(
-    f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
-):
+def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws):
     """Opening time of closed facility ``f`` (event O) at current time ``t``.
 
     The time is the smallest ``tau >= t`` with ``g(tau) <= 0``, where
@@ -292,7 +303,7 @@ def _eval_open(
                 g = st[si[k]]
                 while cnt[g] > size[g] - min_eff:
                     # drop the switcher from g with the smallest saving (last canonical on ties)
-                    kk = -1
+                    kk = _NO
                     for k2 in range(K):
                         if si[k2] >= 0 and st[si[k2]] == g:
                             if kk < 0 or s[k2] < s[kk] or (s[k2] == s[kk] and si[k2] > si[kk]):
@@ -319,7 +330,8 @@ def _eval_open(
         if ai[k] >= 0:
             bp[nb] = a[k] + sp
             nb += 1
-    bps = np.sort(bp[:nb])
+    _sort_prefix(bp, nb)
+    bps = bp
     A = n0 - ssum
     if A <= 0.0:
         tau = t
@@ -388,8 +400,16 @@ def _eval_open(
 
 
 @numba.njit(cache=True)
+def _cand(f, fac, isopen, st):
+    """Can box f still be opened as a facility by the greedy?"""
+    return (
+        fac[f] and not isopen[f] and (st[f] == _UNCONN or st[f] == _ST_DUMMY or st[f] == _ST_NONE)
+    )
+
+
+@numba.njit(cache=True)
 def _state_cost(m, city, st, cur, isopen, F):
-    """(number of unconnected cities, shifted cost) of a greedy state."""
+    """(number of unconnected cities, shifted cost) of a state."""
     nu = 0
     c = 0.0
     for p in range(m):
@@ -412,14 +432,11 @@ def _better(nu1, c1, nu0, c0):
 
 
 @numba.njit(cache=True)
-def _rehome(q, g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy):
-    """Send box q (a member of cluster g that closes) to its cheapest alternative."""
-    if not city[q]:
-        st[q] = _ST_NONE
-        return
+def _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy):
+    """Cheapest place for city q outside cluster g: (facility or -1 dummy or -3 none, cost)."""
     gq = idx[q]
     k = lc[q]
-    best = -1
+    best = _NO
     bc = _INF
     for p in range(m):
         if p == g or not isopen[p] or has[p, k]:
@@ -431,82 +448,195 @@ def _rehome(q, g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow
             best = p
             bc = w
     if allow_dummy and (best < 0 or dum[q] < bc):
-        st[q] = _ST_DUMMY
-        cur[q] = dum[q]
-    elif best >= 0:
-        st[q] = best
-        cur[q] = bc
-        has[best, k] = True
-        size[best] += 1
-    else:
-        st[q] = _UNCONN
-        cur[q] = 0.0
+        return _NO, dum[q]
+    if best >= 0:
+        return best, bc
+    return _NO - 2, _INF
 
 
 @numba.njit(cache=True)
 def _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy):
-    """Close cluster g; its members (the facility included) go to their best alternative."""
+    """Close cluster g; its members (the facility included) go to their cheapest alternative
+    (members have distinct classifications, so they never compete for a slot)."""
     isopen[g] = False
     size[g] = 0
     for k in range(has.shape[1]):
         has[g, k] = False
     for q in range(m):
-        if st[q] == g:
-            _rehome(q, g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
+        if st[q] != g:
+            continue
+        if not city[q]:
+            st[q] = _ST_NONE
+            continue
+        p, c = _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy)
+        if p >= 0:
+            st[q] = p
+            cur[q] = c
+            has[p, lc[q]] = True
+            size[p] += 1
+        elif p == -1:
+            st[q] = _ST_DUMMY
+            cur[q] = c
+        else:
+            st[q] = _UNCONN
+            cur[q] = 0.0
 
 
 @numba.njit(cache=True)
-def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy,
-                min_eff, best_d, best_q, lost):
-    """Open f with the members that gain most (local search); robbed clusters that fall below
-    ``min_eff`` boxes close (their other members re-home)."""
-    K = has.shape[1]
+def _close_delta(g, m, idx, W, D, lc, city, st, cur, isopen, has, F, dum, allow_dummy):
+    """Exact cost change of closing cluster g (see _apply_close)."""
+    dl = -F[g]
+    for q in range(m):
+        if st[q] != g or not city[q]:
+            continue
+        p, c = _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy)
+        if p < -1:
+            return _INF
+        dl += c - cur[q]
+    return dl
+
+
+@numba.njit(cache=True)
+def _open_select(
+    f,
+    m,
+    idx,
+    W,
+    D,
+    lc,
+    city,
+    st,
+    cur,
+    isopen,
+    size,
+    F,
+    dum,
+    allow_dummy,
+    min_eff,
+    best_d,
+    best_q,
+    sel,
+    lost,
+):
+    """Local-search move 'open f': per classification the box that gains most by joining f
+    (any state but a facility of f's own kind), every gain plus the smallest losses up to
+    ``min_eff`` boxes. Returns (feasible, lower bound of the cost change); robbed clusters
+    that fall below ``min_eff`` (or lose their facility) close, bounded from below."""
+    K = best_d.shape[0]
     gf = idx[f]
     kf = lc[f]
     for k in range(K):
-        best_q[k] = -1
+        best_q[k] = _NO
         best_d[k] = 0.0
+        sel[k] = 0
     for q in range(m):
         if q == f or not city[q]:
             continue
         k = lc[q]
         if k == kf:
             continue
-        stq = st[q]
         w = W[gf, idx[q]]
         if not (w < _INF):
             continue
-        if stq == _UNCONN:
-            dlt = -1e30
-        else:
-            dlt = w - cur[q]
+        dlt = -1e30 if st[q] == _UNCONN else w - cur[q]
         if best_q[k] < 0 or _less_tie(
             dlt, D[gf, idx[q]], q, best_d[k], D[gf, idx[best_q[k]]], best_q[k]
         ):
             best_d[k] = dlt
             best_q[k] = q
-    # members: every gain, then the smallest losses up to min_eff boxes
     nsel = 0
     for k in range(K):
         if best_q[k] >= 0 and best_d[k] < 0.0:
+            sel[k] = 1
             nsel += 1
     while nsel + 1 < min_eff:
-        kb = -1
+        kb = _NO
         for k in range(K):
-            if best_q[k] < 0 or best_d[k] < 0.0 or best_d[k] >= _INF:
+            if best_q[k] < 0 or sel[k] == 1:
                 continue
             if kb < 0 or _less_tie(
                 best_d[k], D[gf, idx[best_q[k]]], best_q[k],
                 best_d[kb], D[gf, idx[best_q[kb]]], best_q[kb],
-            ):
+            ):  # fmt: skip
                 kb = k
         if kb < 0:
-            return False
-        best_d[kb] = -0.5  # mark as selected
+            return False, _INF
+        sel[kb] = 1
         nsel += 1
+    # lower bound of the change
+    if city[f]:
+        lb = F[f] + W[gf, gf] - (cur[f] if st[f] != _UNCONN else 1e30)
+    else:
+        lb = F[f]
     for q in range(m):
         lost[q] = 0
-    if st[f] >= 0:  # f leaves the cluster it is a member of
+    if st[f] >= 0:
+        lost[st[f]] += 1
+    for k in range(K):
+        if sel[k] == 1:
+            q = best_q[k]
+            lb += best_d[k]
+            g = st[q]
+            if g == q:
+                lost[g] = m + 1  # its facility is taken
+            elif g >= 0:
+                lost[g] += 1
+    for g in range(m):
+        if lost[g] == 0 or not isopen[g]:
+            continue
+        if lost[g] <= m and size[g] - lost[g] >= min_eff:
+            continue
+        lb -= F[g]
+        for r in range(m):
+            if st[r] != g or not city[r] or r == f:
+                continue
+            if lost[g] > m and r == g:
+                continue
+            k = lc[r]
+            if k != kf and sel[k] == 1 and best_q[k] == r:
+                continue
+            alt = dum[r] if allow_dummy else _INF
+            for p in range(m):
+                if p != g and isopen[p]:
+                    w = W[idx[p], idx[r]]
+                    if w < alt:
+                        alt = w
+            w = W[gf, idx[r]]
+            if w < alt:
+                alt = w
+            lb += alt - cur[r]
+    return True, lb
+
+
+@numba.njit(cache=True)
+def _apply_open(
+    f,
+    m,
+    idx,
+    W,
+    D,
+    lc,
+    city,
+    st,
+    cur,
+    isopen,
+    size,
+    has,
+    dum,
+    allow_dummy,
+    min_eff,
+    best_q,
+    sel,
+    lost,
+):
+    """Apply 'open f' with the members chosen by _open_select; robbed clusters that fall
+    below ``min_eff`` boxes (or lose their facility) close."""
+    K = best_q.shape[0]
+    gf = idx[f]
+    kf = lc[f]
+    for q in range(m):
+        lost[q] = 0
+    if st[f] >= 0:
         g = st[f]
         size[g] -= 1
         has[g, kf] = False
@@ -518,11 +648,11 @@ def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allo
     if city[f]:
         cur[f] = W[gf, gf]
     for k in range(K):
-        q = best_q[k]
-        if q < 0 or not (best_d[k] < 0.0):
+        if sel[k] != 1:
             continue
+        q = best_q[k]
         g = st[q]
-        if g == q:  # a facility is taken: its cluster closes
+        if g == q:
             lost[g] = 2
         elif g >= 0:
             size[g] -= 1
@@ -535,15 +665,27 @@ def _apply_open(f, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allo
     for g in range(m):
         if lost[g] == 2 or (lost[g] == 1 and isopen[g] and size[g] < min_eff):
             _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
-    return True
 
 
 @numba.njit(cache=True)
-def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum,
-                  allow_dummy, min_eff):
-    """Improve the greedy result by strict-improvement moves (documented in the module):
-    move one city to a cheaper cluster or the dummy; close a cluster; open a facility with
-    the members that gain most (robbing clusters, which close if they become too small)."""
+def _copy_state(st, cur, isopen, size, has, st2, cur2, isopen2, size2, has2):
+    for p in range(st.shape[0]):
+        st2[p] = st[p]
+        cur2[p] = cur[p]
+        isopen2[p] = isopen[p]
+        size2[p] = size[p]
+        for k in range(has.shape[1]):
+            has2[p, k] = has[p, k]
+
+
+@numba.njit(cache=True)
+def _local_search(
+    m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum, allow_dummy, min_eff
+):
+    """Strict-improvement local search after the greedy (see the module docstring):
+    (1) move one city to a cheaper open cluster or to the dummy, (2) close a cluster,
+    (3) open a facility with the boxes that gain most, robbing other clusters (which close
+    if they become too small). Repeats until no move improves."""
     K = has.shape[1]
     st2 = st.copy()
     cur2 = cur.copy()
@@ -552,8 +694,8 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
     has2 = has.copy()
     best_d = np.empty(K)
     best_q = np.empty(K, np.int64)
+    sel = np.zeros(K, np.int64)
     lost = np.zeros(m, np.int64)
-    nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
     for _pass in range(4 * m + 4):
         improved = False
         # (1) single moves
@@ -567,7 +709,7 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
                 continue
             gq = idx[q]
             k = lc[q]
-            bp = -2
+            bp = _NO - 1
             bc = cur[q]
             for p in range(m):
                 if p == g or not isopen[p] or has[p, k]:
@@ -578,7 +720,7 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
                     bp = p
             if allow_dummy and g != _ST_DUMMY and dum[q] < bc - 1e-10 * (1.0 + abs(bc)):
                 bc = dum[q]
-                bp = -1
+                bp = _NO
             if bp == -2:
                 continue
             if g >= 0:
@@ -593,37 +735,69 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
             cur[q] = bc
             improved = True
         nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
-        # (2) close a cluster, (3) open a facility
-        for v in range(2 * m):
-            p = v % m
-            if v < m:
-                if not isopen[p]:
-                    continue
-            else:
-                if not fac[p] or isopen[p]:
-                    continue
-                if st[p] == _UNCONN:
-                    continue
-            st2[:] = st
-            cur2[:] = cur
-            isopen2[:] = isopen
-            size2[:] = size
-            has2[:, :] = has
-            if v < m:
-                _apply_close(p, m, idx, W, D, lc, city, st2, cur2, isopen2, size2, has2, dum,
-                             allow_dummy)
-            else:
-                ok = _apply_open(p, m, idx, W, D, lc, city, st2, cur2, isopen2, size2, has2,
-                                 dum, allow_dummy, min_eff, best_d, best_q, lost)
-                if not ok:
-                    continue
+        tol = 1e-10 * (1.0 + abs(c0))
+        # (2) close a cluster
+        for g in range(m):
+            if not isopen[g]:
+                continue
+            dl = _close_delta(g, m, idx, W, D, lc, city, st, cur, isopen, has, F, dum, allow_dummy)
+            if dl < -tol:
+                _apply_close(
+                    g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy
+                )
+                improved = True
+        nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
+        # (3) open a facility
+        for f in range(m):
+            if not fac[f] or isopen[f] or st[f] == _UNCONN:
+                continue
+            ok, lb = _open_select(
+                f,
+                m,
+                idx,
+                W,
+                D,
+                lc,
+                city,
+                st,
+                cur,
+                isopen,
+                size,
+                F,
+                dum,
+                allow_dummy,
+                min_eff,
+                best_d,
+                best_q,
+                sel,
+                lost,
+            )
+            if not ok or not (lb < -1e-10 * (1.0 + abs(c0))):
+                continue
+            _copy_state(st, cur, isopen, size, has, st2, cur2, isopen2, size2, has2)
+            _apply_open(
+                f,
+                m,
+                idx,
+                W,
+                D,
+                lc,
+                city,
+                st2,
+                cur2,
+                isopen2,
+                size2,
+                has2,
+                dum,
+                allow_dummy,
+                min_eff,
+                best_q,
+                sel,
+                lost,
+            )
             nu1, c1 = _state_cost(m, city, st2, cur2, isopen2, F)
             if _better(nu1, c1, nu0, c0):
-                st[:] = st2
-                cur[:] = cur2
-                isopen[:] = isopen2
-                size[:] = size2
-                has[:, :] = has2
+                _copy_state(st2, cur2, isopen2, size2, has2, st, cur, isopen, size, has)
                 nu0, c0 = nu1, c1
                 improved = True
         if not improved:
@@ -631,16 +805,38 @@ def _local_search(m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, du
 
 
 @numba.njit(cache=True)
-def _greedy_component(
-    comp, W, D, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, marg_sub, allow_dummy, min_eff, out_local
-):
-    """JMS greedy on one component (subject-local indices ``comp``, canonical order).
+def _mark_grown(g, t, m, idx, W, dum, marg, allow_dummy, fac, isopen, st, stored_t):
+    """Cluster g grew beyond min size: its members may now switch, so opening times of
+    facilities that could take one of them may have dropped; reset them to t (stale)."""
+    for f in range(m):
+        if not _cand(f, fac, isopen, st) or stored_t[f] <= t:
+            continue
+        gf = idx[f]
+        for q in range(m):
+            if st[q] != g or q == g:
+                continue
+            w = W[gf, idx[q]]
+            if w < _INF and (not allow_dummy or w <= dum[q] + marg[f]):
+                stored_t[f] = t
+                break
 
-    Writes the subject-local facility index (or DUMMY / UNASSIGNED) to out_local.
+
+@numba.njit(cache=True)
+def _greedy_component(
+    comp, W, D, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, marg_sub, allow_dummy, min_eff,
+    out_local,
+):  # fmt: skip
+    """JMS greedy (+ local search) on one component (subject-local indices ``comp`` in
+    canonical order). Writes subject-local facility indices / DUMMY / UNASSIGNED to out_local.
+
+    Opening times of closed facilities are evaluated lazily: a stored time is a lower bound
+    of the true one (state changes only delay openings, except that a growing cluster lets
+    its members switch — then the affected stored times are reset); the candidate with the
+    smallest stored time is re-evaluated until it (and every candidate tied with it) is
+    up to date. This gives the same event order as re-evaluating everything every step.
     """
     m = comp.shape[0]
     idx = comp
-    # local classification codes 0..K-1
     lc = np.empty(m, np.int64)
     K = 0
     for p in range(m):
@@ -680,14 +876,18 @@ def _greedy_component(
         np.zeros(K, np.int64),
         np.empty(K),
     )
+    stored_t = np.full(m, -1.0)
+    stored_k = np.zeros(m)
+    stamp = np.full(m, -1, np.int64)
+    it = 0
     t = 0.0
     while True:
-        # ---- best event
+        # ---- events A: an unconnected city reaches an open facility or the dummy
         best_t = _INF
         best_prio = 3
         best_key = 0.0
-        best_i = -1  # facility (local) or -1 dummy
-        best_q = -1  # city for events A
+        best_i = _NO
+        best_q = _NO
         for q in range(m):
             if st[q] != _UNCONN:
                 continue
@@ -716,37 +916,66 @@ def _greedy_component(
                     best_q = q
             if allow_dummy:
                 tt = max(t, dum[q])
-                if tt < best_t or (
-                    tt == best_t and best_prio == 2 and q < best_q
-                ):
+                if tt < best_t or (tt == best_t and best_prio == 2 and q < best_q):
                     best_t = tt
                     best_prio = 2
                     best_key = 0.0
-                    best_i = -1
+                    best_i = _NO
                     best_q = q
-        for f in range(m):
-            if not fac[f] or isopen[f]:
+        # ---- events O (lazy): the closed facility whose star is cheapest
+        while True:
+            fb = _NO
+            for f in range(m):
+                if not _cand(f, fac, isopen, st):
+                    continue
+                if fb < 0 or _less_tie(stored_t[f], stored_k[f], f, stored_t[fb], stored_k[fb], fb):
+                    fb = f
+            if fb < 0:
+                break
+            if stamp[fb] != it:
+                tau, key, _n0, _d0 = _eval_open(
+                    fb, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
+                    min_eff, ws,
+                )  # fmt: skip
+                stored_t[fb] = tau
+                stored_k[fb] = key
+                stamp[fb] = it
                 continue
-            if not (st[f] == _UNCONN or st[f] == _ST_DUMMY or st[f] == _ST_NONE):
-                continue
-            tau, key, _n0, _d0 = _eval_open(
-                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
-            )
-            if not (tau < _INF):
-                continue
+            if not (stored_t[fb] < _INF):
+                fb = _NO
+                break
+            redo = False
+            for f in range(m):
+                if f != fb and stamp[f] != it and stored_t[f] == stored_t[fb]:
+                    if _cand(f, fac, isopen, st):
+                        tau, key, _n0, _d0 = _eval_open(
+                            f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg,
+                            allow_dummy, min_eff, ws,
+                        )  # fmt: skip
+                        stored_t[f] = tau
+                        stored_k[f] = key
+                        stamp[f] = it
+                        redo = True
+            if not redo:
+                break
+        if fb >= 0:
+            tau = stored_t[fb]
+            key = stored_k[fb]
             if tau < best_t or (
                 tau == best_t
-                and (best_prio > 1 or (best_prio == 1 and (key < best_key or (key == best_key and f < best_i))))
-            ):
+                and (best_prio > 1 or (best_prio == 1 and (key < best_key or (key == best_key and fb < best_i))))
+            ):  # fmt: skip
                 best_t = tau
                 best_prio = 1
                 best_key = key
-                best_i = f
-                best_q = -1
+                best_i = fb
+                best_q = _NO
         if not (best_t < _INF):
             break
         t = best_t
+        it += 1
         # ---- execute
+        grown = _NO
         if best_prio == 0:
             q = best_q
             p = best_i
@@ -754,6 +983,7 @@ def _greedy_component(
             cur[q] = W[idx[p], idx[q]]
             has[p, lc[q]] = True
             size[p] += 1
+            grown = p
         elif best_prio == 2:
             q = best_q
             st[q] = _ST_DUMMY
@@ -761,8 +991,9 @@ def _greedy_component(
         else:
             f = best_i
             _eval_open(
-                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
-            )
+                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
+                min_eff, ws,
+            )  # fmt: skip
             a, ai, s, si, _bp, _cnt, part, _vv = ws
             gf = idx[f]
             isopen[f] = True
@@ -788,6 +1019,9 @@ def _greedy_component(
                     continue
                 has[f, k] = True
                 size[f] += 1
+            grown = f
+        if grown >= 0 and size[grown] > min_eff:
+            _mark_grown(grown, t, m, idx, W, dum, marg, allow_dummy, fac, isopen, st, stored_t)
     _local_search(
         m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum, allow_dummy, min_eff
     )
@@ -967,47 +1201,6 @@ def _solve_subject(
         out[order[p]] = order[v] if v >= 0 else v
 
 
-@numba.njit(cache=True, parallel=True)
-def _solve_kernel(
-    offsets,
-    boxes,
-    cls,
-    open_cost,
-    conn_const,
-    sigma2,
-    dummy_cost,
-    can_fac,
-    can_city,
-    init_phase,
-    d_max,
-    kind,
-    allow_dummy,
-    min_eff,
-):
-    out = np.full(boxes.shape[0], -2, np.int64)
-    n_sub = offsets.shape[0] - 1
-    for s in prange(n_sub):
-        _solve_subject(
-            offsets[s],
-            offsets[s + 1],
-            boxes,
-            cls,
-            open_cost,
-            conn_const,
-            sigma2,
-            dummy_cost,
-            can_fac,
-            can_city,
-            init_phase,
-            d_max,
-            kind,
-            allow_dummy,
-            min_eff,
-            out,
-        )
-    return out
-
-
 @numba.njit(cache=True, nogil=True)
 def _solve_range(
     s0,
@@ -1170,22 +1363,38 @@ def solve_batch(
     if init_phase:
         s2 = np.ones(n)  # unused
     min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
-    return _solve_kernel(
-        offsets,
-        boxes,
-        cls,
-        oc,
-        cc,
-        s2,
-        dc,
-        fac,
-        city,
-        bool(init_phase),
-        float(d_max),
-        kind,
-        bool(allow_dummy),
-        min_eff,
-    )
+    out = np.full(n, UNASSIGNED, np.int64)
+    args = (offsets, boxes, cls, oc, cc, s2, dc, fac, city)
+    args += (bool(init_phase), float(d_max), kind, bool(allow_dummy), min_eff, out)
+    n_sub = offsets.size - 1
+    ranges = _subject_ranges(offsets, _n_threads())
+    if len(ranges) <= 1:
+        _solve_range(0, n_sub, *args)
+    else:
+        with ThreadPoolExecutor(max_workers=_n_threads()) as pool:
+            list(pool.map(lambda r: _solve_range(r[0], r[1], *args), ranges))
+    return out
+
+
+def _n_threads() -> int:
+    """Worker threads: numba's thread count (NUMBA_NUM_THREADS), as for prange kernels."""
+    return max(1, int(numba.get_num_threads()))
+
+
+def _subject_ranges(offsets: np.ndarray, n_threads: int) -> list[tuple[int, int]]:
+    """Split the subjects into contiguous ranges of similar work (~ boxes², the greedy is
+    quadratic to cubic in a subject's boxes) for the thread pool; one range per thread when
+    there is little work. Each subject is solved independently, so the result does not
+    depend on the split (nor on the number of threads)."""
+    n_sub = offsets.size - 1
+    if n_threads <= 1 or n_sub < 2:
+        return [(0, n_sub)]
+    work = np.diff(offsets).astype(np.float64) ** 2 + 1.0
+    cum = np.cumsum(work)
+    n_chunks = min(n_sub, 16 * n_threads)
+    cuts = np.searchsorted(cum, cum[-1] * np.arange(1, n_chunks) / n_chunks)
+    bounds = np.unique(np.concatenate([[0], cuts, [n_sub]]))
+    return [(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 @dataclass

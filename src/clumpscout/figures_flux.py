@@ -48,7 +48,7 @@ def _log_edges(*arrays: np.ndarray, n: int = 30) -> np.ndarray:
     if len(vals) == 0:
         return np.logspace(-1, 1, n + 1)
     lo, hi = np.quantile(vals, [0.005, 0.995])
-    lo, hi = max(lo, 1e-6), max(hi, lo * 1.01)
+    lo, hi = max(lo, 1e-6) / 1.01, max(hi, lo) * 1.01
     return np.logspace(np.log10(lo), np.log10(hi), n + 1)
 
 
@@ -57,7 +57,8 @@ def _lin_edges(*arrays: np.ndarray, n: int = 30) -> np.ndarray:
     if len(vals) == 0:
         return np.linspace(0.0, 2.0, n + 1)
     lo, hi = np.quantile(vals, [0.005, 0.995])
-    return np.linspace(lo, max(hi, lo + 1e-6), n + 1)
+    pad = 0.01 * max(hi - lo, abs(hi), 1e-3)
+    return np.linspace(lo - pad, hi + pad, n + 1)
 
 
 def _hist_pair(
@@ -70,6 +71,11 @@ def _hist_pair(
         if vals.size == 0:
             out[name] = {"n": 0, stat: None}
             continue
+        centre = float(np.mean(vals) if stat == "mean" else np.median(vals))
+        out[name] = {"n": int(vals.size), stat: centre}
+        ax.axvline(centre, color=colours[name], ls="--", lw=1.0)
+        if not ((vals >= edges[0]) & (vals <= edges[-1])).any():
+            continue
         ax.hist(
             vals,
             bins=edges,
@@ -79,9 +85,6 @@ def _hist_pair(
             color=colours[name],
             label=f"{name} (n={vals.size})",
         )
-        centre = float(np.mean(vals) if stat == "mean" else np.median(vals))
-        ax.axvline(centre, color=colours[name], ls="--", lw=1.0)
-        out[name] = {"n": int(vals.size), stat: centre}
     if log:
         ax.set_xscale("log")
     ax.set_xlabel(label)

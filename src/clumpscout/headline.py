@@ -17,7 +17,10 @@ One long table (``results/headline.csv``), one row per number:
 - ``truth``: the same against the simulated true clumps, plus the expected
   calibration error (ECE) of p_fp, which the paper could not measure;
 - ``baseline``: fractions of subjects where our framework finds more / as
-  many / fewer clumps than MeanShift (appendix).
+  many / fewer clumps than MeanShift (appendix);
+- ``trends``: each trend §6 describes, checked on our numbers: ``value`` 1 if ours
+  agrees, 0 if not, NaN if it cannot be checked; ``paper`` states the trend and
+  ``note`` gives our numbers (:func:`trend_rows`).
 
 ``paper`` holds the value the paper quotes for the same quantity where it
 quotes one (text, e.g. "≈0.04"), so the table doubles as the agreement check.
@@ -246,9 +249,127 @@ def headline_table(
         rows += summary_rows(truth_summary, "truth")
     if count_difference is not None:
         rows += [_row("baseline", q, v) for q, v in baseline_fractions(count_difference).items()]
+    rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["n"] = out["n"].astype("Int64")
     return out
+
+
+# ------------------------------------------------------------------ §6 trends
+
+
+def _series(table: pd.DataFrame, section: str, quantity: str, subset=None) -> pd.Series:
+    sel = (table["section"] == section) & (table["quantity"] == quantity) & table["n"].notna()
+    sel &= table["subset"].isna() if subset is None else table["subset"].eq(subset)
+    t = table[sel]
+    return pd.Series(t["value"].to_numpy(float), index=t["n"].astype(int).to_numpy()).sort_index()
+
+
+def _scalar(table: pd.DataFrame, section: str, quantity: str) -> float:
+    t = table[(table["section"] == section) & (table["quantity"] == quantity)]
+    return float(t["value"].iloc[0]) if len(t) else float("nan")
+
+
+def _trend(quantity: str, ok: bool | None, paper: str, note: str) -> dict:
+    return {
+        "section": "trends",
+        "quantity": quantity,
+        "n": None,
+        "subset": None,
+        "value": float("nan") if ok is None else float(bool(ok)),
+        "paper": paper,
+        "note": note,
+    }
+
+
+def _ends_note(v: pd.Series) -> str:
+    return f"{v.iloc[0]:.3g} (n={v.index[0]}) → {v.iloc[-1]:.3g} (n={v.index[-1]})"
+
+
+def _monotone_down(v: pd.Series) -> bool | None:
+    v = v.dropna()
+    return None if len(v) < 2 else bool((np.diff(v.to_numpy()) < 0).all())
+
+
+def _rank_corr(v: pd.Series) -> float:
+    from scipy.stats import spearmanr
+
+    v = v.dropna()
+    if len(v) < 2 or v.nunique() < 2:
+        return float("nan")
+    return float(spearmanr(v.index.to_numpy(), v.to_numpy()).statistic)
+
+
+def trend_rows(table: pd.DataFrame, labels_ref: pd.DataFrame | None = None) -> list[dict]:
+    """Check the trends of §6 on our numbers (rows of section ``trends``).
+
+    - median p_fp and median p_σ fall monotonically with n (fig. clump_fpp_dist,
+      clump_variance_dist);
+    - p_fp is bimodal at the reference n: ≥ 80 % of clumps outside [0.2, 0.8] *and*
+      ≥ 2 % above 0.8 (the paper: ≈ 90 % outside, both modes populated);
+    - > 90 % of subjects retire for every n; 5-12 % stale (paper 7-9 %); < 1 % unretired;
+    - against the experts (all clumps) the optimal completeness rises and the optimal
+      purity falls with n (Spearman rank correlation with n > 0, < 0);
+    - at the reference n and p* = 1 the normal subsets are more complete and less
+      pure than all clumps;
+    - our framework finds more clumps than MeanShift for the majority of subjects."""
+    rows = []
+    for q, name in (("median_p_fp", "p_fp"), ("median_p_sigma", "p_σ")):
+        v = _series(table, "per_n", q)
+        paper = f"median {name} falls monotonically with n"
+        rows.append(
+            _trend(f"{q}_falls_with_n", _monotone_down(v), paper, _ends_note(v) if len(v) else "")
+        )
+    if labels_ref is not None and len(labels_ref):
+        p = labels_ref["p_fp"].to_numpy(float)
+        outside, high = float(((p < 0.2) | (p > 0.8)).mean()), float((p > 0.8).mean())
+        ok = outside >= 0.8 and high >= 0.02
+        note = f"{100 * outside:.1f}% outside [0.2, 0.8], {100 * high:.1f}% above 0.8"
+        rows.append(
+            _trend("p_fp_bimodal", ok, "≈90% of clumps have p_fp < 0.2 or > 0.8 (two modes)", note)
+        )
+    retired = _series(table, "per_n", "fraction_retired_any")
+    stale = _series(table, "per_n", "fraction_stale")
+    unretired = _series(table, "per_n", "fraction_unretired")
+    if len(retired):
+        rows.append(_trend("retired_above_90pc", bool(retired.min() > 0.9), "> 90% retired for every n",
+                           f"min {100 * retired.min():.1f}% (n={retired.idxmin()})"))  # fmt: skip
+        rows.append(_trend("stale_7_to_9pc", bool(stale.between(0.05, 0.12).all()),
+                           "≈7-9% stale for every n (checked: 5-12%)",
+                           f"{100 * stale.min():.1f}% to {100 * stale.max():.1f}%"))  # fmt: skip
+        rows.append(_trend("unretired_below_1pc", bool(unretired.max() < 0.01), "< 1% unretired for every n",
+                           f"max {100 * unretired.max():.2f}% (n={unretired.idxmax()})"))  # fmt: skip
+    c = _series(table, "experts", "opt_completeness", "all")
+    p = _series(table, "experts", "opt_purity", "all")
+    if len(c) >= 2:
+        rc, rp = _rank_corr(c), _rank_corr(p)
+        rows.append(_trend("optimal_completeness_rises_with_n", None if np.isnan(rc) else rc > 0,
+                           "optimal completeness rises with n (experts, all clumps)",
+                           f"{_ends_note(c)}; rank correlation {rc:.2f}"))  # fmt: skip
+        rows.append(_trend("optimal_purity_falls_with_n", None if np.isnan(rp) else rp < 0,
+                           "optimal purity falls with n (experts, all clumps)",
+                           f"{_ends_note(p)}; rank correlation {rp:.2f}"))  # fmt: skip
+    ca, cn = (
+        _series(table, "experts", "completeness_p1", "all"),
+        _series(table, "experts", "completeness_p1", "normal"),
+    )
+    pa, pn = (
+        _series(table, "experts", "purity_p1", "all"),
+        _series(table, "experts", "purity_p1", "normal"),
+    )
+    if len(ca) and len(cn):
+        n = int(ca.index.max())
+        ok = bool(cn.get(n, np.nan) > ca[n] and pn.get(n, np.nan) < pa[n])
+        note = f"n={n}, p*=1: C {ca[n]:.3g} (all) vs {cn.get(n, np.nan):.3g} (normal); P {pa[n]:.3g} vs {pn.get(n, np.nan):.3g}"
+        rows.append(_trend("normal_more_complete_less_pure", ok,
+                           "normal subsets: higher completeness, lower purity than all clumps", note))  # fmt: skip
+    more = _scalar(table, "baseline", "fraction_ours_more")
+    if not np.isnan(more):
+        less = _scalar(table, "baseline", "fraction_meanshift_more")
+        rows.append(_trend("ours_more_than_meanshift", more > 0.5,
+                           "our framework finds more clumps than MeanShift for most subjects",
+                           f"ours more for {100 * more:.1f}%, MeanShift more for {100 * less:.1f}%"))  # fmt: skip
+    return rows
 
 
 # ------------------------------------------------------------------ report rendering
@@ -260,6 +381,10 @@ def _fmt(v: float) -> str:
     if float(v).is_integer() and abs(v) >= 1:
         return f"{int(v):,}"
     return f"{v:.3g}"
+
+
+def _verdict(v: float) -> str:
+    return "–" if pd.isna(v) else ("agrees" if v == 1 else "<b>disagrees</b>")
 
 
 def per_n_wide(table: pd.DataFrame) -> pd.DataFrame:
@@ -294,7 +419,8 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
         n = "" if pd.isna(r.n) else str(int(r.n))
         parts.append(
             f"<tr><td class='l'>{esc(r.section)}</td><td class='l'>{esc(r.quantity)}</td>"
-            f"<td>{n}</td><td>{_fmt(r.value)}</td><td>{esc(str(r.paper))}</td>"
+            f"<td>{n}</td><td>{_verdict(r.value) if r.section == 'trends' else _fmt(r.value)}</td>"
+            f"<td>{esc(str(r.paper))}</td>"
             f"<td class='l'>{esc(str(r.note))}</td></tr>"
         )
     parts.append("</table>")

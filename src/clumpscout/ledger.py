@@ -50,6 +50,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -58,6 +59,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
@@ -178,37 +180,38 @@ def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
     )
-    parts: dict[str, list] = {c: [] for c in EXPORT_COLUMNS if c != "annotations"}
-    clump: list[int] = []
-    other: list[int] = []
-    ok: list[bool] = []
+    light: list[pa.RecordBatch] = []
+    clump = array("q")
+    other = array("q")
+    ok = array("b")
     try:
         reader = pacsv.open_csv(
             path, read_options=read, parse_options=parse, convert_options=convert
         )
         for batch in progress(reader, desc="ledger", total=None):
-            for c in parts:
-                parts[c].extend(
-                    s.strip()
-                    for s in batch.column(c).to_pylist()  # type: ignore[union-attr]
-                )
             for text in batch.column("annotations").to_pylist():
                 try:
                     cm, om = count_marks(text, clump_task)
-                    ok.append(True)
+                    ok.append(1)
                 except ValueError:
                     cm, om = 0, 0
-                    ok.append(False)
+                    ok.append(0)
                 clump.append(cm)
                 other.append(om)
+            light.append(batch.drop_columns(["annotations"]))
     except (OSError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the classification export: {exc}", path=path) from None
+    names = [c for c in EXPORT_COLUMNS if c != "annotations"]
+    if light:
+        tab = pa.Table.from_batches(light)
+    else:
+        tab = pa.table({c: pa.array([], pa.string()) for c in names})
     n = len(ok)
-    df = pd.DataFrame({c: np.asarray(v, dtype=object) for c, v in parts.items()})
+    df = pd.DataFrame({c: pc.utf8_trim_whitespace(tab.column(c)).to_pandas() for c in names})
     df.insert(0, "row", np.arange(1, n + 1, dtype=np.int64))
-    df["clump_marks"] = np.asarray(clump, dtype=np.int64)
-    df["other_marks"] = np.asarray(other, dtype=np.int64)
-    df["json_ok"] = np.asarray(ok, dtype=bool)
+    df["clump_marks"] = np.frombuffer(clump, dtype=np.int64) if n else np.zeros(0, np.int64)
+    df["other_marks"] = np.frombuffer(other, dtype=np.int64) if n else np.zeros(0, np.int64)
+    df["json_ok"] = np.frombuffer(ok, dtype=np.int8).astype(bool) if n else np.zeros(0, bool)
     return df
 
 
@@ -270,17 +273,18 @@ def classify_rows(
     cat[kept] = "kept"
     rest = np.flatnonzero(cat == "")
     if len(rest):
-        pair = pd.MultiIndex.from_arrays([marks["user_name"].to_numpy(), sid])
-        kept_pairs = set(pair[kept])
+        users = marks["user_name"].to_numpy(dtype=object)
+        rest_pairs = pd.MultiIndex.from_arrays([users[rest], sid[rest]])
+        repeat = rest_pairs.isin(pd.MultiIndex.from_arrays([users[kept], sid[kept]]))
         missing_mode = report.get("missing_subjects") == "drop" and subject_ids is not None
         known = set() if subject_ids is None else {float(s) for s in subject_ids}
         seen: set = set()
-        for i in rest:
-            p = pair[i]
-            if p in kept_pairs:
+        for k, i in enumerate(rest):
+            if repeat[k]:
                 cat[i] = "duplicate_volunteer_subject"
             elif missing_mode and float(sid[i]) not in known:
-                # the first of a pair is the missing-subject drop, later ones repeats
+                # the first of a pair is the missing-subject drop, later ones are repeats
+                p = rest_pairs[k]
                 cat[i] = (
                     "duplicate_volunteer_subject"
                     if p in seen

@@ -109,22 +109,22 @@ p(n) ~ n^-(1 + ``heavy_alpha``) [0: log-uniform] between ``heavy_min`` [10] and
 ``heavy_max_fraction`` [0.5] x the number of subjects. The cohort size is the
 number of classification slots / the model's mean (so it scales with the
 project), and committed volunteers' counts are rescaled so that the plan fills
-the slots exactly. At paper scale: ~20.6k volunteers, median 3, ~96% below 10,
-~210 above 200 (the paper: 20,999, median 3, 19,859 below 10, 176 above 200).
+the slots exactly. At paper scale: ~20.9k volunteers, median 3, ~95.5% below
+10, ~210 above 200 (the paper: 20,999, median 3, 19,859 below 10, 176 above 200).
 Volunteers who are not logged in bring ``not_logged_in_fraction`` [20%] of the
 classifications (systematic sampling over activity ranks, so the share holds
 at any scale); each is a distinct "not-logged-in-<ip hash>" with no user_id.
 Skills, independent per volunteer: theta_j ~ N(``threshold_mean``,
 ``threshold_sd``) [-0.65, 0.5]; phi_j ~ Gamma(``faint_boost_shape``,
 ``faint_boost_mean`` / shape) [2, 0.4 mag]; spurious clicks ~ Poisson(lambda_j)
-per classification, lambda_j lognormal (median ``spurious_median`` [0.27],
-log-width ``spurious_sigma`` [1.0], at most 5), 70% on the galaxy, 30%
+per classification, lambda_j lognormal (median ``spurious_median`` [0.3],
+log-width ``spurious_sigma`` [0.8], at most 5), 70% on the galaxy, 30%
 anywhere; positional scatter per axis sqrt((s_j F)^2 +
 ``scatter_floor_px``^2), s_j lognormal (median ``scatter_median`` [0.2 FWHM],
 log-width ``scatter_sigma`` [0.4]); and Beta-distributed probabilities (mean as
 given, a + b = ``skill_concentration`` [15]): marking the bulge in T0
 ``p_bulge_t0_mean`` [0.96] (without a visible bulge 0.3 x that, 3x less
-precise), also marking it as a clump in T1 ``p_bulge_t1_mean`` [0.06], doubling
+precise), also marking it as a clump in T1 ``p_bulge_t1_mean`` [0.07], doubling
 a click ``p_double_mean`` [0.03] (a second click 0.1-1.5 F away, i.e. within
 2 FWHM, same tool, right after the first), the unusual tool for an unusual
 clump ``p_unusual_hit_mean`` [0.6] and for anything else
@@ -156,18 +156,19 @@ the classification, metadata started_at its start.
 **Experts.** ``n_experts`` [3] experts (user_name expert_1..3) classify the
 same ``n_expert_subjects`` [150] random subjects (the paper: 1,000) in the last
 40% of the project, with the click model above and fixed skills: threshold
-``expert_threshold`` [-0.5] with no spread (they find ~69% of the true clumps),
+``expert_threshold`` [-0.5] (+-0.1 between experts; they find ~69% of the true clumps),
 faint boost ``expert_faint_boost`` [-1.0] (they ignore faint blue features,
 §6.3), scatter ``expert_scatter`` [0.08 FWHM]; no spurious, double, star or T1
-bulge clicks and no skipping; unusual tool 0.85 / 0.05; the bulge always.
+bulge clicks and no skipping; unusual tool 0.85 / 0.05; a visible bulge always.
 
 **Totals.** The paper's 3,561,454 "click locations" for 1,739,259
 classifications are taken to be all clicks of the export, the T0 bulge clicks
 included: 2.05 per classification, i.e. ~0.9 bulge click plus ~1.15 clump
 clicks. (Clump clicks alone would need 2.05 T1 clicks per classification, or
 ~40 per subject, more than the 128,100 clumps found in 85,286 subjects can
-carry.) resources/paper_scale.yaml realises ~1.74M classifications and ~3.5M
-clicks (see simulate_report.json).
+carry.) resources/paper_scale.yaml realises ~1.74M classifications and
+3.52-3.60M clicks depending on the seed (mean ~3.56M; the committed volunteers'
+individual skills dominate the spread); see simulate_report.json.
 
 Random streams: one ``numpy.random.SeedSequence(seed)`` child per stage
 (galaxies, clumps, distractors, volunteers, schedule, clicks, experts, expert
@@ -278,14 +279,14 @@ DEFAULTS: dict[str, Any] = {
     "threshold_sd": 0.5,
     "faint_boost_mean": 0.4,
     "faint_boost_shape": 2.0,
-    "spurious_median": 0.27,
-    "spurious_sigma": 1.0,
+    "spurious_median": 0.3,
+    "spurious_sigma": 0.8,
     "scatter_median": 0.2,
     "scatter_sigma": 0.4,
     "scatter_floor_px": 0.7,
     "skill_concentration": 15.0,
     "p_bulge_t0_mean": 0.96,
-    "p_bulge_t1_mean": 0.06,
+    "p_bulge_t1_mean": 0.07,
     "p_double_mean": 0.03,
     "p_unusual_hit_mean": 0.6,
     "p_unusual_false_mean": 0.08,
@@ -399,7 +400,13 @@ def resolve_config(cfg: dict | None, path: object = None) -> dict:
         raise InputError("simulate.n_subjects must be >= 1", path=path)
     if out["volunteers_per_subject"] < 1:
         raise InputError("simulate.volunteers_per_subject must be >= 1", path=path)
-    for key in ("psf_fwhm_px_median", "clumpy_fwhm_peak", "clumpy_fwhm_width", "duration_days"):
+    positive = (
+        "psf_fwhm_px_median", "clumpy_fwhm_peak", "clumpy_fwhm_width", "duration_days", "z_median",
+        "r90_kpc_median", "activity_median", "heavy_max_fraction", "clump_radius_shape",
+        "clump_radius_scale", "visibility_softness", "seconds_per_classification",
+        "skill_concentration",
+    )  # fmt: skip
+    for key in positive:
         if out[key] <= 0:
             raise InputError(f"simulate.{key} must be > 0", path=path)
     try:
@@ -568,7 +575,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             "psffwhm_r": psf,
             "sample": np.asarray(SAMPLES, dtype=object)[sample_idx],
             "mag_r": mag_r,
-            "flux_g": flux_r * 10 ** (0.4 * g_r),
+            "flux_g": flux_r * 10 ** (-0.4 * g_r),
             "flux_r": flux_r,
             "flux_i": flux_r * 10 ** (0.4 * r_i),
             "axis_ratio": q,
@@ -646,20 +653,24 @@ def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
     sep = p["clump_min_separation"] * fwhm[gidx]
     bulge = gal["bulge_visible"].to_numpy()[gidx]
     xc, yc = gal["x_centre"].to_numpy()[gidx], gal["y_centre"].to_numpy()[gidx]
-    ok = np.ones(m, bool)
-    for _ in range(21):
+
+    def misplaced():
         bad = (x < 1) | (x > IMAGE_SIZE - 1) | (y < 1) | (y > IMAGE_SIZE - 1)
         bad |= bulge & (np.hypot(x - xc, y - yc) < sep)
         if len(pa_):
             close = np.hypot(x[pa_] - x[pb_], y[pa_] - y[pb_]) < sep[pb_]
             bad[pb_[close]] = True
+        return bad
+
+    for _ in range(20):
+        bad = misplaced()
         if not bad.any():
             break
         idx = np.flatnonzero(bad)
         u[idx] = _clump_radii(len(idx), p, rng)
         x[idx], y[idx] = _disc_positions(gidx[idx], u[idx], gal, rng)
-    else:
-        ok = ~bad
+    # still misplaced after 20 redraws: drop (a later clump of a too-close pair goes)
+    ok = ~misplaced()
     n_dropped = int((~ok).sum())
     gidx, u, x, y = gidx[ok], u[ok], x[ok], y[ok]
     m = len(gidx)
@@ -709,6 +720,7 @@ def make_distractors(gal: pd.DataFrame, clumpy: np.ndarray, p: dict, rng) -> pd.
     m = len(g_ff)
     u = rng.gamma(4.0, 0.3, m)
     x, y = _disc_positions(g_ff, u, gal, rng)
+    x, y = np.clip(x, 1.0, IMAGE_SIZE - 1.0), np.clip(y, 1.0, IMAGE_SIZE - 1.0)
     delta = p["faint_contrast_mean"] + p["faint_contrast_sd"] * rng.standard_normal(m)
     ff = _object_table(
         gal,
@@ -1299,7 +1311,7 @@ def volunteer_identities(logged_in: np.ndarray, rng) -> tuple[list[str], list[st
 
     n = len(logged_in)
     ips = hex_strings(n, 10, rng)
-    ids = rng.choice(np.arange(100_000, 2_600_000), size=n, replace=False)
+    ids = 100_000 + rng.choice(max(2_500_000, 4 * n), size=n, replace=False)
     a = rng.integers(0, len(_NAME_A), n)
     b = rng.integers(0, len(_NAME_B), n)
     cap = rng.random(n) < 0.5
@@ -1423,6 +1435,11 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     re_ = rng["experts"]
     n_exp = p["n_experts"]
     n_es = min(p["n_expert_subjects"], n_gal) if n_exp > 0 else 0
+    if n_exp > 0 and n_es < p["n_expert_subjects"]:
+        log.warning(
+            "simulate: n_expert_subjects %d > n_subjects %d: the experts see every subject",
+            p["n_expert_subjects"], n_gal,
+        )  # fmt: skip
     expert_subjects = (
         np.sort(re_.choice(n_gal, size=n_es, replace=False)) if n_es else np.zeros(0, np.int64)
     )
@@ -1435,10 +1452,8 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     e_id = _classification_ids(len(e_vol), 900_000_000, re_)
 
     # ---- subjects table for the exports
-    first_t = np.full(n_gal, np.nan)
     last_t = np.full(n_gal, np.nan)
     if n_cls:
-        np.fmin.at(first_t, cls_gal, cls_t)
         np.fmax.at(last_t, cls_gal, cls_t)
     rx = rng["export"]
     created_s = -86400.0 * rx.uniform(1.0, 14.0, n_gal)
@@ -1481,7 +1496,7 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
         e_hex = sx.hex_strings(e_nsess, 32, rx)
         e_table = pd.DataFrame(
             {"classification_id": e_id, "vol": e_vol, "gal": e_gal, "t_end": e_t,
-             "t_start": e_t - 60.0, "session": e_sess}
+             "t_start": e_t - 30.0, "session": e_sess}
         )  # fmt: skip
         sx.write_classifications(
             out / "expert_classifications.csv", e_table, e_clicks, e_names, e_uids, e_ips,
@@ -1521,6 +1536,8 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
             for c in ("task", "source"):
                 ct[c] = ct[c].astype("category")
             write_parquet(ct, out / "truth_clicks.parquet")
+        else:
+            (out / "truth_clicks.parquet").unlink(missing_ok=True)  # no stale truth
 
     # ---- report
     n_vol_active = int(np.unique(cls_vol).size)
@@ -1567,6 +1584,7 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
                 str(k): int(v) for k, v in distractors["kind"].value_counts().sort_index().items()
             },
             "expert_subjects": n_es,
+            "expert_subjects_requested": p["n_expert_subjects"] if n_exp > 0 else 0,
             "expert_classifications": int(len(e_vol)),
             "expert_clicks_t1": int((e_clicks["task"] == 1).sum()),
         }

@@ -30,6 +30,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.io import atomic_path
+from clumpscout.logs import progress
 
 WORKFLOW_ID = 11803
 WORKFLOW_NAME = "Clump Scout"
@@ -88,7 +89,7 @@ CHUNK = 100_000
 
 def format_times(seconds: np.ndarray, start: pd.Timestamp) -> tuple[list[str], list[str]]:
     """(created_at strings, ISO-with-ms strings) for times in seconds since ``start``."""
-    t0 = np.datetime64(start.tz_localize(None) if start.tzinfo else start, "ms")
+    t0 = np.datetime64(start.tz_convert("UTC").tz_localize(None) if start.tzinfo else start, "ms")
     ms = t0 + np.round(np.asarray(seconds, dtype=float) * 1000.0).astype("timedelta64[ms]")
     iso = np.datetime_as_string(ms, unit="ms").tolist()
     created = [f"{s[:10]} {s[11:19]} UTC" for s in iso]
@@ -262,7 +263,7 @@ def write_classifications(
     vp, mid, dims = vol_meta["viewport"], vol_meta["mid"], vol_meta["dims"]
     with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
         fh.write(",".join(CLASSIFICATION_COLUMNS) + "\n")
-        for c0 in range(0, n, CHUNK):
+        for c0 in progress(range(0, n, CHUNK), "writing classifications", -(-n // CHUNK)):
             c1 = min(n, c0 + CHUNK)
             part = table.iloc[c0:c1]
             a, b = int(cptr[c0]), int(cptr[c1])

@@ -598,10 +598,10 @@ def _is_drawing(value: Any, task_type: Any) -> bool:
     that is not a survey (dicts with ``choice``) nor a multiple-choice answer (no dicts at all).
     An empty list counts as drawing (a drawing task with no marks).
     """
-    if task_type is not None:
-        return task_type in ("drawing", "dataVisAnnotation")
     if not isinstance(value, list):
         return False
+    if task_type is not None:
+        return task_type in ("drawing", "dataVisAnnotation")
     has_dict = False
     for m in value:
         if isinstance(m, dict):
@@ -704,9 +704,16 @@ def _parse_rows(
             if type(task) is not str and task is not None:
                 task = str(task)
             value = a.get("value")
+            # a drawing task's marks (fast path for the common classic case, else _is_drawing)
+            if type(value) is list and (
+                not value or (type(value[0]) is dict and "choice" not in value[0])
+            ):
+                drawing = "taskType" not in a or _is_drawing(value, a["taskType"])
+            else:
+                drawing = _is_drawing(value, a.get("taskType"))
             if clump_task is not None and task != clump_task:
                 seen_tasks[str(task)] += 1
-                if isinstance(value, list) and _is_drawing(value, a.get("taskType")):
+                if drawing:
                     if value:
                         other_clicks[str(task)] += len(value)
                 else:
@@ -714,14 +721,14 @@ def _parse_rows(
                 continue
             if clump_task is not None:
                 seen_tasks[str(task)] += 1
-                if not (isinstance(value, list) and _is_drawing(value, a.get("taskType"))):
+                if not drawing:
                     raise InputError(
                         f"task {clump_task!r} is not a drawing task here (its value is "
                         f"{str(value)[:60]!r}); check extract.clump_task",
                         path=path,
                         row=int(rows[k]),
                     )
-            elif not (isinstance(value, list) and _is_drawing(value, a.get("taskType"))):
+            elif not drawing:
                 seen_tasks[str(task)] += 1
                 other_ann[str(task)] += 1
                 continue
@@ -1061,6 +1068,14 @@ def extract_clicks(
         missing_report,
         missing_subjects,
     )
+    # subjects of the subject export that no kept classification mentions: counted, not an error
+    # (a subject set may hold subjects that were never shown in this workflow)
+    unclassified = 0
+    if subjects is not None:
+        unclassified = int(
+            (~np.isin(subjects["subject_id"].to_numpy(), clicks["subject_id"].to_numpy())).sum()
+        )
+    report["subjects_without_classifications"] = unclassified
     report["seconds"] = round(time.perf_counter() - t_start, 3)
     log_summary(report)
     return clicks, report
@@ -1211,6 +1226,11 @@ def log_summary(report: dict) -> None:
         log.info(
             "%s clicks with unknown image size (outside_image NA)",
             report["clicks_image_size_unknown"],
+        )
+    if report.get("subjects_without_classifications"):
+        log.info(
+            "%s subjects of the subject export have no kept classification",
+            f"{report['subjects_without_classifications']:,}",
         )
 
 

@@ -9,6 +9,9 @@ rule simulate:
         truth=universe("truth_clumps.csv"),
         experts=universe("expert_classifications.csv"),
         volunteers=universe("volunteers_truth.csv"),
+        distractors=universe("truth_distractors.csv"),
+        truth_clicks=universe("truth_clicks.parquet"),
+        report=universe("simulate_report.json"),
     log:
         f"{RESULTS}/logs/simulate.log",
     benchmark:
@@ -22,7 +25,7 @@ rule simulate:
     params:
         simulate=section("simulate"),
         seed=seed_for("simulate"),
-        code=code_digest("simulate"),
+        code=code_digest("simulate", "simulate_export"),
     script:
         "../../scripts/simulate.py"
 

@@ -22,6 +22,25 @@ def fig_cfg(*keys):
     return {k: FIGCFG[k] for k in ("dpi",) + keys if k in FIGCFG}
 
 
+def fig_labels(name):
+    """Report-time columns of a figure: its key numbers next to the paper's.
+
+    Evaluated by `snakemake --report` only (from the figure's JSON), never while running.
+    """
+
+    def labels(wildcards, output):
+        import sys
+
+        src = str(SRC.parent)
+        if src not in sys.path:
+            sys.path.insert(0, src)
+        from clumpscout.figures import report_labels
+
+        return report_labels(name, output.json)
+
+    return labels
+
+
 def fig_out(name, category):
     """PNG (in the report, with workflow/report/<name>.rst as caption), PDF and numbers."""
     return {
@@ -29,6 +48,7 @@ def fig_out(name, category):
             f"{FIG}/{name}.png",
             caption=f"../report/{name}.rst",
             category=category,
+            labels=fig_labels(name),
         ),
         "pdf": f"{FIG}/{name}.pdf",
         "json": f"{FIG}/{name}.json",

@@ -43,10 +43,10 @@ if IMAGES:
 
     rule render_frames:
         input:
+            **distractors_input(),
             galaxies=universe("galaxies.csv"),
             truth=universe("truth_clumps.csv"),
             subjects=f"{RESULTS}/subjects/subjects.parquet",
-            **distractors_input(),
         output:
             frames=temp(directory(f"{IMG}/sim/frames")),
         log:
@@ -69,9 +69,9 @@ if IMAGES:
 
     rule cutouts:
         input:
+            **distractors_input(),
             frames=f"{IMG}/sim/frames",
             truth=universe("truth_clumps.csv"),
-            **distractors_input(),
         output:
             table=f"{IMG}/sim/cutouts.parquet",
             csv=f"{IMG}/sim/cutouts.csv",
@@ -104,11 +104,11 @@ if IMAGES:
 
     rule photometry_truth:
         input:
+            **distractors_input(),
             table=f"{IMG}/sim/cutouts.parquet",
             bands=f"{IMG}/sim/bands.npy",
             truth=universe("truth_clumps.csv"),
             subjects=f"{RESULTS}/subjects/subjects.parquet",
-            **distractors_input(),
         output:
             table=f"{IMG}/photometry/truth.parquet",
             report=f"{IMG}/photometry/truth.json",
@@ -126,10 +126,11 @@ if IMAGES:
         script:
             "../../scripts/photometry.py"
 
-    extra_targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
-
+    extra_targets += [
+        f"{IMG}/sim/cutouts.parquet",
+        f"{IMG}/photometry/truth.parquet",
+    ]
     FLUX_TABLES = {"truth": f"{IMG}/photometry/truth.parquet"}
-
     if PHOT_N in NS:
 
         rule photometry_labels:
@@ -159,22 +160,22 @@ if IMAGES:
 
         FLUX_TABLES["labels"] = f"{IMG}/photometry/n{PHOT_N}.parquet"
 
-    def flux_outputs():
-        names = ["flux_truth"]
-        if "labels" in FLUX_TABLES:
-            names = ["flux_vs_pfp", "flux_truth"]
-            if HAS_EXPERTS:
-                names = ["flux_true_false"] + names
-        out = {}
-        for name in names:
-            out[f"{name}_png"] = report(
-                f"{RESULTS}/figures/{name}.png",
-                caption=f"../report/{name}.rst",
-                category=IMG_CAT,
-            )
-            out[f"{name}_pdf"] = f"{RESULTS}/figures/{name}.pdf"
-            out[f"{name}_json"] = f"{RESULTS}/figures/{name}.json"
-        return out
+        def flux_outputs():
+            names = ["flux_truth"]
+            if "labels" in FLUX_TABLES:
+                names = ["flux_vs_pfp", "flux_truth"]
+                if HAS_EXPERTS:
+                    names = ["flux_true_false"] + names
+            out = {}
+            for name in names:
+                out[f"{name}_png"] = report(
+                    f"{RESULTS}/figures/{name}.png",
+                    caption=f"../report/{name}.rst",
+                    category=IMG_CAT,
+                )
+                out[f"{name}_pdf"] = f"{RESULTS}/figures/{name}.pdf"
+                out[f"{name}_json"] = f"{RESULTS}/figures/{name}.json"
+            return out
 
     rule flux_figures:
         input:
@@ -208,10 +209,10 @@ if IMGCFG.get("real_demo", False):
 
     rule real_demo:
         input:
-            frames=expand(f"{FIELD}/frame-{{b}}-002583-2-0136.fits.bz2", b="gri"),
+            frames=expand(f"{FIELD}/frame-{{b}}-002583-2-0136.fits.bz2", b=list("gri")),
             psfield=f"{FIELD}/psField-002583-2-0136.fits",
             photofield=f"{FIELD}/photoField-002583-2.fits",
-            hcg=expand(f"{HCG}/reprojected_sdss_{{b}}.fits.bz2", b="gri"),
+            hcg=expand(f"{HCG}/reprojected_sdss_{{b}}.fits.bz2", b=list("gri")),
         output:
             field=directory(f"{IMG}/real/2583_2_136"),
             hcg88=directory(f"{IMG}/real/hcg88"),

@@ -1,0 +1,334 @@
+"""The click ledger (clumpscout.ledger; issue 6 item 2): every input click accounted for.
+
+A toy export (the bad-input suite's valid 5-subject export plus rows and clicks the reader must
+drop, each for a known reason) goes through the real CLI (extract, subjects, boxes, subsample,
+aggregate); the ledger's numbers are compared with counts made by hand from how the toy was
+built, and tampering with any stage's output must fail with one line naming n and category.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import runpy
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pandas as pd
+import pytest
+from test_bad_input import (
+    EXPORT_HEADER,
+    SUBJECT_IDS,
+    SUBJECTS_HEADER,
+    VOLUNTEERS,
+    csv_bytes,
+    point,
+    subject_row,
+    valid_export_rows,
+    write_valid_inputs,
+)
+
+from clumpscout.cli import main as cli_main
+from clumpscout.ledger import LedgerError, build_ledger, check_ledger, count_marks, per_n_paths
+
+REPO = Path(__file__).resolve().parents[1]
+NS = (3, 5)
+
+
+# --------------------------------------------------------------------------- counting marks
+
+
+def test_count_marks_classic_fem_combo_and_questions():
+    ann = [
+        {"task": "T0", "value": [point(1, 2)]},
+        {"task": "T1", "value": [point(3, 4), point(5, 6, 1)]},
+        {"task": "T2", "value": [0, 2]},  # multiple-choice answer: not clicks
+        {"task": "T3", "value": [{"choice": "A", "answers": {}}]},  # survey: not clicks
+        {"task": "T4", "value": "yes"},  # question
+    ]
+    assert count_marks(json.dumps(ann), "T1") == (2, 1)
+    assert count_marks(json.dumps(ann), None) == (3, 0)  # every drawing task is the clump task
+    combo = [{"task": "T9", "value": [{"task": "T1", "value": [point(1, 1)] * 3}, ann[0]]}]
+    assert count_marks(json.dumps(combo), "T1") == (3, 1)
+    fem = [
+        {"task": "T1", "taskType": "drawing", "value": [{"x": 1, "y": 2, "toolIndex": 0}]},
+        {"task": "T5", "taskType": "single", "value": [0]},
+    ]
+    assert count_marks(json.dumps(fem), "T1") == (1, 0)
+    assert count_marks("[]", "T1") == (0, 0)
+    with pytest.raises(ValueError):
+        count_marks('{"task": "T1"}', "T1")
+    with pytest.raises(ValueError):
+        count_marks("[{", "T1")
+
+
+# --------------------------------------------------------------------------- the toy
+
+
+def _variant(row: dict, **kw) -> dict:
+    r = copy.deepcopy(row)
+    r.update(kw)
+    return r
+
+
+def _edit_click(row: dict, click: int, new) -> None:
+    ann = json.loads(row["annotations"])
+    ann[1]["value"][click] = new
+    row["annotations"] = json.dumps(ann)
+
+
+#: what the toy adds to the valid export, and the clicks (every task) of each added row
+EXTRA = {
+    # reason: (source row index, changes)
+    "duplicate_classification_id": (1, {}),
+    "duplicate_volunteer_subject": (1, {"classification_id": 59999, "created_at": "2021-03-09 00:00:00 UTC"}),
+    "other_workflow": (2, {"classification_id": 59997, "workflow_id": 99999}),
+    "older_workflow_version": (3, {"classification_id": 59996, "workflow_version": "63.9"}),
+    "multiple_subjects": (4, {"classification_id": 59995, "subject_ids": "1001;1002"}),
+    "subject_missing_from_subjects_export": (7, {"classification_id": 59994, "subject_ids": 4242}),
+}  # fmt: skip
+
+
+def toy_rows() -> tuple[list[dict], dict[str, int]]:
+    """The toy export rows and, by hand, the clicks of every category."""
+    rows = valid_export_rows()
+    # valid export: subject k < 4 has 11 clump clicks (+1 spurious on subject 0), the empty
+    # subject none; every classification has one bulge (T0) click
+    n_valid_clump = 4 * 11 + 1
+    n_t0 = len(SUBJECT_IDS) * len(VOLUNTEERS)
+    counts = {"T0": n_t0, "valid_clump": n_valid_clump}
+    for reason, (i, changes) in EXTRA.items():
+        src = rows[i]
+        ann = json.loads(src["annotations"])
+        counts[reason] = len(ann[0]["value"]) + len(ann[1]["value"])
+        rows.append(_variant(src, **changes))
+    # clicks the reader drops inside kept classifications
+    _edit_click(rows[6], 0, point(float("nan"), 10.0))
+    _edit_click(rows[8], 1, {"x": 10, "y": 10, "r": 4, "tool": 0, "frame": 0})
+    counts["nonfinite_coordinates"] = 1
+    counts["non_point_mark"] = 1
+    return rows, counts
+
+
+def _quiet_cli(argv) -> int:
+    try:
+        return cli_main([str(a) for a in argv])
+    finally:
+        root = logging.getLogger("clumpscout")
+        for h in list(root.handlers):
+            root.removeHandler(h)
+        root.propagate = True
+
+
+@pytest.fixture(scope="module")
+def toy(tmp_path_factory) -> dict:
+    """The toy through the real CLI: results/ laid out as the workflow does (contract 6)."""
+    d = tmp_path_factory.mktemp("ledger_toy")
+    f = write_valid_inputs(d / "in")
+    rows, counts = toy_rows()
+    f["export"].write_bytes(csv_bytes(EXPORT_HEADER, rows))
+    f["subjects_export"].write_bytes(
+        csv_bytes(SUBJECTS_HEADER, [subject_row(s) for s in SUBJECT_IDS])
+    )
+    r = d / "results"
+    steps = [
+        ["extract", "--classifications", f["export"], "--subjects", f["subjects_export"],
+         "--workflow-id", 11803, "--missing-subjects", "drop", "--out", r / "clicks/clicks.parquet"],
+        ["subjects", "--catalogue", f["catalogue"], "--subjects-export", f["subjects_export"],
+         "--out", r / "subjects/subjects.parquet"],
+        ["boxes", "--clicks", r / "clicks/clicks.parquet", "--subjects",
+         r / "subjects/subjects.parquet", "--out", r / "boxes/boxes.parquet"],
+    ]  # fmt: skip
+    for n in NS:
+        steps += [
+            ["subsample", "--boxes", r / "boxes/boxes.parquet", "--n", n, "--seed", 11,
+             "--out", r / f"subsamples/n{n}/boxes.parquet",
+             "--report", r / f"subsamples/n{n}/report.json"],
+            ["aggregate", "--boxes", r / f"subsamples/n{n}/boxes.parquet",
+             "--out", r / f"aggregate/n{n}", "--seed", 5],
+        ]  # fmt: skip
+    for argv in steps:
+        assert _quiet_cli(argv) == 0, argv[0]
+    return {"dir": d, "results": r, "files": f, "counts": counts}
+
+
+def _ledger_argv(results: Path, files: dict, out: Path) -> list:
+    return [
+        "ledger",
+        "--classifications", files["export"],
+        "--subjects-export", files["subjects_export"],
+        "--clicks-report", results / "clicks/clicks_report.json",
+        "--boxes", results / "boxes/boxes.parquet",
+        "--n", *NS,
+        "--subsamples", results / "subsamples",
+        "--aggregate", results / "aggregate",
+        "--out", out,
+    ]  # fmt: skip
+
+
+def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
+    out = tmp_path / "ledger.csv"
+    assert _quiet_cli(_ledger_argv(toy["results"], toy["files"], out)) == 0
+    t = pd.read_csv(out)
+    c = toy["counts"]
+    assert list(t["n"]) == list(NS)
+    assert t["balanced"].all()
+    extra = sum(c[r] for r in EXTRA)
+    kept = c["valid_clump"] - c["nonfinite_coordinates"] - c["non_point_mark"]
+    for _, row in t.iterrows():
+        assert row["export_rows"] == len(SUBJECT_IDS) * len(VOLUNTEERS) + len(EXTRA)
+        assert row["export_clicks"] == c["valid_clump"] + c["T0"] + extra
+        for reason in EXTRA:
+            assert row[f"dropped_cls_{reason}"] == c[reason], reason
+        assert row["dropped_cls_unexplained"] == 0
+        assert row["dropped_click_nonfinite_coordinates"] == 1
+        assert row["dropped_click_non_point_mark"] == 1
+        assert row["other_task_T0"] == c["T0"]
+        assert row["kept_clicks"] == kept
+        # the click chain, from the CSV alone
+        assert row["not_drawn"] + row["in_zn"] == kept
+        assert row["clustered"] + row["dummy"] + row["not_aggregated"] == row["in_zn"]
+        assert row["zn_rows"] + row["not_drawn_rows"] == row["boxes_rows"]
+        # the empty subject's classifications stay as coordinate-less rows (the dropped clicks
+        # were in classifications that keep another click)
+        assert row["boxes_empty_rows"] == len(VOLUNTEERS)
+    # bigger n draws more (nested subsamples): fewer clicks left out
+    assert t["not_drawn"].iloc[0] >= t["not_drawn"].iloc[1]
+    j = json.loads(out.with_suffix(".json").read_text())
+    assert j["balanced"] is True and j["failures"] == []
+    assert j["export"]["classifications"]["kept"]["rows"] == len(SUBJECT_IDS) * len(VOLUNTEERS)
+
+
+def _copy_results(toy, tmp_path) -> Path:
+    r = tmp_path / "results"
+    shutil.copytree(toy["results"], r)
+    return r
+
+
+def _drop_assignment_row(r: Path) -> Path:
+    p = r / "aggregate/n3/assignments.parquet"
+    a = pd.read_parquet(p)
+    a.drop(index=a.index[a["x1"].notna()][0]).to_parquet(p, index=False)
+    return p
+
+
+def _duplicate_zn_row(r: Path) -> Path:
+    p = r / "subsamples/n5/boxes.parquet"
+    z = pd.read_parquet(p)
+    pd.concat([z, z.iloc[[0]]], ignore_index=True).to_parquet(p, index=False)
+    return p
+
+
+def _dummy_to_empty(r: Path) -> Path:
+    p = r / "aggregate/n5/assignments.parquet"
+    a = pd.read_parquet(p)
+    i = a.index[a["assignment"] == "dummy"][0]
+    a.loc[i, "assignment"] = "empty"
+    a.loc[i, "cluster"] = pd.NA
+    a.to_parquet(p, index=False)
+    return p
+
+
+def _report_hides_a_drop(r: Path) -> Path:
+    p = r / "clicks/clicks_report.json"
+    rep = json.loads(p.read_text())
+    rep["dropped_clicks"]["non_point_mark"] = 0
+    p.write_text(json.dumps(rep))
+    return p
+
+
+def _box_row_lost(r: Path) -> Path:
+    p = r / "boxes/boxes.parquet"
+    b = pd.read_parquet(p)
+    b.drop(index=b.index[b["x1"].notna()][0]).to_parquet(p, index=False)
+    return p
+
+
+@pytest.mark.parametrize(
+    "tamper, n, category",
+    [
+        (_drop_assignment_row, "3", "assignment rows"),
+        (_duplicate_zn_row, "5", "box rows"),
+        (_dummy_to_empty, "5", "in_zn"),
+        (_report_hides_a_drop, "all", "clump-task clicks of kept classifications"),
+        (_box_row_lost, "all", "kept_clicks"),
+    ],
+    ids=["assignment-row-missing", "zn-row-duplicated", "dummy-relabelled-empty",
+         "report-hides-a-drop", "box-row-lost"],
+)  # fmt: skip
+def test_tampered_outputs_fail_with_one_line(toy, tmp_path, capsys, tamper, n, category):
+    r = _copy_results(toy, tmp_path)
+    culprit = tamper(r)
+    out = tmp_path / "ledger.csv"
+    capsys.readouterr()
+    rc = _quiet_cli(_ledger_argv(r, toy["files"], out))
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.startswith("error:")]
+    assert rc == 2
+    assert len(lines) == 1, err
+    assert "Traceback" not in err
+    assert f"n={n}:" in lines[0] and f"category {category!r}" in lines[0], lines[0]
+    assert "does not add up" in lines[0]
+    if n != "all":
+        assert str(culprit) in lines[0]
+    assert not out.exists() and not out.with_suffix(".json").exists()
+
+
+def test_missing_assignment_row_api(toy, tmp_path):
+    """The same failure through the Python API: the ledger says which check and which n."""
+    r = _copy_results(toy, tmp_path)
+    _drop_assignment_row(r)
+    ledger = build_ledger(
+        toy["files"]["export"],
+        r / "clicks/clicks_report.json",
+        r / "boxes/boxes.parquet",
+        per_n_paths(r / "subsamples", r / "aggregate", NS),
+        toy["files"]["subjects_export"],
+    )
+    assert ledger.balanced(5) and not ledger.balanced(3)
+    bad = ledger.failures
+    assert {c.n for c in bad} == {"3"}
+    first = bad[0]
+    assert first.category == "assignment rows" and first.left - first.right == 1
+    assert list(ledger.table()["balanced"]) == [False, True]
+    with pytest.raises(LedgerError, match="n=3"):
+        check_ledger(ledger)
+
+
+def test_snakemake_adapter(toy, tmp_path, monkeypatch):
+    """scripts/ledger.py with a stand-in ``snakemake`` object (the rule's input names)."""
+    r = toy["results"]
+    p = per_n_paths(r / "subsamples", r / "aggregate", NS)
+    sm = SimpleNamespace(
+        input=SimpleNamespace(
+            classifications=str(toy["files"]["export"]),
+            subjects_export=str(toy["files"]["subjects_export"]),
+            clicks_report=str(r / "clicks/clicks_report.json"),
+            boxes=str(r / "boxes/boxes.parquet"),
+            subsamples=[p[n]["subsample"] for n in NS],
+            subsample_reports=[p[n]["subsample_report"] for n in NS],
+            assignments=[p[n]["assignments"] for n in NS],
+            aggregate_reports=[p[n]["aggregate_report"] for n in NS],
+        ),
+        output=SimpleNamespace(csv=str(tmp_path / "l.csv"), json=str(tmp_path / "l.json")),
+        params=SimpleNamespace(ns=list(NS), code="x"),
+        log=[str(tmp_path / "ledger.log")],
+        threads=1,
+    )
+    monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    try:
+        runpy.run_path(
+            str(REPO / "scripts/ledger.py"),
+            init_globals={"snakemake": sm},
+            run_name="__snakemake__",
+        )
+    finally:
+        root = logging.getLogger("clumpscout")
+        for h in list(root.handlers):
+            h.close()
+            root.removeHandler(h)
+        root.propagate = True
+    assert pd.read_csv(tmp_path / "l.csv")["balanced"].all()
+    assert json.loads((tmp_path / "l.json").read_text())["balanced"] is True
