@@ -20,60 +20,63 @@ import numpy as np
 from clumpscout.facility_location import cluster_costs, solve_batch
 
 
-def make_batch(n_subjects: int, seed: int = 0, n_class: int = 20):
-    """Random realistic batch: returns offsets, boxes, cls and per-box cost arrays."""
+def make_batch(n_subjects: int, seed: int = 0, n_class: int = 20) -> dict:
+    """Random realistic batch: offsets, boxes, cls and the per-box cost arrays."""
     rng = np.random.default_rng(seed)
     n_vol = max(100, n_subjects // 2)
     p_fp = rng.beta(2, 12, n_vol)
     p_fn = rng.beta(3, 5, n_vol)
     sig2 = rng.uniform(0.04, 0.15, n_vol)
-    rows_b, rows_c, rows_v, offsets = [], [], [], [0]
-    cls_code = 0
+    parts_xy, parts_half, parts_cls, parts_vol, counts = [], [], [], [], []
+    next_cls = 0
     for _ in range(n_subjects):
-        fwhm = rng.uniform(2.5, 17.5)
-        side = 2 * fwhm
-        n_clumps = rng.poisson(1.5)
+        half = rng.uniform(2.5, 17.5)  # FWHM in subject px; box side = 2 FWHM
+        n_clumps = rng.poisson(2.2)
         clumps = 200 + rng.normal(0, 50, (n_clumps, 2))
         vols = rng.choice(n_vol, n_class, replace=False)
-        sb = []
-        for v in vols:
-            seen = clumps[rng.random(n_clumps) > p_fn[v]]
-            k = min(4, seen.shape[0])
-            pts = seen[:k] + rng.normal(0, 0.25 * fwhm, (k, 2))
-            if rng.random() < 0.4:  # false positives
-                pts = np.vstack([pts, 200 + rng.normal(0, 60, (rng.integers(1, 3), 2))])
-            if pts.shape[0] and rng.random() < 0.05:  # double click
-                pts = np.vstack([pts, pts[:1] + rng.normal(0, 1.0, (1, 2))])
-            pts = pts[:4]
-            if pts.shape[0] == 0:
-                continue
-            b = np.hstack([pts - fwhm, pts + fwhm]) / 400.0
-            sb.append(b)
-            rows_c.append(np.full(pts.shape[0], cls_code))
-            rows_v.append(np.full(pts.shape[0], v))
-            cls_code += 1
-        rows_b.extend(sb)
-        offsets.append(offsets[-1] + sum(x.shape[0] for x in sb))
-        _ = side
-    boxes = np.vstack(rows_b)
-    cls = np.concatenate(rows_c).astype(np.int64)
-    vol = np.concatenate(rows_v)
-    offsets = np.asarray(offsets, np.int64)
-    n_sub = offsets.size - 1
-    sub = np.repeat(np.arange(n_sub), np.diff(offsets))
-    # C^f = -sum over the subject's volunteers of ln p_fn (approximate: n_class typical ones)
-    open_sub = -n_class * np.log(np.mean(p_fn)) * np.ones(n_sub)
-    open_cost = open_sub[sub]
-    conn_const = np.log(p_fn[vol]) - np.log1p(-p_fn[vol]) - np.log1p(-p_fp[vol])
+        # each volunteer marks each clump unless they miss it (p_fn), at most 4 marks
+        seen = rng.random((n_class, n_clumps)) > p_fn[vols][:, None]
+        ci, cj = np.nonzero(seen)
+        xy = clumps[cj] + rng.normal(0, 0.25 * half, (ci.size, 2))
+        # false positives: 40% of volunteers add 1-2 marks around the galaxy
+        n_fp = np.where(rng.random(n_class) < 0.4, rng.integers(1, 3, n_class), 0)
+        fi = np.repeat(np.arange(n_class), n_fp)
+        fxy = 200 + rng.normal(0, 60, (fi.size, 2))
+        # double clicks: 5% of volunteers click one of their marks twice
+        vi = np.concatenate([ci, fi])
+        pts = np.vstack([xy, fxy])
+        dbl = np.flatnonzero(rng.random(vi.size) < 0.05 / 2)
+        vi = np.concatenate([vi, vi[dbl]])
+        pts = np.vstack([pts, pts[dbl] + rng.normal(0, 1.0, (dbl.size, 2))])
+        order = np.argsort(vi, kind="stable")
+        vi, pts = vi[order], pts[order]
+        rank = np.arange(vi.size) - np.searchsorted(vi, vi)
+        keep = rank < 4
+        vi, pts = vi[keep], pts[keep]
+        parts_xy.append(pts)
+        parts_half.append(np.full(vi.size, half))
+        parts_cls.append(next_cls + vi)
+        parts_vol.append(vols[vi])
+        counts.append(vi.size)
+        next_cls += n_class
+    xy = np.vstack(parts_xy)
+    half = np.concatenate(parts_half)[:, None]
+    boxes = np.hstack([xy - half, xy + half]) / 400.0
+    cls = np.concatenate(parts_cls).astype(np.int64)
+    vol = np.concatenate(parts_vol)
+    offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    n = boxes.shape[0]
+    # C^f = -sum over the subject's volunteers of ln p_fn (20 typical volunteers)
+    open_cost = np.full(n, -n_class * np.mean(np.log(p_fn)))
     return dict(
         offsets=offsets,
         boxes=boxes,
         cls=cls,
         open_cost=open_cost,
-        conn_const=conn_const,
+        conn_const=np.log(p_fn[vol]) - np.log1p(-p_fn[vol]) - np.log1p(-p_fp[vol]),
         sigma2=sig2[vol],
         dummy_cost=-np.log(p_fp[vol]),
-        init_open=np.full(boxes.shape[0], 0.1 * n_class),
+        init_open=np.full(n, 0.1 * n_class),
     )
 
 

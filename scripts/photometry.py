@@ -18,6 +18,7 @@ def _run(sm):
             pd.read_parquet(sm.input.labels),
             cutouts,
             pd.read_parquet(experts) if experts else None,
+            float(sm.params.bg_factor),
         )
         report["n"] = int(sm.params.n)
     else:
@@ -27,6 +28,7 @@ def _run(sm):
             pd.read_parquet(sm.input.subjects),
             cutouts,
             pd.read_csv(dist) if dist and Path(dist).exists() else None,
+            float(sm.params.bg_factor),
         )
     write_parquet(table, sm.output.table)
     write_json(report, sm.output.report)

@@ -284,3 +284,17 @@ def test_no_eligible_subject_gives_empty_labels():
     st = r.subjects.set_index("subject_id")["status"]
     assert st[1] == "retired_empty" and st[2] == "unretired"
     assert len(r.assignments) == 8 and (r.assignments.assignment == "empty").all()
+
+
+def test_a_batch_without_any_cluster():
+    """Three volunteers click three different places: every box is a false positive."""
+    rows = [
+        (1, 7, "a", 50.0, 50.0, False),
+        (2, 7, "b", 200.0, 200.0, False),
+        (3, 7, "c", 350.0, 350.0, False),
+        (4, 7, "d", np.nan, np.nan, False),
+    ]
+    r = aggregate(_frame(rows), Params(max_cycles=2), seed=0)
+    assert len(r.labels) == 0
+    assert (r.assignments.loc[r.assignments.x.notna(), "assignment"] == "dummy").all()
+    assert r.subjects.loc[0, "n_clumps"] == 0

@@ -282,7 +282,7 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
     snakefile = tmp_path / "Snakefile"
     snakefile.write_text(TINY_SNAKEFILE.format(repo=REPO))
     base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(tmp_path)]
-    run = subprocess.run([*base, "--cores", "1", "-q"], capture_output=True, text=True)
+    run = subprocess.run([*base, "--cores", "2", "-q"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
     assert (tmp_path / "results/figures/clump_fpp_dist.pdf").exists()
     assert (tmp_path / "results/headline.csv").exists()
@@ -315,4 +315,3 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
         "fig_clump_fpp_dist",
         "fig_retirement_reason_fraction",
     }
-    assert planned(cfg.replace("n_examples: 4", "n_examples: 5")) == set()  # not used here

@@ -44,10 +44,6 @@ def fake_cutouts(folder, cubes: dict[int, dict[str, np.ndarray]], edge=()):
     return folder
 
 
-def constant(side, values):
-    return {b: np.full((side, side), v, dtype=np.float32) for b, v in values.items()}
-
-
 def test_overlap_weights_by_hand():
     np.testing.assert_allclose(P.overlap_weights(0.25, 2.5, 4), [0.75, 1.0, 0.5, 0.0])
     np.testing.assert_allclose(P.overlap_weights(-3.0, 1.5, 3), [1.0, 0.5, 0.0])
@@ -69,40 +65,65 @@ def test_box_sum_known_answers():
     assert s == pytest.approx(5.0)
 
 
-def test_photometry_of_boxes_on_a_constant_subject(tmp_path):
-    """A 400-px native grid (no resizing) of constant scaled values: fluxes are value x area,
-    nanomaggy fluxes the inverse stretch x area, ratios the ratios of the values."""
-    vals = {"g": 0.6, "r": 0.3, "i": 0.2}
-    folder = fake_cutouts(tmp_path / "cut", {11: constant(400, vals)})
+def asinh(v, beta):
+    return math.asinh(7.0 * v / (0.2 * beta)) / 7.0
+
+
+def test_local_background_and_bgsub_sum_by_hand():
+    img = np.full((20, 20), 3.0)
+    img[8:12, 8:12] = 5.0  # a 4 x 4 source of +2 on a background of 3
+    assert P.local_background(img, 8, 8, 12, 12) == 3.0  # ring: 8 x 8 box minus the 4 x 4 one
+    total, bg, nan_area = P.bgsub_sum(img, 8, 8, 12, 12)
+    assert (total, bg, nan_area) == (2.0 * 16, 3.0, 0.0)
+    img[0:2, :] = np.nan  # NaN outside the ring changes nothing
+    assert P.bgsub_sum(img, 8, 8, 12, 12)[0] == 32.0
+
+
+def test_photometry_of_a_box_on_a_flat_background(tmp_path):
+    """A 400-px native grid (no resizing): background b and, inside a 20 x 10 px box, b + s
+    (nanomaggies). By hand: flux_nmgy = s x 200, flux = asinh(35 flux_nmgy / beta) / 7,
+    display = (asinh-shown(b + s) - asinh-shown(b)) x 200, ratios of the scaled fluxes."""
+    bg = {"g": 0.05, "r": 0.08, "i": 0.1}
+    src = {"g": 0.3, "r": 0.2, "i": 0.15}
+    bands = {}
+    for b in "gri":
+        img = np.full((400, 400), bg[b])
+        img[100:110, 100:120] += src[b]
+        bands[b] = C.asinh_scale(img, BETA[b], clip=False)
+    folder = fake_cutouts(tmp_path / "cut", {11: bands})
     labels = pd.DataFrame(
         {"subject_id": [11, 11, 12], "clump": [0, 1, 0], "x1": [100.0, -10.0, 0.0], "y1": [100.0, -10.0, 0.0],
          "x2": [120.0, 10.0, 5.0], "y2": [110.0, 10.0, 5.0], "p_fp": [0.1, 0.9, 0.5]}
     )  # fmt: skip
     t, rep = P.measure(labels, folder)
-    v16 = {b: float(np.float16(v)) for b, v in vals.items()}
-    assert t.loc[0, "flux_g"] == pytest.approx(v16["g"] * 200, rel=1e-6)
-    assert t.loc[0, "ratio_g_r"] == pytest.approx(v16["g"] / v16["r"], rel=1e-6)
-    assert t.loc[0, "ratio_r_i"] == pytest.approx(v16["r"] / v16["i"], rel=1e-6)
-    assert t.loc[0, "ratio_g_i"] == pytest.approx(v16["g"] / v16["i"], rel=1e-6)
-    i_r = 1.17 * 0.2 / 7 * math.sinh(7 * v16["r"])  # nanomaggies per native px, by hand
-    assert t.loc[0, "flux_nmgy_r"] == pytest.approx(i_r * 200, rel=1e-6)
-    assert t.loc[1, "flux_g"] == pytest.approx(v16["g"] * 100, rel=1e-6)  # a quarter inside
-    assert t.loc[1, "frac_inside"] == pytest.approx(0.25)
+    flux = {}
+    for b in "gri":
+        assert t.loc[0, f"flux_nmgy_{b}"] == pytest.approx(src[b] * 200, rel=5e-3), b
+        assert t.loc[0, f"bg_nmgy_{b}"] == pytest.approx(bg[b], rel=5e-3), b
+        flux[b] = asinh(src[b] * 200, BETA[b])
+        assert t.loc[0, f"flux_{b}"] == pytest.approx(flux[b], rel=5e-3), b
+        shown = asinh(bg[b] + src[b], BETA[b]) - asinh(bg[b], BETA[b])
+        assert t.loc[0, f"display_{b}"] == pytest.approx(shown * 200, rel=5e-3), b
+        assert t.loc[1, f"flux_nmgy_{b}"] == pytest.approx(0.0, abs=0.05)  # background only
+    assert t.loc[0, "ratio_g_r"] == pytest.approx(flux["g"] / flux["r"], rel=1e-2)
+    assert t.loc[0, "ratio_r_i"] == pytest.approx(flux["r"] / flux["i"], rel=1e-2)
+    assert t.loc[0, "ratio_g_i"] == pytest.approx(flux["g"] / flux["i"], rel=1e-2)
+    assert t.loc[1, "frac_inside"] == pytest.approx(0.25)  # a quarter of box 1 is inside
     assert t.loc[0, "p_fp"] == 0.1  # label columns are kept
     assert not t.loc[2, "has_image"] and np.isnan(t.loc[2, "flux_g"])
     assert rep["n_without_image"] == 1 and rep["n_partly_outside_image"] == 1
 
 
-def test_clipping_is_what_the_volunteers_saw(tmp_path):
-    folder = fake_cutouts(tmp_path / "cut", {1: constant(400, {"g": 1.4, "r": -0.2, "i": 0.5})})
-    t, _ = P.measure(
-        pd.DataFrame({"subject_id": [1], "x1": [0.0], "y1": [0.0], "x2": [10.0], "y2": [10.0]}),
-        folder,
-    )
-    assert t.loc[0, "flux_g"] == pytest.approx(100.0)  # clipped at 1
-    assert t.loc[0, "flux_r"] == 0.0  # clipped at 0
-    assert np.isnan(t.loc[0, "ratio_g_r"])  # undefined, counted
-    assert t.loc[0, "flux_nmgy_g"] > 100 * 1.0  # the nanomaggies are not clipped
+def test_display_is_clipped_as_the_volunteers_saw(tmp_path):
+    img = np.zeros((400, 400))
+    img[0:10, 0:10] = 1e4  # saturated in the image: shown as 1
+    bands = {b: C.asinh_scale(img, BETA[b], clip=False) for b in "gri"}
+    folder = fake_cutouts(tmp_path / "cut", {1: bands})
+    box = pd.DataFrame({"subject_id": [1], "x1": [0.0], "y1": [0.0], "x2": [10.0], "y2": [10.0]})
+    t, _ = P.measure(box, folder)
+    assert t.loc[0, "display_g"] == pytest.approx(100.0)  # clipped at 1 per pixel
+    assert t.loc[0, "flux_nmgy_g"] == pytest.approx(1e6, rel=1e-2)  # not clipped
+    assert t.loc[0, "flux_g"] > 1.0  # the scaled box flux is not clipped either
 
 
 def test_subject_resizing_scales_box_coordinates(tmp_path):
@@ -125,6 +146,7 @@ def test_subject_resizing_scales_box_coordinates(tmp_path):
     inside = math.erf(5 / (sig * math.sqrt(2))) ** 2  # ±5 native px of a Gaussian of sigma 1.5
     assert t.loc[0, "flux_nmgy_r"] == pytest.approx(f * inside, rel=0.01)
     assert t.loc[0, "flux_g"] > t.loc[0, "flux_r"] > t.loc[0, "flux_i"]  # beta_g < beta_r < beta_i
+    assert t.loc[0, "display_g"] > t.loc[0, "display_r"] > t.loc[0, "display_i"]
 
 
 def test_photometry_from_real_cutouts_pipeline(tmp_path):
@@ -170,7 +192,11 @@ def test_truth_boxes_and_expert_match():
 
 
 def test_cli_photometry_with_hand_made_labels(tmp_path, capsys):
-    folder = fake_cutouts(tmp_path / "cut", {1: constant(400, {"g": 0.5, "r": 0.4, "i": 0.3})})
+    img = np.zeros((400, 400))
+    img[0:20, 0:20] = 0.01
+    folder = fake_cutouts(
+        tmp_path / "cut", {1: {b: C.asinh_scale(img, BETA[b], clip=False) for b in "gri"}}
+    )
     lab = tmp_path / "labels.parquet"
     pd.DataFrame({"subject_id": [1], "clump": [0], "x1": [0.0], "y1": [0.0], "x2": [20.0], "y2": [20.0],
                   "x": [10.0], "y": [10.0], "p_fp": [0.3], "p_sigma": [0.01], "n_marks": [5],
@@ -181,7 +207,7 @@ def test_cli_photometry_with_hand_made_labels(tmp_path, capsys):
         == 0
     )
     t = pd.read_parquet(out)
-    assert t.loc[0, "flux_g"] == pytest.approx(float(np.float16(0.5)) * 400)
+    assert t.loc[0, "flux_nmgy_g"] == pytest.approx(0.01 * 400, rel=5e-3)
     assert json.loads(out.with_suffix(".json").read_text())["n_measured"] == 1
     bad = tmp_path / "bad.parquet"
     pd.DataFrame({"subject_id": [1], "x": [1.0]}).to_parquet(bad)

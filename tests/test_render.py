@@ -207,3 +207,59 @@ def test_workflow_plans_the_image_rules(tmp_path):
     ):
         assert rule in r.stdout, rule
     assert ("real_demo" in r.stdout) == has_shared
+
+
+def test_galaxy_from_the_simulator_columns(tmp_path):
+    """galaxies.csv's flux, axis ratio, position angle (subject px, from +x towards +y) and
+    centre set the rendered galaxy: an edge-on disc at position_angle 0 lies along x."""
+    gal, subj, truth, dist = universe(1)
+    gal = gal.assign(flux_g=60.0, flux_r=100.0, flux_i=130.0, axis_ratio=0.25, position_angle=0.0,
+                     bulge_fraction=0.1, x_centre=200.0, y_centre=200.0)  # fmt: skip
+    cfg = {"sky_sigma": {"g": 1e-4, "r": 1e-4, "i": 1e-4}, "edge_fraction": 0.0}
+    _, rep = R.render_frames(gal, subj, truth.iloc[:0], None, tmp_path / "f", cfg, seed=1)
+    assert rep["galaxy_parameters"] == "from galaxies.csv"
+    for b, f in (("g", 60.0), ("r", 100.0), ("i", 130.0)):
+        assert fits.getdata(tmp_path / "f" / f"frame-{b}-sim-101.fits").sum() == pytest.approx(
+            f, rel=0.02
+        )
+    meta, _ = C.make_cutouts(tmp_path / "f", tmp_path / "f" / "frames.csv", tmp_path / "c")
+    flat, _ = C.load_bands(tmp_path / "c", meta)
+    img = C.inverse_asinh_scale(C.subject_bands(flat, 0, SIDE)["r"], 1.17)
+    yy, xx = np.mgrid[0:SIDE, 0:SIDE]
+    w = np.clip(img, 0, None)
+    cx, cy = (w * xx).sum() / w.sum(), (w * yy).sum() / w.sum()
+    assert (cx, cy) == pytest.approx(((SIDE - 1) / 2, (SIDE - 1) / 2), abs=0.2)
+    vx, vy = (w * (xx - cx) ** 2).sum() / w.sum(), (w * (yy - cy) ** 2).sum() / w.sum()
+    assert vx > 4 * vy  # elongated along the subject x axis
+
+
+def test_clumps_are_point_sources_and_features_are_extended(tmp_path):
+    """With a dark galaxy (fluxes 0 in galaxies.csv) a clump keeps ~all its flux within
+    3 FWHM and is as sharp as the PSF; a faint feature is wider; a bulge marker is not drawn."""
+    gal, subj, truth, _ = universe(1)
+    gal = gal.assign(flux_g=0.0, flux_r=0.0, flux_i=0.0, axis_ratio=1.0, position_angle=0.0,
+                     bulge_fraction=0.0, x_centre=200.0, y_centre=200.0)  # fmt: skip
+    truth = truth.assign(x=100.0, y=100.0, flux_r=20.0)
+    dist = pd.DataFrame({"subject_id": [101, 101], "x": [300.0, 200.0], "y": [300.0, 200.0],
+                         "kind": ["faint_feature", "bulge"], "flux_g": 20.0, "flux_r": 20.0,
+                         "flux_i": 20.0})  # fmt: skip
+    cfg = {"sky_sigma": {"g": 1e-4, "r": 1e-4, "i": 1e-4}, "edge_fraction": 0.0}
+    _, rep = R.render_frames(gal, subj, truth, dist, tmp_path / "f", cfg, seed=1)
+    assert rep["n_bulge_markers_drawn_as_galaxy_bulge"] == 1
+    meta, _ = C.make_cutouts(tmp_path / "f", tmp_path / "f" / "frames.csv", tmp_path / "c")
+    flat, _ = C.load_bands(tmp_path / "c", meta)
+    img = C.inverse_asinh_scale(C.subject_bands(flat, 0, SIDE)["r"], 1.17)
+    yy, xx = np.mgrid[0:SIDE, 0:SIDE]
+    fwhm_px = 1.3 / 0.396
+    widths = {}
+    for name, (x, y) in {"clump": (100.0, 100.0), "feature": (300.0, 300.0)}.items():
+        c, r = C.subject_to_native(x, y, SIDE)
+        near = np.hypot(xx - float(c), yy - float(r)) < 3 * fwhm_px
+        assert img[near].sum() == pytest.approx(20.0, rel=0.05), name
+        w = np.clip(img * near, 0, None)
+        widths[name] = math.sqrt(
+            (w * ((xx - float(c)) ** 2 + (yy - float(r)) ** 2)).sum() / w.sum()
+        )
+    assert widths["feature"] > 1.2 * widths["clump"]
+    c, r = C.subject_to_native(200.0, 200.0, SIDE)
+    assert abs(img[int(r), int(c)]) < 0.01  # no bulge drawn from the marker

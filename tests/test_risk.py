@@ -167,6 +167,16 @@ def _brute_scan(boxes, d_max, seed):
     return np.array(kept, np.int64), np.array(counts, np.int64)
 
 
+def _random_boxes(n, seed):
+    """Boxes of very different sizes (1:80), some not square, clustered so that many coincide."""
+    rng = np.random.default_rng(seed)
+    c = rng.uniform(0, 1, (n, 2))
+    c[: n // 2] = c[0] + rng.normal(0, 0.03, (n // 2, 2))
+    w = np.exp(rng.uniform(np.log(0.005), np.log(0.4), n))
+    h = w * rng.choice([1.0, 1.0, 0.7, 1.3], n)
+    return np.column_stack([c[:, 0] - w / 2, c[:, 1] - h / 2, c[:, 0] + w / 2, c[:, 1] + h / 2])
+
+
 @settings(max_examples=30, deadline=None)
 @given(
     n=st.integers(1, 60),
@@ -174,10 +184,7 @@ def _brute_scan(boxes, d_max, seed):
     d_max=st.sampled_from([0.5, 0.9, 0.99]),
 )
 def test_coincidence_scan_grid_equals_brute_force(n, seed, d_max):
-    rng = np.random.default_rng(seed)
-    c = rng.uniform(0, 1, (n, 2))
-    s = rng.uniform(0.02, 0.2, n)
-    boxes = np.column_stack([c[:, 0] - s / 2, c[:, 1] - s / 2, c[:, 0] + s / 2, c[:, 1] + s / 2])
+    boxes = _random_boxes(n, seed)
     kept, n_cap = risk.coincidence_scan(boxes, d_max, seed)
     bk, bc = _brute_scan(boxes, d_max, seed)
     np.testing.assert_array_equal(kept, bk)
@@ -199,3 +206,21 @@ def test_coincidence_term_by_hand():
     np.testing.assert_allclose(
         out, [math.exp(-1.0) * 1 / 10, math.exp(-2.0) * 3 / 10, 0.0], rtol=1e-12, atol=1e-15
     )
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 40), seed=st.integers(0, 2**31 - 1), d_max=st.sampled_from([0.5, 0.9]))
+def test_coincidence_term_grid_equals_brute_force(n, seed, d_max):
+    boxes = _random_boxes(n, seed)
+    kept, n_cap = risk.coincidence_scan(boxes, d_max, seed)
+    labels = _random_boxes(7, seed + 1)
+    label_off = np.array([0, 3, 3, 7])
+    c_f = np.array([0.1, 0.2, 0.3])
+    got = risk.coincidence_term(boxes[kept], n_cap, 11, label_off, labels, c_f, d_max)
+    p_cap = n_cap / 11
+    expected = []
+    for i in range(3):
+        lab = labels[label_off[i] : label_off[i + 1]]
+        keep = [all(jaccard_distance(boxes[k], lb) >= d_max for lb in lab) for k in kept]
+        expected.append(math.exp(-c_f[i]) * float(np.sum(p_cap[np.array(keep, bool)])))
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-15)

@@ -32,6 +32,43 @@ What happens (§5, Fig. agg_algo):
    ``merge: mean``) or their inverse-variance (1/σ²_j) weighted mean.
 4. Risks and retirement (:mod:`clumpscout.risk`, :mod:`clumpscout.retirement`).
 
+Outputs (contract 5; :meth:`AggregationResult.write`):
+
+* ``labels.parquet``: one row per label clump of every subject that finished
+  (retired or stale): subject_id, clump (0..k−1), x1, y1, x2, y2, x, y (subject
+  px), p_fp (SPEC 17), p_sigma (SPEC 18), n_marks, frac_unusual, plus sigma2 (the
+  location variance σ²_l) and difficulty (σ²_il).
+* ``subjects.parquet``: subject_id, n_volunteers (|V_i|, empty classifications
+  included), n_clumps, n_fp, n_fn, n_sigma, risk, status, cycles, plus n_boxes,
+  n_fn_init, n_fn_coincidence, batch (0-based index of its last cycle). Status:
+  ``retired``; ``retired_empty`` (pre-retired, never in a batch; n_fp = n_sigma = 0,
+  n_fn and risk NaN); ``stale`` (processed in max_cycles cycles without retiring,
+  for experts; its last labels are reported); ``unretired`` (never entered a
+  batch: fewer than min_volunteers_batch volunteers, or fewer than
+  min_volunteers_empty volunteers and no click; no labels, N's NaN). With all
+  classifications available at once, a subject that does not retire stays in the
+  working batch (re-initialised, with skills updated from the retired subjects)
+  until it retires or goes stale; a cycle identical to the previous one (same
+  subjects, no skill update) is not recomputed.
+* ``volunteers.parquet``: volunteer, p_fp, p_fn, sigma2 (from the evidence of
+  the retired subjects, plus stale ones if ``stale_updates_skills``), n_subjects
+  (subjects classified in the input), n_boxes, n_tp, n_fp, n_fn (the trials that
+  updated the skills, SPEC 15), plus n_subjects_counted, n_classifications.
+* ``assignments.parquet``: every input row, in input order, plus ``cluster``
+  (Int64: the clump index in its subject's label, −1 the dummy facility, <NA> for
+  a row without a box or a subject that was never aggregated) and ``assignment``
+  (clump | dummy | empty | not_aggregated).
+* ``clumps.ecsv`` (the labels with units, hyper-parameters in ``meta``) and
+  ``report.json`` (counts, per-cycle EM log-likelihoods, timings).
+
+Known behaviour of the model (measured on the simulated universe): when many
+volunteers are data-rich (hundreds to thousands of classifications in a batch),
+the EM can run away to a state where their p_fp is high and nearly every box is
+on the dummy facility; that state has the higher likelihood (eq. joint_model has
+no penalty for explaining boxes as false positives once p_fp → 1), so SPEC 16
+keeps it. Pinning p_fp (large ``n_beta_fp``) removes the run-away; pinning p_fn
+or σ²_j does not. See the issue-3 notes.
+
 The annotation unit ``z_ij`` is one volunteer on one subject: two
 classifications of one subject by one volunteer (a duplicate the export
 reader normally removes) are merged and counted in the report. Clusters never
@@ -960,9 +997,9 @@ class Aggregator:
             n_clumps[batch_subj] = state.n_clusters_subject
             fin_box = final[b.box_subject]
             clump_in_subj = _clump_index_in_subject(state)
-            ba = np.where(
-                state.box_cluster >= 0, clump_in_subj[np.maximum(state.box_cluster, 0)], -1
-            )
+            ba = np.full(len(state.box_cluster), -1, np.int64)
+            tp = state.box_cluster >= 0
+            ba[tp] = clump_in_subj[state.box_cluster[tp]]
             box_assign[b.box_idx[fin_box]] = ba[fin_box]
             # unretired boxes keep their latest clustering too (overwritten later)
             box_assign[b.box_idx[~fin_box]] = ba[~fin_box]

@@ -119,7 +119,7 @@ _NO = np.int64(-1)  # 'no index' (typed int64, not a literal, for numba)
 # ----------------------------------------------------------------------------------------
 # numba kernels
 # ----------------------------------------------------------------------------------------
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _key_less(boxes, cls, i, j):
     """Canonical order of rows: (x1, y1, x2, y2, cls)."""
     for c in range(4):
@@ -130,7 +130,7 @@ def _key_less(boxes, cls, i, j):
     return cls[i] < cls[j]
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _sort_prefix(x, n):
     """Sort x[:n] in place (insertion sort: the arrays are short)."""
     for i in range(1, n):
@@ -157,7 +157,7 @@ def _canonical_order(boxes, cls, lo, hi):
     return order
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _less_tie(x, dx, ix, y, dy, iy):
     """(x, dx, ix) < (y, dy, iy) lexicographically."""
     if x < y:
@@ -171,8 +171,8 @@ def _less_tie(x, dx, ix, y, dy, iy):
     return ix < iy
 
 
-@numba.njit(cache=True)
-def _select(lam, f, n0, d0, idx, D, min_eff, ws):
+@numba.njit(cache=True, inline="always")
+def _select(lam, f, n0, d0, D, min_eff, ws):
     """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
 
     Per classification k the cheaper option (``v = a_k − lam`` for the best unconnected city,
@@ -183,7 +183,7 @@ def _select(lam, f, n0, d0, idx, D, min_eff, ws):
     """
     a, ai, s, si, bp, cnt, part, vv = ws
     K = a.shape[0]
-    gf = idx[f]
+    gf = f
     g = n0 - d0 * lam
     slope = d0
     nsel = 0
@@ -217,7 +217,7 @@ def _select(lam, f, n0, d0, idx, D, min_eff, ws):
                 continue
             qk = ai[k] if (ai[k] >= 0 and a[k] - lam <= vv[k]) else si[k]
             qb = ai[kb] if (ai[kb] >= 0 and a[kb] - lam <= vv[kb]) else si[kb]
-            if _less_tie(vv[k], D[gf, idx[qk]], qk, vv[kb], D[gf, idx[qb]], qb):
+            if _less_tie(vv[k], D[gf, qk], qk, vv[kb], D[gf, qb], qb):
                 kb = k
         if kb < 0:
             return _INF, 0.0, nsel
@@ -232,7 +232,7 @@ def _select(lam, f, n0, d0, idx, D, min_eff, ws):
 
 
 @numba.njit(cache=True)
-def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws):
+def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws):
     """Opening time of closed facility ``f`` (event O) at current time ``t``.
 
     The time is the smallest ``tau >= t`` with ``g(tau) <= 0``, where
@@ -245,8 +245,8 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
 
     Fills the scratch ``ws`` with the per-classification candidates (a, ai: best unconnected
     city; s, si: best allowed switcher, its saving may be negative) and, through
-    :func:`_select`, the participants at tau. Returns (tau, tie_key, n0, d0); tau = inf when
-    f cannot open.
+    :func:`_select`, the participants at tau. Returns (tau, tie_key, forced): tau = inf when
+    f cannot open; forced = the star needs members that offer nothing (or it cannot open).
     """
     a, ai, s, si, bp, cnt, part, vv = ws
     K = a.shape[0]
@@ -255,7 +255,7 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
         ai[k] = -1
         s[k] = -_INF
         si[k] = -1
-    gf = idx[f]
+    gf = f
     kf = lc[f]
     if city[f]:
         if st[f] == _UNCONN:
@@ -273,7 +273,7 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
         k = lc[q]
         if k == kf:
             continue
-        gq = idx[q]
+        gq = q
         w = W[gf, gq]
         if not (w < _INF):
             continue
@@ -281,14 +281,14 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
             continue
         stq = st[q]
         if stq == _UNCONN:
-            if ai[k] < 0 or _less_tie(w, D[gf, gq], q, a[k], D[gf, idx[ai[k]]], ai[k]):
+            if ai[k] < 0 or _less_tie(w, D[gf, gq], q, a[k], D[gf, ai[k]], ai[k]):
                 a[k] = w
                 ai[k] = q
         elif stq == _ST_DUMMY or (stq >= 0 and stq != q):
             if stq >= 0 and size[stq] - 1 < min_eff:
                 continue
             sav = cur[q] - w
-            if si[k] < 0 or _less_tie(-sav, D[gf, gq], q, -s[k], D[gf, idx[si[k]]], si[k]):
+            if si[k] < 0 or _less_tie(-sav, D[gf, gq], q, -s[k], D[gf, si[k]], si[k]):
                 s[k] = sav
                 si[k] = q
     # joint allowance: a real cluster keeps at least min_eff boxes after the switches
@@ -318,7 +318,7 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
         if ai[k] >= 0 or si[k] >= 0:
             navail += 1
     if navail + 1 < min_eff:
-        return _INF, 0.0, n0, d0
+        return _INF, 0.0, True
     # plain JMS event: only members with a positive offer (n0 - S - d0*tau - Σ max(0, tau - bp))
     ssum = 0.0
     nb = 0
@@ -353,9 +353,10 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
             tau = (A + acc) / slope
         tau = max(t, tau)
     if not (tau < _INF):
-        return _INF, 0.0, n0, d0
-    g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
-    if nfree + 1 < min_eff:
+        return _INF, 0.0, True
+    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
+    forced = nfree + 1 < min_eff
+    if forced:
         # the plain star is too small: add forced members; g is concave and decreasing
         if g > 0.0:
             if slope > 0.0:
@@ -369,13 +370,13 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
                     if si[k] >= 0 and s[k] > smax:
                         smax = s[k]
                 tau = max(tau, far + smax + 1.0)
-            g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
+            g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
             if g > 0.0:
                 if slope > 0.0:
                     tau = tau + g / slope
-                    g, slope, nfree = _select(tau, f, n0, d0, idx, D, min_eff, ws)
+                    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
                 if g > 1e-9 * (1.0 + abs(n0)):
-                    return _INF, 0.0, n0, d0
+                    return _INF, 0.0, True
         # Newton steps towards the root from the right (exact on each linear piece)
         for _it in range(4 * K + 8):
             if g >= -1e-12 * (1.0 + abs(n0)) or slope <= 0.0:
@@ -385,21 +386,21 @@ def _eval_open(f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_
                 tn = t
             if tn >= tau:
                 break
-            gn, sn, nf = _select(tn, f, n0, d0, idx, D, min_eff, ws)
+            gn, sn, nf = _select(tn, f, n0, d0, D, min_eff, ws)
             if gn > 1e-12 * (1.0 + abs(n0)):
                 break
             tau, g, slope = tn, gn, sn
-        _select(tau, f, n0, d0, idx, D, min_eff, ws)
+        _select(tau, f, n0, d0, D, min_eff, ws)
     key = 0.0
     for k in range(K):
         if part[k] == 1:
-            key += D[gf, idx[ai[k]]]
+            key += D[gf, ai[k]]
         elif part[k] == 2:
-            key += D[gf, idx[si[k]]]
-    return tau, key, n0, d0
+            key += D[gf, si[k]]
+    return tau, key, forced
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _cand(f, fac, isopen, st):
     """Can box f still be opened as a facility by the greedy?"""
     return (
@@ -407,423 +408,74 @@ def _cand(f, fac, isopen, st):
     )
 
 
-@numba.njit(cache=True)
-def _state_cost(m, city, st, cur, isopen, F):
-    """(number of unconnected cities, shifted cost) of a state."""
-    nu = 0
-    c = 0.0
-    for p in range(m):
-        if isopen[p]:
-            c += F[p]
-        if city[p]:
-            if st[p] == _UNCONN:
-                nu += 1
-            else:
-                c += cur[p]
-    return nu, c
-
-
-@numba.njit(cache=True)
-def _better(nu1, c1, nu0, c0):
-    """Is (nu1, c1) a strict improvement over (nu0, c0)?"""
-    if nu1 != nu0:
-        return nu1 < nu0
-    return c1 < c0 - 1e-10 * (1.0 + abs(c0))
-
-
-@numba.njit(cache=True)
-def _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy):
-    """Cheapest place for city q outside cluster g: (facility or -1 dummy or -3 none, cost)."""
-    gq = idx[q]
-    k = lc[q]
-    best = _NO
-    bc = _INF
-    for p in range(m):
-        if p == g or not isopen[p] or has[p, k]:
-            continue
-        w = W[idx[p], gq]
-        if not (w < _INF):
-            continue
-        if best < 0 or _less_tie(w, D[idx[p], gq], p, bc, D[idx[best], gq], best):
-            best = p
-            bc = w
-    if allow_dummy and (best < 0 or dum[q] < bc):
-        return _NO, dum[q]
-    if best >= 0:
-        return best, bc
-    return _NO - 2, _INF
-
-
-@numba.njit(cache=True)
-def _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy):
-    """Close cluster g; its members (the facility included) go to their cheapest alternative
-    (members have distinct classifications, so they never compete for a slot)."""
-    isopen[g] = False
-    size[g] = 0
-    for k in range(has.shape[1]):
-        has[g, k] = False
+@numba.njit(cache=True, inline="always")
+def _refresh(
+    f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws,
+    stored_t, stored_k, forced, fresh, pmat,
+):  # fmt: skip
+    """Re-evaluate the opening time of f and remember who takes part in its star."""
+    tau, key, frc = _eval_open(
+        f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
+    )
+    stored_t[f] = tau
+    stored_k[f] = key
+    forced[f] = frc
+    fresh[f] = True
+    ai = ws[1]
+    si = ws[3]
+    part = ws[6]
     for q in range(m):
-        if st[q] != g:
-            continue
-        if not city[q]:
-            st[q] = _ST_NONE
-            continue
-        p, c = _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy)
-        if p >= 0:
-            st[q] = p
-            cur[q] = c
-            has[p, lc[q]] = True
-            size[p] += 1
-        elif p == -1:
-            st[q] = _ST_DUMMY
-            cur[q] = c
-        else:
-            st[q] = _UNCONN
-            cur[q] = 0.0
+        pmat[f, q] = False
+    for k in range(part.shape[0]):
+        if part[k] == 1:
+            pmat[f, ai[k]] = True
+        elif part[k] == 2:
+            pmat[f, si[k]] = True
 
 
-@numba.njit(cache=True)
-def _close_delta(g, m, idx, W, D, lc, city, st, cur, isopen, has, F, dum, allow_dummy):
-    """Exact cost change of closing cluster g (see _apply_close)."""
-    dl = -F[g]
-    for q in range(m):
-        if st[q] != g or not city[q]:
-            continue
-        p, c = _best_alt(q, g, m, idx, W, D, lc, isopen, has, dum, allow_dummy)
-        if p < -1:
-            return _INF
-        dl += c - cur[q]
-    return dl
+@numba.njit(cache=True, inline="always")
+def _invalidate(q, m, fac, isopen, st, forced, fresh, pmat):
+    """Box q changes state: stored opening times that may depend on it become stale.
 
-
-@numba.njit(cache=True)
-def _open_select(
-    f,
-    m,
-    idx,
-    W,
-    D,
-    lc,
-    city,
-    st,
-    cur,
-    isopen,
-    size,
-    F,
-    dum,
-    allow_dummy,
-    min_eff,
-    best_d,
-    best_q,
-    sel,
-    lost,
-):
-    """Local-search move 'open f': per classification the box that gains most by joining f
-    (any state but a facility of f's own kind), every gain plus the smallest losses up to
-    ``min_eff`` boxes. Returns (feasible, lower bound of the cost change); robbed clusters
-    that fall below ``min_eff`` (or lose their facility) close, bounded from below."""
-    K = best_d.shape[0]
-    gf = idx[f]
-    kf = lc[f]
-    for k in range(K):
-        best_q[k] = _NO
-        best_d[k] = 0.0
-        sel[k] = 0
-    for q in range(m):
-        if q == f or not city[q]:
-            continue
-        k = lc[q]
-        if k == kf:
-            continue
-        w = W[gf, idx[q]]
-        if not (w < _INF):
-            continue
-        dlt = -1e30 if st[q] == _UNCONN else w - cur[q]
-        if best_q[k] < 0 or _less_tie(
-            dlt, D[gf, idx[q]], q, best_d[k], D[gf, idx[best_q[k]]], best_q[k]
-        ):
-            best_d[k] = dlt
-            best_q[k] = q
-    nsel = 0
-    for k in range(K):
-        if best_q[k] >= 0 and best_d[k] < 0.0:
-            sel[k] = 1
-            nsel += 1
-    while nsel + 1 < min_eff:
-        kb = _NO
-        for k in range(K):
-            if best_q[k] < 0 or sel[k] == 1:
-                continue
-            if kb < 0 or _less_tie(
-                best_d[k], D[gf, idx[best_q[k]]], best_q[k],
-                best_d[kb], D[gf, idx[best_q[kb]]], best_q[kb],
-            ):  # fmt: skip
-                kb = k
-        if kb < 0:
-            return False, _INF
-        sel[kb] = 1
-        nsel += 1
-    # lower bound of the change
-    if city[f]:
-        lb = F[f] + W[gf, gf] - (cur[f] if st[f] != _UNCONN else 1e30)
-    else:
-        lb = F[f]
-    for q in range(m):
-        lost[q] = 0
-    if st[f] >= 0:
-        lost[st[f]] += 1
-    for k in range(K):
-        if sel[k] == 1:
-            q = best_q[k]
-            lb += best_d[k]
-            g = st[q]
-            if g == q:
-                lost[g] = m + 1  # its facility is taken
-            elif g >= 0:
-                lost[g] += 1
-    for g in range(m):
-        if lost[g] == 0 or not isopen[g]:
-            continue
-        if lost[g] <= m and size[g] - lost[g] >= min_eff:
-            continue
-        lb -= F[g]
-        for r in range(m):
-            if st[r] != g or not city[r] or r == f:
-                continue
-            if lost[g] > m and r == g:
-                continue
-            k = lc[r]
-            if k != kf and sel[k] == 1 and best_q[k] == r:
-                continue
-            alt = dum[r] if allow_dummy else _INF
-            for p in range(m):
-                if p != g and isopen[p]:
-                    w = W[idx[p], idx[r]]
-                    if w < alt:
-                        alt = w
-            w = W[gf, idx[r]]
-            if w < alt:
-                alt = w
-            lb += alt - cur[r]
-    return True, lb
-
-
-@numba.njit(cache=True)
-def _apply_open(
-    f,
-    m,
-    idx,
-    W,
-    D,
-    lc,
-    city,
-    st,
-    cur,
-    isopen,
-    size,
-    has,
-    dum,
-    allow_dummy,
-    min_eff,
-    best_q,
-    sel,
-    lost,
-):
-    """Apply 'open f' with the members chosen by _open_select; robbed clusters that fall
-    below ``min_eff`` boxes (or lose their facility) close."""
-    K = best_q.shape[0]
-    gf = idx[f]
-    kf = lc[f]
-    for q in range(m):
-        lost[q] = 0
-    if st[f] >= 0:
-        g = st[f]
-        size[g] -= 1
-        has[g, kf] = False
-        lost[g] = 1
-    isopen[f] = True
-    st[f] = f
-    size[f] = 1
-    has[f, kf] = True
-    if city[f]:
-        cur[f] = W[gf, gf]
-    for k in range(K):
-        if sel[k] != 1:
-            continue
-        q = best_q[k]
-        g = st[q]
-        if g == q:
-            lost[g] = 2
-        elif g >= 0:
-            size[g] -= 1
-            has[g, k] = False
-            lost[g] = 1
-        st[q] = f
-        cur[q] = W[gf, idx[q]]
-        has[f, k] = True
-        size[f] += 1
-    for g in range(m):
-        if lost[g] == 2 or (lost[g] == 1 and isopen[g] and size[g] < min_eff):
-            _apply_close(g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy)
-
-
-@numba.njit(cache=True)
-def _copy_state(st, cur, isopen, size, has, st2, cur2, isopen2, size2, has2):
-    for p in range(st.shape[0]):
-        st2[p] = st[p]
-        cur2[p] = cur[p]
-        isopen2[p] = isopen[p]
-        size2[p] = size[p]
-        for k in range(has.shape[1]):
-            has2[p, k] = has[p, k]
-
-
-@numba.njit(cache=True)
-def _local_search(
-    m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum, allow_dummy, min_eff
-):
-    """Strict-improvement local search after the greedy (see the module docstring):
-    (1) move one city to a cheaper open cluster or to the dummy, (2) close a cluster,
-    (3) open a facility with the boxes that gain most, robbing other clusters (which close
-    if they become too small). Repeats until no move improves."""
-    K = has.shape[1]
-    st2 = st.copy()
-    cur2 = cur.copy()
-    isopen2 = isopen.copy()
-    size2 = size.copy()
-    has2 = has.copy()
-    best_d = np.empty(K)
-    best_q = np.empty(K, np.int64)
-    sel = np.zeros(K, np.int64)
-    lost = np.zeros(m, np.int64)
-    for _pass in range(4 * m + 4):
-        improved = False
-        # (1) single moves
-        for q in range(m):
-            if not city[q]:
-                continue
-            g = st[q]
-            if g == q or g == _UNCONN:
-                continue
-            if g >= 0 and allow_dummy and size[g] - 1 < min_eff:
-                continue
-            gq = idx[q]
-            k = lc[q]
-            bp = _NO - 1
-            bc = cur[q]
-            for p in range(m):
-                if p == g or not isopen[p] or has[p, k]:
-                    continue
-                w = W[idx[p], gq]
-                if w < bc - 1e-10 * (1.0 + abs(bc)):
-                    bc = w
-                    bp = p
-            if allow_dummy and g != _ST_DUMMY and dum[q] < bc - 1e-10 * (1.0 + abs(bc)):
-                bc = dum[q]
-                bp = _NO
-            if bp == -2:
-                continue
-            if g >= 0:
-                size[g] -= 1
-                has[g, k] = False
-            if bp >= 0:
-                st[q] = bp
-                has[bp, k] = True
-                size[bp] += 1
-            else:
-                st[q] = _ST_DUMMY
-            cur[q] = bc
-            improved = True
-        nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
-        tol = 1e-10 * (1.0 + abs(c0))
-        # (2) close a cluster
-        for g in range(m):
-            if not isopen[g]:
-                continue
-            dl = _close_delta(g, m, idx, W, D, lc, city, st, cur, isopen, has, F, dum, allow_dummy)
-            if dl < -tol:
-                _apply_close(
-                    g, m, idx, W, D, lc, city, st, cur, isopen, size, has, dum, allow_dummy
-                )
-                improved = True
-        nu0, c0 = _state_cost(m, city, st, cur, isopen, F)
-        # (3) open a facility
-        for f in range(m):
-            if not fac[f] or isopen[f] or st[f] == _UNCONN:
-                continue
-            ok, lb = _open_select(
-                f,
-                m,
-                idx,
-                W,
-                D,
-                lc,
-                city,
-                st,
-                cur,
-                isopen,
-                size,
-                F,
-                dum,
-                allow_dummy,
-                min_eff,
-                best_d,
-                best_q,
-                sel,
-                lost,
-            )
-            if not ok or not (lb < -1e-10 * (1.0 + abs(c0))):
-                continue
-            _copy_state(st, cur, isopen, size, has, st2, cur2, isopen2, size2, has2)
-            _apply_open(
-                f,
-                m,
-                idx,
-                W,
-                D,
-                lc,
-                city,
-                st2,
-                cur2,
-                isopen2,
-                size2,
-                has2,
-                dum,
-                allow_dummy,
-                min_eff,
-                best_q,
-                sel,
-                lost,
-            )
-            nu1, c1 = _state_cost(m, city, st2, cur2, isopen2, F)
-            if _better(nu1, c1, nu0, c0):
-                _copy_state(st2, cur2, isopen2, size2, has2, st, cur, isopen, size, has)
-                nu0, c0 = nu1, c1
-                improved = True
-        if not improved:
-            break
-
-
-@numba.njit(cache=True)
-def _mark_grown(g, t, m, idx, W, dum, marg, allow_dummy, fac, isopen, st, stored_t):
-    """Cluster g grew beyond min size: its members may now switch, so opening times of
-    facilities that could take one of them may have dropped; reset them to t (stale)."""
+    A change of q can only move f's opening if q takes part in f's star, f is q itself, or
+    f's star needs forced members (then any candidate may matter); otherwise q's offer to f
+    was and stays zero up to f's opening time. Stale times stay valid lower bounds.
+    """
+    fresh[q] = False
     for f in range(m):
-        if not _cand(f, fac, isopen, st) or stored_t[f] <= t:
+        if fresh[f] and (forced[f] or pmat[f, q]):
+            fresh[f] = False
+
+
+@numba.njit(cache=True)
+def _mark_grown(g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced, stored_t, fresh):
+    """Cluster g grew beyond ``min_eff`` boxes, so its members may now switch: the opening
+    time of a closed facility f may drop if a member would save by moving to f (or, when f's
+    star needs forced members, if a member could join f at all). Reset those to t (stale).
+    Nothing else can make an opening time drop (see _greedy_component). Returns whether any
+    time was reset."""
+    hit = False
+    for f in range(m):
+        if stored_t[f] <= t or not _cand(f, fac, isopen, st):
             continue
-        gf = idx[f]
+        gf = f
         for q in range(m):
             if st[q] != g or q == g:
                 continue
-            w = W[gf, idx[q]]
-            if w < _INF and (not allow_dummy or w <= dum[q] + marg[f]):
+            w = W[gf, q]
+            if w < cur[q] or (
+                forced[f] and w < _INF and (not allow_dummy or w <= dum[q] + marg[f])
+            ):
                 stored_t[f] = t
+                fresh[f] = False
+                hit = True
                 break
+    return hit
 
 
 @numba.njit(cache=True)
 def _greedy_component(
-    comp, W, D, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, marg_sub, allow_dummy, min_eff,
+    comp, W_sub, D_sub, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, marg_sub, allow_dummy, min_eff,
     out_local,
 ):  # fmt: skip
     """JMS greedy (+ local search) on one component (subject-local indices ``comp`` in
@@ -836,18 +488,24 @@ def _greedy_component(
     up to date. This gives the same event order as re-evaluating everything every step.
     """
     m = comp.shape[0]
-    idx = comp
     lc = np.empty(m, np.int64)
     K = 0
     for p in range(m):
         lc[p] = -1
         for q in range(p):
-            if lcls_sub[idx[q]] == lcls_sub[idx[p]]:
+            if lcls_sub[comp[q]] == lcls_sub[comp[p]]:
                 lc[p] = lc[q]
                 break
         if lc[p] < 0:
             lc[p] = K
             K += 1
+    # component-local copies of the cost and distance matrices
+    W = np.empty((m, m))
+    D = np.empty((m, m))
+    for p in range(m):
+        for q in range(m):
+            W[p, q] = W_sub[comp[p], comp[q]]
+            D[p, q] = D_sub[comp[p], comp[q]]
     city = np.empty(m, np.bool_)
     fac = np.empty(m, np.bool_)
     F = np.empty(m)
@@ -859,7 +517,7 @@ def _greedy_component(
     isopen = np.zeros(m, np.bool_)
     has = np.zeros((m, K), np.bool_)
     for p in range(m):
-        g = idx[p]
+        g = comp[p]
         city[p] = city_sub[g]
         fac[p] = fac_sub[g]
         F[p] = F_sub[g]
@@ -876,53 +534,39 @@ def _greedy_component(
         np.zeros(K, np.int64),
         np.empty(K),
     )
-    stored_t = np.full(m, -1.0)
+    opened = np.empty(m, np.int64)  # open facilities, in opening order
+    n_open = 0
+    # stored opening times: lower bounds (exact when fresh). Start from the bound
+    # N0 / (D0 + K_f), K_f = classifications among the cities f could take (no one is
+    # connected yet, so each offers at most t); inf if the star can never be big enough.
+    stored_t = np.empty(m)
     stored_k = np.zeros(m)
-    stamp = np.full(m, -1, np.int64)
-    it = 0
+    forced = np.ones(m, np.bool_)
+    seen = np.full(K, -1, np.int64)
+    for f in range(m):
+        nk = 0
+        for q in range(m):
+            if q == f or not city[q] or lc[q] == lc[f] or seen[lc[q]] == f:
+                continue
+            w = W[f, q]
+            if w < _INF and (not allow_dummy or w <= dum[q] + marg[f]):
+                seen[lc[q]] = f
+                nk += 1
+        n0 = F[f] + (W[f, f] if city[f] else 0.0)
+        d0 = 1.0 if city[f] else 0.0
+        if nk + 1 < min_eff:
+            stored_t[f] = _INF
+        elif n0 <= 0.0:
+            stored_t[f] = 0.0
+        elif d0 + nk > 0.0:
+            stored_t[f] = n0 / (d0 + nk)
+        else:
+            stored_t[f] = _INF
+    fresh = np.zeros(m, np.bool_)  # stored time exact (up to date with the state)
+    pmat = np.zeros((m, m), np.bool_)  # pmat[f, q]: q takes part in f's stored star
     t = 0.0
     while True:
-        # ---- events A: an unconnected city reaches an open facility or the dummy
-        best_t = _INF
-        best_prio = 3
-        best_key = 0.0
-        best_i = _NO
-        best_q = _NO
-        for q in range(m):
-            if st[q] != _UNCONN:
-                continue
-            gq = idx[q]
-            k = lc[q]
-            for p in range(m):
-                if not isopen[p] or has[p, k]:
-                    continue
-                w = W[idx[p], gq]
-                if not (w < _INF):
-                    continue
-                tt = max(t, w)
-                dd = D[idx[p], gq]
-                if tt < best_t or (
-                    tt == best_t
-                    and (
-                        best_prio > 0
-                        or dd < best_key
-                        or (dd == best_key and (q < best_q or (q == best_q and p < best_i)))
-                    )
-                ):
-                    best_t = tt
-                    best_prio = 0
-                    best_key = dd
-                    best_i = p
-                    best_q = q
-            if allow_dummy:
-                tt = max(t, dum[q])
-                if tt < best_t or (tt == best_t and best_prio == 2 and q < best_q):
-                    best_t = tt
-                    best_prio = 2
-                    best_key = 0.0
-                    best_i = _NO
-                    best_q = q
-        # ---- events O (lazy): the closed facility whose star is cheapest
+        # ---- the next opening (event O), lazily: the fresh minimum of the stored times
         while True:
             fb = _NO
             for f in range(m):
@@ -932,106 +576,140 @@ def _greedy_component(
                     fb = f
             if fb < 0:
                 break
-            if stamp[fb] != it:
-                tau, key, _n0, _d0 = _eval_open(
-                    fb, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
-                    min_eff, ws,
+            if not fresh[fb]:
+                _refresh(
+                    fb, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
+                    min_eff, ws, stored_t, stored_k, forced, fresh, pmat,
                 )  # fmt: skip
-                stored_t[fb] = tau
-                stored_k[fb] = key
-                stamp[fb] = it
                 continue
             if not (stored_t[fb] < _INF):
                 fb = _NO
                 break
-            redo = False
+            redo = False  # candidates tied in time must be fresh for the tie-break
             for f in range(m):
-                if f != fb and stamp[f] != it and stored_t[f] == stored_t[fb]:
+                if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
                     if _cand(f, fac, isopen, st):
-                        tau, key, _n0, _d0 = _eval_open(
-                            f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg,
-                            allow_dummy, min_eff, ws,
+                        _refresh(
+                            f, t, m, W, D, lc, city, st, cur, size, F, dum, marg,
+                            allow_dummy, min_eff, ws, stored_t, stored_k, forced, fresh, pmat,
                         )  # fmt: skip
-                        stored_t[f] = tau
-                        stored_k[f] = key
-                        stamp[f] = it
                         redo = True
             if not redo:
                 break
-        if fb >= 0:
-            tau = stored_t[fb]
-            key = stored_k[fb]
-            if tau < best_t or (
-                tau == best_t
-                and (best_prio > 1 or (best_prio == 1 and (key < best_key or (key == best_key and fb < best_i))))
-            ):  # fmt: skip
-                best_t = tau
-                best_prio = 1
-                best_key = key
-                best_i = fb
-                best_q = _NO
-        if not (best_t < _INF):
-            break
-        t = best_t
-        it += 1
-        # ---- execute
-        grown = _NO
-        if best_prio == 0:
-            q = best_q
-            p = best_i
-            st[q] = p
-            cur[q] = W[idx[p], idx[q]]
-            has[p, lc[q]] = True
-            size[p] += 1
-            grown = p
-        elif best_prio == 2:
-            q = best_q
-            st[q] = _ST_DUMMY
-            cur[q] = dum[q]
-        else:
-            f = best_i
-            _eval_open(
-                f, t, m, idx, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
-                min_eff, ws,
-            )  # fmt: skip
-            a, ai, s, si, _bp, _cnt, part, _vv = ws
-            gf = idx[f]
-            isopen[f] = True
-            st[f] = f
-            size[f] = 1
-            has[f, lc[f]] = True
-            if city[f]:
-                cur[f] = W[gf, gf]
-            for k in range(K):
-                if part[k] == 1:
-                    q = ai[k]
-                    st[q] = f
-                    cur[q] = a[k]
-                elif part[k] == 2:
-                    q = si[k]
-                    g = st[q]
-                    if g >= 0:
-                        size[g] -= 1
-                        has[g, k] = False
-                    st[q] = f
-                    cur[q] = W[gf, idx[q]]
-                else:
+        t_open = stored_t[fb] if fb >= 0 else _INF
+        # ---- connections (events A) due before that opening, in time order
+        n_exec = 0
+        while True:
+            best_t = _INF
+            best_prio = 3
+            best_key = 0.0
+            best_i = _NO
+            best_q = _NO
+            for q in range(m):
+                if st[q] != _UNCONN:
                     continue
-                has[f, k] = True
-                size[f] += 1
-            grown = f
-        if grown >= 0 and size[grown] > min_eff:
-            _mark_grown(grown, t, m, idx, W, dum, marg, allow_dummy, fac, isopen, st, stored_t)
-    _local_search(
-        m, idx, W, D, lc, city, fac, st, cur, isopen, size, has, F, dum, allow_dummy, min_eff
-    )
+                gq = q
+                k = lc[q]
+                for j in range(n_open):
+                    p = opened[j]
+                    if has[p, k]:
+                        continue
+                    w = W[p, gq]
+                    if not (w < _INF):
+                        continue
+                    tt = max(t, w)
+                    dd = D[p, gq]
+                    if tt < best_t or (
+                        tt == best_t
+                        and (
+                            best_prio > 0
+                            or dd < best_key
+                            or (dd == best_key and (q < best_q or (q == best_q and p < best_i)))
+                        )
+                    ):
+                        best_t = tt
+                        best_prio = 0
+                        best_key = dd
+                        best_i = p
+                        best_q = q
+                if allow_dummy:
+                    tt = max(t, dum[q])
+                    if tt < best_t or (tt == best_t and best_prio == 2 and q < best_q):
+                        best_t = tt
+                        best_prio = 2
+                        best_key = 0.0
+                        best_i = _NO
+                        best_q = q
+            # a connection to an open facility wins a tie with an opening, the dummy loses it
+            if not (best_t < t_open or (best_t == t_open and best_prio == 0 and best_t < _INF)):
+                break
+            t = best_t
+            n_exec += 1
+            q = best_q
+            _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+            if best_prio == 0:
+                p = best_i
+                st[q] = p
+                cur[q] = W[p, q]
+                has[p, lc[q]] = True
+                size[p] += 1
+                if size[p] > min_eff and _mark_grown(
+                    p, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced,
+                    stored_t, fresh,
+                ):  # fmt: skip
+                    break
+            else:
+                st[q] = _ST_DUMMY
+                cur[q] = dum[q]
+        if n_exec > 0:
+            continue
+        if fb < 0:
+            break
+        # ---- open fb with its star
+        f = fb
+        t = t_open
+        _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws)
+        a, ai, s, si, _bp, _cnt, part, _vv = ws
+        gf = f
+        _invalidate(f, m, fac, isopen, st, forced, fresh, pmat)
+        isopen[f] = True
+        opened[n_open] = f
+        n_open += 1
+        st[f] = f
+        size[f] = 1
+        has[f, lc[f]] = True
+        if city[f]:
+            cur[f] = W[gf, gf]
+        for k in range(K):
+            if part[k] == 1:
+                q = ai[k]
+                _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+                st[q] = f
+                cur[q] = a[k]
+            elif part[k] == 2:
+                q = si[k]
+                _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+                g = st[q]
+                if g >= 0:
+                    size[g] -= 1
+                    has[g, k] = False
+                    # the rest of g may no longer be allowed to switch
+                    for r in range(m):
+                        if st[r] == g and r != g:
+                            _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
+                st[q] = f
+                cur[q] = W[gf, q]
+            else:
+                continue
+            has[f, k] = True
+            size[f] += 1
     for p in range(m):
         if st[p] >= 0:
-            out_local[idx[p]] = idx[st[p]]
+            out_local[comp[p]] = comp[st[p]]
         elif st[p] == _ST_DUMMY:
-            out_local[idx[p]] = -1
+            out_local[comp[p]] = -1
         else:
-            out_local[idx[p]] = -2
+            out_local[comp[p]] = -2
 
 
 @numba.njit(cache=True)

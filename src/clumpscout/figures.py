@@ -1887,7 +1887,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="folder for the PNG / PDF / JSON files")
     parser.add_argument("--n", type=int, nargs="+", required=True, help="subsample sizes n")
     parser.add_argument("--config", default=None, help="config.yaml (its figures section)")
-    parser.add_argument("--only", nargs="+", choices=sorted(FIGURES), help="only these figures")
+    parser.add_argument(
+        "--only", nargs="+", choices=sorted(FIGURES), metavar="NAME", help="only these figures"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed for picking example subjects")
 
 

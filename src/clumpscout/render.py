@@ -13,20 +13,25 @@ frames:
   own WCS.
   A fraction ``edge_fraction`` of the galaxies sits near a frame edge (their
   cutouts get NaN and the ``edge`` flag).
-- **Galaxy**: exponential disc + de Vaucouleurs bulge, drawn per subject from a
-  generator seeded with ``(seed, subject_id)`` (so the output depends neither on
-  the order nor on the number of workers). Disc scale length ``h = R90 / 3.89``
-  (a pure exponential has R90 = 3.89 h), bulge ``R_e = 0.15 R90 · U(0.7, 1.3)``,
-  bulge-to-total ``U(0.05, 0.4)``, disc axis ratio ``U(0.25, 1)``, position angle
-  ``U(0°, 180°)``, total ``r = 17.7 − 5 log10(R90 / 3") + N(0, 0.3)`` mag
-  (clipped to 11-17.77, the GZ2 range), disc colours g−r ≈ 0.45, r−i ≈ 0.25
-  and bulge colours g−r ≈ 0.8, r−i ≈ 0.4 (SDSS-like late-type galaxies).
+- **Galaxy**: exponential disc + de Vaucouleurs bulge. With the simulator's
+  galaxies.csv columns (flux_g/r/i, axis_ratio, position_angle, bulge_fraction,
+  x_centre, y_centre) those set the galaxy (:func:`galaxy_parameters`), so that
+  the clumps' contrasts are the simulator's; otherwise they are drawn per subject
+  from a generator seeded with ``(seed, subject_id)`` (so the output depends
+  neither on the order nor on the number of workers): total
+  ``r = 17.7 − 5 log10(R90 / 3") + N(0, 0.3)`` mag (clipped to 11-17.77, the GZ2
+  range), bulge-to-total ``U(0.05, 0.4)``, disc axis ratio ``U(0.25, 1)``,
+  position angle ``U(0°, 180°)``, disc colours g−r ≈ 0.45, r−i ≈ 0.25 and bulge
+  colours g−r ≈ 0.8, r−i ≈ 0.4. Always: disc scale length ``h = R90 / 3.89`` (a
+  pure exponential has R90 = 3.89 h), bulge ``R_e = 0.15 R90 · U(0.7, 1.3)``.
   The model is convolved with the PSF in Fourier space (one transform per
   galaxy; the bands differ by their offset, applied as a phase ramp).
 - **Clumps** (``truth_clumps.csv``: x, y in subject px, flux_g/r/i in
   nanomaggies) are point sources; **distractors** (``truth_distractors.csv``)
-  are point sources when their ``kind`` contains "star", otherwise Gaussian
-  blobs of intrinsic sigma ``feature_sigma_arcsec`` (faint blue features).
+  are point sources when their ``kind`` contains "star", are not drawn when it
+  contains "bulge" (the simulator's marker of the visible bulge, which the
+  galaxy model already has), and otherwise are Gaussian blobs of intrinsic sigma
+  ``feature_sigma_arcsec`` (faint blue features).
   Subject px are converted to the sky with the subject's ``side_native``
   (:func:`clumpscout.cutouts.subject_to_sky`), the inverse of what the cutout does.
 - **PSF**: double Gaussian (90 % core, 10 % wing of twice the core sigma),
@@ -135,9 +140,41 @@ def frame_wcs(ra, dec, crpix, theta_deg, scale=NATIVE_SCALE) -> WCS:
     return w
 
 
-def galaxy_parameters(r90: float, rng: np.random.Generator) -> dict:
-    """Disc + bulge parameters of one galaxy (module doc); fluxes in nanomaggies."""
+#: bulge flux / total flux per band relative to r (the bulge is redder than its disc)
+BULGE_COLOUR = {"g": 0.8, "r": 1.0, "i": 1.1}
+#: galaxies.csv columns that, when all present, set the galaxy instead of random draws
+GIVEN_COLUMNS = ("flux_g", "flux_r", "flux_i", "axis_ratio", "position_angle", "bulge_fraction")
+
+
+def galaxy_parameters(r90: float, rng: np.random.Generator, given: Mapping | None = None) -> dict:
+    """Disc + bulge parameters of one galaxy (module doc); fluxes in nanomaggies.
+
+    ``given`` (a galaxies.csv row with :data:`GIVEN_COLUMNS`, as the simulator
+    writes) fixes the total g, r, i fluxes, the axis ratio, the position angle
+    and B/T, so that clump contrasts are the simulator's. Its ``position_angle``
+    is measured in subject px from +x towards +y (clumpscout.simulate); on the
+    sky (east of north, x = west, y = south) that is ``90° − position_angle``.
+    The bulge takes B/T of the r flux and ``BULGE_COLOUR`` × B/T of g and i
+    (redder); the disc the rest.
+    """
     r90 = float(r90) if np.isfinite(r90) and r90 > 0 else 3.0
+    bulge_re = 0.15 * r90 * float(rng.uniform(0.7, 1.3))
+    bulge_q = float(rng.uniform(0.7, 1.0))
+    if given is not None and all(np.isfinite(float(given[k])) for k in GIVEN_COLUMNS):
+        total = {b: float(given[f"flux_{b}"]) for b in BANDS}
+        bt = float(np.clip(given["bulge_fraction"], 0.0, 1.0))
+        bulge = {b: min(bt * BULGE_COLOUR[b], 1.0) * total[b] for b in BANDS}
+        return {
+            "mag_r": 22.5 - 2.5 * math.log10(max(total["r"], 1e-9)),
+            "bulge_fraction": bt,
+            "disc_h": r90 / 3.89,
+            "disc_q": float(np.clip(given["axis_ratio"], 0.05, 1.0)),
+            "bulge_re": bulge_re,
+            "bulge_q": bulge_q,
+            "pa_deg": (90.0 - float(given["position_angle"])) % 180.0,
+            "disc_flux": {b: total[b] - bulge[b] for b in BANDS},
+            "bulge_flux": bulge,
+        }
     mag_r = float(np.clip(17.7 - 5.0 * math.log10(r90 / 3.0) + rng.normal(0, 0.3), 11.0, 17.77))
     bt = float(rng.uniform(0.05, 0.4))
     disc_col = (rng.normal(0.45, 0.08), rng.normal(0.25, 0.05))  # g-r, r-i
@@ -156,8 +193,8 @@ def galaxy_parameters(r90: float, rng: np.random.Generator) -> dict:
         "bulge_fraction": bt,
         "disc_h": r90 / 3.89,
         "disc_q": float(rng.uniform(0.25, 1.0)),
-        "bulge_re": 0.15 * r90 * float(rng.uniform(0.7, 1.3)),
-        "bulge_q": float(rng.uniform(0.7, 1.0)),
+        "bulge_re": bulge_re,
+        "bulge_q": bulge_q,
         "pa_deg": float(rng.uniform(0.0, 180.0)),
         "disc_flux": fluxes((1 - bt) * f_r, disc_col),
         "bulge_flux": fluxes(bt * f_r, bulge_col),
@@ -192,16 +229,19 @@ def psf_transfer(shape, weights, sigmas, shift=(0.0, 0.0)) -> np.ndarray:
 
     The transform of a Gaussian of sigma s (px) is ``exp(−2π² s² k²)`` (k in
     cycles per px); the factor ``exp(−2πi k·shift)`` moves the image by ``shift``
-    = (dx, dy) px (exact for well-sampled images).
+    = (dx, dy) px (exact for well-sampled images). Both factor into x and y parts,
+    so the 2-D transfer function is a sum of outer products.
     """
     ny, nx = shape
-    ky = np.fft.fftfreq(ny)[:, None]
-    kx = np.fft.rfftfreq(nx)[None, :]
-    k2 = kx**2 + ky**2
-    h = sum(
-        w * np.exp(-2.0 * math.pi**2 * s * s * k2) for w, s in zip(weights, sigmas, strict=True)
-    )
-    return h * np.exp(-2j * math.pi * (kx * shift[0] + ky * shift[1]))
+    ky = np.fft.fftfreq(ny)
+    kx = np.fft.rfftfreq(nx)
+    py = np.exp(-2j * math.pi * ky * shift[1])
+    px = np.exp(-2j * math.pi * kx * shift[0])
+    h = np.zeros((ny, kx.size), dtype=np.complex128)
+    for w, s in zip(weights, sigmas, strict=True):
+        c = -2.0 * math.pi**2 * s * s
+        h += np.outer(w * py * np.exp(c * ky**2), px * np.exp(c * kx**2))
+    return h
 
 
 def _frame_header(w: WCS, band: str, sid) -> fits.Header:
@@ -244,7 +284,7 @@ def _render_one(task: dict) -> dict:
     rng = np.random.default_rng([int(task["seed"]), int(sid)])
     side = int(task["side"])
     ra, dec = task["ra"], task["dec"]
-    gal = galaxy_parameters(task["r90"], rng)
+    gal = galaxy_parameters(task["r90"], rng, task.get("given"))
     jitter = float(rng.uniform(-1, 1) * cfg["rotation_jitter_deg"])
     theta = float(rng.choice([0.0, 90.0, 180.0, 270.0])) + jitter
     off = float(cfg["band_offset_px"])
@@ -264,7 +304,15 @@ def _render_one(task: dict) -> dict:
     c0 = (n + 1) / 2.0  # 1-based frame centre
     ref = frame_wcs(ra, dec, (c0, c0), theta)
     cd_arcsec = ref.wcs.cd * 3600.0
-    g_m = (c0 - 1 + pad, c0 - 1 + pad)  # galaxy on the model grid (0-based col, row)
+    centre = task.get("centre")  # the galaxy's centre in subject px, if the catalogue says
+    if centre is not None and all(np.isfinite(centre)):
+        g_ra, g_dec = subject_to_sky(
+            centre[0], centre[1], ra, dec, side, NATIVE_SCALE, task["image_size"]
+        )
+        gc, gr = ref.wcs_world2pix(float(g_ra), float(g_dec), 0)
+    else:
+        gc, gr = c0 - 1, c0 - 1
+    g_m = (float(gc) + pad, float(gr) + pad)  # galaxy on the model grid (0-based col, row)
     disc, bulge = galaxy_profiles((m, m), g_m, cd_arcsec, gal)
     disc_ft, bulge_ft = np.fft.rfft2(disc), np.fft.rfft2(bulge)
     sources = task["sources"]
@@ -289,7 +337,7 @@ def _render_one(task: dict) -> dict:
         if len(sx):
             px, py = w.wcs_world2pix(s_ra, s_dec, 0)
             for k in range(len(sx)):
-                extra = 0.0 if sources["star"][k] else feat_sigma
+                extra = feat_sigma if sources["extended"][k] else 0.0
                 ws, ss = psf_sigmas(fwhm_px, extra)
                 if not add_gaussians(img, px[k], py[k], sources[f"flux_{b}"][k], ws, ss):
                     n_missed += 1
@@ -315,18 +363,21 @@ def _render_one(task: dict) -> dict:
 
 
 def _sources_by_subject(truth: pd.DataFrame, distractors: pd.DataFrame | None) -> dict:
-    """Per subject: x, y, fluxes and a star flag of its clumps and distractors."""
-    parts = [truth.assign(star=False)]
+    """Per subject: x, y, fluxes and an ``extended`` flag (faint features) of its sources."""
+    parts = [truth.assign(extended=False)]  # clumps are point sources
     if distractors is not None and len(distractors):
         kind = distractors["kind"].astype(str).str.lower()
-        parts.append(distractors.assign(star=kind.str.contains("star").to_numpy()))
+        keep = ~kind.str.contains("bulge").to_numpy()  # drawn as the galaxy's own bulge
+        parts.append(distractors[keep].assign(extended=~kind[keep].str.contains("star").to_numpy()))
     allsrc = pd.concat(
-        [p[["subject_id", "x", "y", "flux_g", "flux_r", "flux_i", "star"]] for p in parts],
+        [p[["subject_id", "x", "y", "flux_g", "flux_r", "flux_i", "extended"]] for p in parts],
         ignore_index=True,
     )
     out = {}
     for sid, grp in allsrc.groupby("subject_id", sort=False):
-        out[sid] = {c: grp[c].to_numpy() for c in ("x", "y", "flux_g", "flux_r", "flux_i", "star")}
+        out[sid] = {
+            c: grp[c].to_numpy() for c in ("x", "y", "flux_g", "flux_r", "flux_i", "extended")
+        }
     return out
 
 
@@ -364,11 +415,26 @@ def render_frames(
             ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"],
             "distractors",
         )
-    cols = ["subject_id", "side_native"] + (["image_width"] if "image_width" in subjects else [])
-    gal = galaxies.merge(subjects[cols], on="subject_id", how="inner", validate="one_to_one")
+    extra = [c for c in ("image_width", "psf_fwhm_arcsec", "psf_source") if c in subjects.columns]
+    gal = galaxies.drop(columns=[c for c in ("side_native", *extra) if c in galaxies.columns])
+    gal = gal.merge(
+        subjects[["subject_id", "side_native", *extra]],
+        on="subject_id",
+        how="inner",
+        validate="one_to_one",
+    )
+    if "psf_fwhm_arcsec" in gal.columns:  # the PSF the subjects stage used (SPEC 2)
+        gal["psffwhm_r"] = gal["psf_fwhm_arcsec"].fillna(gal["psffwhm_r"])
     n_no_subject = len(galaxies) - len(gal)
     sources = _sources_by_subject(truth, distractors)
-    empty = {k: np.array([]) for k in ("x", "y", "flux_g", "flux_r", "flux_i", "star")}
+    has_given = all(c in gal.columns for c in GIVEN_COLUMNS)
+    has_centre = {"x_centre", "y_centre"} <= set(gal.columns)
+    n_bulge_markers = 0
+    if distractors is not None and len(distractors):
+        n_bulge_markers = int(
+            distractors["kind"].astype(str).str.lower().str.contains("bulge").sum()
+        )
+    empty = {k: np.array([]) for k in ("x", "y", "flux_g", "flux_r", "flux_i", "extended")}
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     tasks = [
@@ -377,6 +443,8 @@ def render_frames(
             "ra": float(r.ra),
             "dec": float(r.dec),
             "r90": float(r.petroR90_r),
+            "given": {k: getattr(r, k) for k in GIVEN_COLUMNS} if has_given else None,
+            "centre": (float(r.x_centre), float(r.y_centre)) if has_centre else None,
             "psf_fwhm": float(r.psffwhm_r),
             "side": int(r.side_native),
             "image_size": int(getattr(r, "image_width", 400)),
@@ -396,9 +464,9 @@ def render_frames(
                 )
         else:
             rows = [_render_one(t) for t in progress(tasks, "render")]
-    index = gal[["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r", "side_native"]].merge(
-        pd.DataFrame(rows), on="subject_id", how="left", validate="one_to_one"
-    )
+    keep = ["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r", "side_native"]
+    keep += ["psf_source"] if "psf_source" in gal.columns else []
+    index = gal[keep].merge(pd.DataFrame(rows), on="subject_id", how="left", validate="one_to_one")
     n_src = sum(len(s["x"]) for sid, s in sources.items() if sid in set(gal["subject_id"]))
     report = {
         "n_galaxies": int(len(index)),
@@ -410,6 +478,8 @@ def render_frames(
         "n_sources_of_unknown_subjects": int(
             sum(len(s["x"]) for sid, s in sources.items() if sid not in set(gal["subject_id"]))
         ),
+        "n_bulge_markers_drawn_as_galaxy_bulge": n_bulge_markers,
+        "galaxy_parameters": "from galaxies.csv" if has_given else "drawn (module doc)",
         "seed": int(seed),
         "config": c,
     }

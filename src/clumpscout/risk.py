@@ -110,52 +110,131 @@ def expected_missed_init(cost_cluster, cost_dummy, cluster_subject, n_subjects: 
     return np.bincount(cluster_subject, weights=p, minlength=n_subjects)
 
 
-def _grid(boxes: np.ndarray):
-    """Cell size (the largest box side) and origin for the coincidence grid."""
-    side = max(float(np.max(boxes[:, 2] - boxes[:, 0])), float(np.max(boxes[:, 3] - boxes[:, 1])))
-    side = max(side, 1e-9)
-    cx = 0.5 * (boxes[:, 0] + boxes[:, 2])
-    cy = 0.5 * (boxes[:, 1] + boxes[:, 3])
-    return side, float(cx.min()) - side, float(cy.min()) - side, cx, cy
+class _LevelGrid:
+    """A multi-level uniform grid over boxes for "which boxes may be within d_max?" queries.
+
+    Boxes are put in levels by ``a = sqrt(w h)`` (level L holds a in
+    [a_min 2^L, a_min 2^(L+1))); each level is a uniform grid whose cell is the
+    largest side in the level. Two boxes with Jaccard distance < d_max overlap, and
+    ``IoU <= min(area)/max(area)``, so a query only visits the levels whose sizes
+    are within a factor ``1/sqrt(1 − d_max)`` and, in each, the cells its box can
+    overlap. Exact: every box that can coincide is visited.
+    """
+
+    def __init__(self, boxes: np.ndarray, d_max: float):
+        w = boxes[:, 2] - boxes[:, 0]
+        h = boxes[:, 3] - boxes[:, 1]
+        a = np.sqrt(np.maximum(w, 0.0) * np.maximum(h, 0.0))
+        pos = a[a > 0]
+        self.a_min = float(pos.min()) if len(pos) else 1.0
+        level = np.floor(np.log2(np.maximum(a, self.a_min) / self.a_min)).astype(np.int64)
+        level = np.clip(level, 0, 60)
+        self.level = level
+        n_lev = int(level.max()) + 1 if len(level) else 1
+        maxw = np.zeros(n_lev)
+        maxh = np.zeros(n_lev)
+        np.maximum.at(maxw, level, np.maximum(w, 0.0))
+        np.maximum.at(maxh, level, np.maximum(h, 0.0))
+        self.maxw, self.maxh = maxw, maxh
+        occupied = np.bincount(level, minlength=n_lev) > 0
+        # an empty level gets one cell (nothing is ever found there)
+        self.cell = np.where(occupied, np.maximum(np.maximum(maxw, maxh), 1e-12), 1e12)
+        self.cx = 0.5 * (boxes[:, 0] + boxes[:, 2])
+        self.cy = 0.5 * (boxes[:, 1] + boxes[:, 3])
+        self.x0 = float(self.cx.min()) if len(boxes) else 0.0
+        self.y0 = float(self.cy.min()) if len(boxes) else 0.0
+        span_x = float(self.cx.max()) - self.x0 if len(boxes) else 0.0
+        span_y = float(self.cy.max()) - self.y0 if len(boxes) else 0.0
+        # at most ~2048 cells a side per level (any cell size is exact; this bounds memory)
+        self.cell = np.maximum(self.cell, max(span_x, span_y) / 2048.0)
+        self.nx = (np.floor(span_x / self.cell) + 1).astype(np.int64)
+        self.ny = (np.floor(span_y / self.cell) + 1).astype(np.int64)
+        self.off = np.concatenate([[0], np.cumsum(self.nx * self.ny)]).astype(np.int64)
+        self.rho = float(np.sqrt(max(1.0 - d_max, 0.0)))
+
+    def args(self):
+        return (
+            self.level,
+            self.cx,
+            self.cy,
+            self.x0,
+            self.y0,
+            self.cell,
+            self.nx,
+            self.ny,
+            self.off,
+            self.maxw,
+            self.maxh,
+            self.a_min,
+            self.rho,
+        )
+
+
+@numba.njit(cache=True, inline="always")
+def _cell_of(level, cx, cy, x0, y0, cell, nx, ny, off, b):
+    L = level[b]
+    gx = min(max(int((cx[b] - x0) / cell[L]), 0), nx[L] - 1)
+    gy = min(max(int((cy[b] - y0) / cell[L]), 0), ny[L] - 1)
+    return off[L] + gx * ny[L] + gy
 
 
 @numba.njit(cache=True)
-def _scan(boxes, order, cx, cy, x0, y0, cell, nx, ny, d_max):
+def _query_bounds(L, qx1, qy1, qx2, qy2, x0, y0, cell, nx, ny, maxw, maxh, a_min, rho):
+    """Cell index ranges of level L that a query box can overlap; empty if the level's
+    box sizes cannot reach IoU > 1 − d_max with it."""
+    qw = qx2 - qx1
+    qh = qy2 - qy1
+    qa = np.sqrt(max(qw, 0.0) * max(qh, 0.0))
+    lo = a_min * 2.0**L
+    hi = a_min * 2.0 ** (L + 1)
+    if rho > 0.0 and qa > 0.0 and (hi * (1 + 1e-9) < qa * rho or lo * (1 - 1e-9) > qa / rho):
+        return 0, -1, 0, -1
+    cx = 0.5 * (qx1 + qx2)
+    cy = 0.5 * (qy1 + qy2)
+    rx = 0.5 * (qw + maxw[L]) * (1 + 1e-9)
+    ry = 0.5 * (qh + maxh[L]) * (1 + 1e-9)
+    ix0 = max(int(np.floor((cx - rx - x0) / cell[L])), 0)
+    ix1 = min(int(np.floor((cx + rx - x0) / cell[L])), nx[L] - 1)
+    iy0 = max(int(np.floor((cy - ry - y0) / cell[L])), 0)
+    iy1 = min(int(np.floor((cy + ry - y0) / cell[L])), ny[L] - 1)
+    return ix0, ix1, iy0, iy1
+
+
+@numba.njit(cache=True)
+def _scan(boxes, order, d_max, level, cx, cy, x0, y0, cell, nx, ny, off, maxw, maxh, a_min, rho):
     n = order.shape[0]
-    head = np.full(nx * ny, -1, np.int64)
+    n_lev = cell.shape[0]
+    head = np.full(off[n_lev], -1, np.int64)
     nxt = np.empty(n, np.int64)
     kept = np.empty(n, np.int64)  # retained box (index into boxes), in retention order
     count = np.zeros(n, np.int64)
     r = 0
     for t in range(n):
         b = order[t]
-        gx = int((cx[b] - x0) / cell)
-        gy = int((cy[b] - y0) / cell)
         best = -1
-        for ix in range(max(gx - 1, 0), min(gx + 2, nx)):
-            for iy in range(max(gy - 1, 0), min(gy + 2, ny)):
-                q = head[ix * ny + iy]
-                while q >= 0:
-                    if best < 0 or q < best:
-                        k = kept[q]
-                        d = jaccard_nb(
-                            boxes[b, 0],
-                            boxes[b, 1],
-                            boxes[b, 2],
-                            boxes[b, 3],
-                            boxes[k, 0],
-                            boxes[k, 1],
-                            boxes[k, 2],
-                            boxes[k, 3],
-                        )
-                        if d < d_max:
-                            best = q
-                    q = nxt[q]
+        for L in range(n_lev):
+            ix0, ix1, iy0, iy1 = _query_bounds(
+                L, boxes[b, 0], boxes[b, 1], boxes[b, 2], boxes[b, 3],
+                x0, y0, cell, nx, ny, maxw, maxh, a_min, rho,
+            )  # fmt: skip
+            for ix in range(ix0, ix1 + 1):
+                for iy in range(iy0, iy1 + 1):
+                    q = head[off[L] + ix * ny[L] + iy]
+                    while q >= 0:
+                        if best < 0 or q < best:
+                            k = kept[q]
+                            d = jaccard_nb(
+                                boxes[b, 0], boxes[b, 1], boxes[b, 2], boxes[b, 3],
+                                boxes[k, 0], boxes[k, 1], boxes[k, 2], boxes[k, 3],
+                            )  # fmt: skip
+                            if d < d_max:
+                                best = q
+                        q = nxt[q]
         if best >= 0:
             count[best] += 1
         else:
             kept[r] = b
-            c = gx * ny + gy
+            c = _cell_of(level, cx, cy, x0, y0, cell, nx, ny, off, b)
             nxt[r] = head[c]
             head[c] = r
             r += 1
@@ -169,9 +248,8 @@ def coincidence_scan(boxes: np.ndarray, d_max: float, seed) -> tuple[np.ndarray,
     are shuffled with ``seed`` and processed in that order: a box that coincides
     (Jaccard distance < d_max) with an already retained box increments that
     box's count and is dropped (of several, the earliest retained one); a box
-    that coincides with none is retained. Two boxes can only coincide if they
-    overlap, so only retained boxes in the 3×3 neighbouring cells of a grid with
-    the largest box side as cell size are checked.
+    that coincides with none is retained. Candidates come from a multi-level
+    grid (:class:`_LevelGrid`), which visits every box that can coincide.
 
     Returns ``(retained, n_cap)``: indices into ``boxes`` of the retained set
     B∩ (in retention order) and their coincidence counts n∩.
@@ -181,23 +259,21 @@ def coincidence_scan(boxes: np.ndarray, d_max: float, seed) -> tuple[np.ndarray,
     if n == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     order = np.random.default_rng(seed).permutation(n).astype(np.int64)
-    cell, x0, y0, cx, cy = _grid(boxes)
-    nx = int((cx.max() - x0) / cell) + 2
-    ny = int((cy.max() - y0) / cell) + 2
-    return _scan(boxes, order, cx, cy, x0, y0, cell, nx, ny, float(d_max))
+    grid = _LevelGrid(boxes, d_max)
+    return _scan(boxes, order, float(d_max), *grid.args())
 
 
 @numba.njit(cache=True)
 def _coincident_sums(
-    label_off, labels, lcx, lcy, ret, rcx, rcy, p_cap, x0, y0, cell, nx, ny, d_max
-):
+    label_off, labels, ret, p_cap, d_max, level, cx, cy, x0, y0, cell, nx, ny, off, maxw, maxh,
+    a_min, rho,
+):  # fmt: skip
     n_ret = ret.shape[0]
-    head = np.full(nx * ny, -1, np.int64)
+    n_lev = cell.shape[0]
+    head = np.full(off[n_lev], -1, np.int64)
     nxt = np.empty(n_ret, np.int64)
     for r in range(n_ret):
-        gx = min(max(int((rcx[r] - x0) / cell), 0), nx - 1)
-        gy = min(max(int((rcy[r] - y0) / cell), 0), ny - 1)
-        c = gx * ny + gy
+        c = _cell_of(level, cx, cy, x0, y0, cell, nx, ny, off, r)
         nxt[r] = head[c]
         head[c] = r
     n_subj = label_off.shape[0] - 1
@@ -205,27 +281,24 @@ def _coincident_sums(
     stamp = np.full(n_ret, -1, np.int64)
     for i in range(n_subj):
         for lab in range(label_off[i], label_off[i + 1]):
-            gx = int((lcx[lab] - x0) / cell)
-            gy = int((lcy[lab] - y0) / cell)
-            for ix in range(max(gx - 1, 0), min(gx + 2, nx)):
-                for iy in range(max(gy - 1, 0), min(gy + 2, ny)):
-                    q = head[ix * ny + iy]
-                    while q >= 0:
-                        if stamp[q] != i:
-                            d = jaccard_nb(
-                                labels[lab, 0],
-                                labels[lab, 1],
-                                labels[lab, 2],
-                                labels[lab, 3],
-                                ret[q, 0],
-                                ret[q, 1],
-                                ret[q, 2],
-                                ret[q, 3],
-                            )
-                            if d < d_max:
-                                stamp[q] = i
-                                out[i] += p_cap[q]
-                        q = nxt[q]
+            for L in range(n_lev):
+                ix0, ix1, iy0, iy1 = _query_bounds(
+                    L, labels[lab, 0], labels[lab, 1], labels[lab, 2], labels[lab, 3],
+                    x0, y0, cell, nx, ny, maxw, maxh, a_min, rho,
+                )  # fmt: skip
+                for ix in range(ix0, ix1 + 1):
+                    for iy in range(iy0, iy1 + 1):
+                        q = head[off[L] + ix * ny[L] + iy]
+                        while q >= 0:
+                            if stamp[q] != i:
+                                d = jaccard_nb(
+                                    labels[lab, 0], labels[lab, 1], labels[lab, 2], labels[lab, 3],
+                                    ret[q, 0], ret[q, 1], ret[q, 2], ret[q, 3],
+                                )  # fmt: skip
+                                if d < d_max:
+                                    stamp[q] = i
+                                    out[i] += p_cap[q]
+                            q = nxt[q]
     return out
 
 
@@ -255,29 +328,15 @@ def coincidence_term(
     p_cap = np.asarray(n_cap, dtype=np.float64) / float(n_annotations)
     total = float(p_cap.sum())
     if len(labels):
-        allb = np.concatenate([retained_boxes, labels])
-        cell, x0, y0, _, _ = _grid(allb)
-        rcx = 0.5 * (retained_boxes[:, 0] + retained_boxes[:, 2])
-        rcy = 0.5 * (retained_boxes[:, 1] + retained_boxes[:, 3])
-        lcx = 0.5 * (labels[:, 0] + labels[:, 2])
-        lcy = 0.5 * (labels[:, 1] + labels[:, 3])
-        nx = int((max(rcx.max(), lcx.max()) - x0) / cell) + 2
-        ny = int((max(rcy.max(), lcy.max()) - y0) / cell) + 2
+        ret = np.ascontiguousarray(retained_boxes, np.float64)
+        grid = _LevelGrid(ret, d_max)
         coincident = _coincident_sums(
             np.asarray(label_off, np.int64),
             np.ascontiguousarray(labels, np.float64),
-            lcx,
-            lcy,
-            np.ascontiguousarray(retained_boxes, np.float64),
-            rcx,
-            rcy,
+            ret,
             p_cap,
-            x0,
-            y0,
-            cell,
-            nx,
-            ny,
             float(d_max),
+            *grid.args(),
         )
     else:
         coincident = np.zeros(n_subj)

@@ -122,6 +122,7 @@ if IMAGES:
             runtime=20,
         params:
             distractors=universe("truth_distractors.csv"),
+            bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
             code=code_digest("photometry", "cutouts", "subjects"),
         script:
             "../../scripts/photometry.py"
@@ -154,6 +155,7 @@ if IMAGES:
                 runtime=20,
             params:
                 n=PHOT_N,
+                bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
                 code=code_digest("photometry", "cutouts", "compare"),
             script:
                 "../../scripts/photometry.py"
