@@ -16,7 +16,7 @@ def _run(sm):
     meta, _ = make_cutouts(
         frames, frames / "frames.csv", out, dict(sm.params.cutouts), workers=int(sm.threads)
     )
-    dist = sm.input.get("distractors") or sm.params.distractors
+    dist = sm.input.get("distractors")
     distractors = pd.read_csv(dist) if dist and Path(dist).exists() else None
     items = montage_items(
         meta, out, int(sm.params.montage), pd.read_csv(sm.input.truth), distractors

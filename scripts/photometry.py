@@ -22,7 +22,7 @@ def _run(sm):
         )
         report["n"] = int(sm.params.n)
     else:
-        dist = sm.input.get("distractors") or sm.params.distractors
+        dist = sm.input.get("distractors")
         table, report = photometry_truth(
             pd.read_csv(sm.input.truth),
             pd.read_parquet(sm.input.subjects),

@@ -9,7 +9,7 @@ def _read_distractors(sm):
 
     import pandas as pd
 
-    path = sm.input.get("distractors") or sm.params.distractors
+    path = sm.input.get("distractors")
     if path and Path(path).exists():
         return pd.read_csv(path)
     import logging

@@ -475,11 +475,6 @@ def _noop(inp: Inputs) -> None:
 
 NOT_INTEGER = "not an integer"
 MALFORMED = "malformed JSON"
-AGG_XFAIL = (
-    "clumpscout.aggregate.Params.from_dict / __post_init__ validate only p0_fp, p0_fn, "
-    "distance_likelihood and merge; out-of-range values given to `clumpscout aggregate --config` "
-    "are accepted (the workflow schema has the bounds, the CLI does not)"
-)
 
 CASES = [
     # ---- classification export: JSON
@@ -614,11 +609,11 @@ CASES = [
     Case("aggregate-config-p0-out-of-range", "aggregate", set_config({"aggregate": {"p0_fp": 1.5}}),
          error=("config", None, ("p0_fp",))),
     Case("aggregate-config-negative-tau", "aggregate", set_config({"aggregate": {"tau": -1.0}}),
-         error=("config", None, ("tau",)), xfail=AGG_XFAIL),
+         error=("config", None, ("tau",))),
     Case("aggregate-config-negative-n_fp_max", "aggregate", set_config({"aggregate": {"n_fp_max": -1.0}}),
-         error=("config", None, ("n_fp_max",)), xfail=AGG_XFAIL),
+         error=("config", None, ("n_fp_max",))),
     Case("aggregate-config-negative-sigma2", "aggregate", set_config({"aggregate": {"sigma2_0_S": -0.1}}),
-         error=("config", None, ("sigma2_0_S",)), xfail=AGG_XFAIL),
+         error=("config", None, ("sigma2_0_S",))),
     Case("aggregate-config-not-a-mapping", "aggregate", set_config(["tau", 5]),
          error=("config", None, ("mapping",))),
     Case("aggregate-box-partial-coordinates", "aggregate", table_edit("boxes", _partial_box),

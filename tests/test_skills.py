@@ -103,11 +103,12 @@ def test_skill_estimates_by_hand():
     np.testing.assert_allclose(s.sigma2, [1.13 / 14, 1.01 / 14, 1.16 / 13, 1.25 / 13])
 
 
-def test_volunteer_without_evidence_keeps_the_prior_mode():
+def test_volunteer_without_evidence_keeps_the_initial_values():
+    """§5.2: new volunteers start at p0_fp, p0_fn and σ²_V,0."""
     s = sk.volunteer_skills(sk.SkillCounts.zeros(1), P)
     assert s.p_fp[0] == pytest.approx(0.1)
     assert s.p_fn[0] == pytest.approx(0.1)
-    assert s.sigma2[0] == pytest.approx(1.0 / 12.0)  # nχσ0²/(nχ + 2)
+    assert s.sigma2[0] == pytest.approx(0.1)
 
 
 def test_subject_difficulty_by_hand():

@@ -85,6 +85,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import time
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -145,11 +146,49 @@ REQUIRED_COLUMNS = (
 )
 
 
+#: bounds of the numeric hyper-parameters (name: (low, high, low open, high open)); the same
+#: bounds as workflow/schemas/config.schema.yaml, so ``clumpscout aggregate --config`` rejects
+#: what the workflow rejects.
+_BOUNDS: dict[str, tuple[float, float | None, bool, bool]] = {
+    "p0_fp": (0.0, 1.0, True, True),
+    "p0_fn": (0.0, 1.0, True, True),
+    "n_beta_fp": (0.0, None, False, False),
+    "n_beta_fn": (0.0, None, False, False),
+    "sigma2_0_S": (0.0, None, True, False),
+    "n_chi_S": (0.0, None, False, False),
+    "sigma2_0_V": (0.0, None, True, False),
+    "n_chi_V": (0.0, None, False, False),
+    "f_V": (0.0, 1.0, False, False),
+    "d_max": (0.0, 1.0, False, False),
+    "alpha_fp": (0.0, None, False, False),
+    "alpha_fn": (0.0, None, False, False),
+    "alpha_sigma": (0.0, None, False, False),
+    "delta": (0.0, 1.0, True, False),
+    "n_fp_max": (0.0, None, False, False),
+    "n_fn_max": (0.0, None, False, False),
+    "n_sigma_max": (0.0, None, False, False),
+    "tau": (0.0, None, False, False),
+    "max_cycles": (1, None, False, False),
+    "min_cluster_size": (1, None, False, False),
+    "em_max_iter": (1, None, False, False),
+    "em_rtol": (0.0, None, False, False),
+    "min_batch_classifications": (0, None, False, False),
+    "min_volunteers_batch": (1, None, False, False),
+    "min_volunteers_empty": (1, None, False, False),
+}
+
+
 @dataclass(frozen=True)
 class Params:
     """Hyper-parameters; field names are the keys of config.yaml's ``aggregate:`` section.
 
     Defaults: Table prior_param_values and Table subject_retirement_params (SPEC 8).
+    ``min_batch_classifications`` defaults to the paper's working-batch size (~25k
+    classifications) rather than one batch (SPEC 21 leaves it open): on the simulated
+    truth it scores as well (1.5k subjects) or better (10k subjects, C 0.83 vs 0.78 at
+    equal purity) and runs the paper-scale n = 20 subsample twice as fast.
+    ``distance_likelihood`` stays ``d`` (SPEC 6): ``d_squared`` finds more clumps but
+    with lower purity and 2-3x the p_fp calibration error.
     """
 
     # Table prior_param_values
@@ -179,7 +218,7 @@ class Params:
     min_cluster_size: int = 2
     em_max_iter: int = 10
     em_rtol: float = 1e-6
-    min_batch_classifications: int = 0
+    min_batch_classifications: int = 25000
     stale_updates_skills: bool = False
     min_volunteers_batch: int = 3
     min_volunteers_empty: int = 5
@@ -191,9 +230,18 @@ class Params:
             )
         if self.merge not in ("mean", "inverse_variance"):
             raise ValueError(f"merge must be mean or inverse_variance, not {self.merge!r}")
-        for name in ("p0_fp", "p0_fn"):
-            if not 0.0 < getattr(self, name) < 1.0:
-                raise ValueError(f"{name} must be in (0, 1)")
+        for name, (lo, hi, lo_open, hi_open) in _BOUNDS.items():
+            v = getattr(self, name)
+            bad = not math.isfinite(v) or (v <= lo if lo_open else v < lo)
+            if hi is not None:
+                bad = bad or (v >= hi if hi_open else v > hi)
+            if bad:
+                interval = (
+                    ("(" if lo_open else "[")
+                    + f"{lo}, "
+                    + (f"{hi}" + (")" if hi_open else "]") if hi is not None else "inf)")
+                )
+                raise ValueError(f"{name} = {v} is out of range: it must be in {interval}")
 
     @classmethod
     def from_dict(cls, d: dict | None, path=None) -> Params:

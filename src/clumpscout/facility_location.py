@@ -131,15 +131,15 @@ def _key_less(boxes, cls, i, j):
 
 
 @numba.njit(cache=True, inline="always")
-def _sort_prefix(x, n):
-    """Sort x[:n] in place (insertion sort: the arrays are short)."""
+def _sort_prefix(x, r, n):
+    """Sort x[r, :n] in place (insertion sort: the arrays are short)."""
     for i in range(1, n):
-        v = x[i]
+        v = x[r, i]
         j = i - 1
-        while j >= 0 and x[j] > v:
-            x[j + 1] = x[j]
+        while j >= 0 and x[r, j] > v:
+            x[r, j + 1] = x[r, j]
             j -= 1
-        x[j + 1] = v
+        x[r, j + 1] = v
 
 
 @numba.njit(cache=True)
@@ -172,67 +172,68 @@ def _less_tie(x, dx, ix, y, dy, iy):
 
 
 @numba.njit(cache=True, inline="always")
-def _select(lam, f, n0, d0, D, min_eff, ws):
+def _select(lam, f, n0, d0, D, min_eff, wf, wi, wc):
     """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
 
     Per classification k the cheaper option (``v = a_k − lam`` for the best unconnected city,
     ``v = −s_k`` for the best switcher; a tie goes to the city) takes part when it offers
     something (``v ≤ 0`` for a city, ``v < 0`` for a switcher); if the star is then smaller
     than ``min_eff`` the smallest remaining ``v`` are added (forced participants).
-    Writes part[k] (0 none, 1 city, 2 switcher); returns (g, slope magnitude, n_free).
+    Writes wi[2, k] (0 none, 1 city, 2 switcher); returns (g, slope magnitude, n_free).
     """
-    a, ai, s, si, bp, cnt, part, vv = ws
-    K = a.shape[0]
+    K = wf.shape[1]
     gf = f
     g = n0 - d0 * lam
     slope = d0
     nsel = 0
     for k in range(K):
-        part[k] = 0
-        vc = a[k] - lam if ai[k] >= 0 else _INF
-        vs = -s[k] if si[k] >= 0 else _INF
-        if ai[k] >= 0 and vc <= vs:
-            vv[k] = vc
+        wi[2, k] = 0
+        vc = wf[0, k] - lam if wi[0, k] >= 0 else _INF
+        vs = -wf[1, k] if wi[1, k] >= 0 else _INF
+        if wi[0, k] >= 0 and vc <= vs:
+            wf[3, k] = vc
             if vc <= 0.0:
-                part[k] = 1
-        elif si[k] >= 0:
-            vv[k] = vs
+                wi[2, k] = 1
+        elif wi[1, k] >= 0:
+            wf[3, k] = vs
             if vs < 0.0:
-                part[k] = 2
+                wi[2, k] = 2
         else:
-            vv[k] = _INF
-        if part[k] > 0:
-            g += vv[k]
+            wf[3, k] = _INF
+        if wi[2, k] > 0:
+            g += wf[3, k]
             nsel += 1
-            if part[k] == 1:
+            if wi[2, k] == 1:
                 slope += 1.0
     need = min_eff - 1 - nsel
     while need > 0:
         kb = _NO
         for k in range(K):
-            if part[k] != 0 or not (vv[k] < _INF):
+            if wi[2, k] != 0 or not (wf[3, k] < _INF):
                 continue
             if kb < 0:
                 kb = k
                 continue
-            qk = ai[k] if (ai[k] >= 0 and a[k] - lam <= vv[k]) else si[k]
-            qb = ai[kb] if (ai[kb] >= 0 and a[kb] - lam <= vv[kb]) else si[kb]
-            if _less_tie(vv[k], D[gf, qk], qk, vv[kb], D[gf, qb], qb):
+            qk = wi[0, k] if (wi[0, k] >= 0 and wf[0, k] - lam <= wf[3, k]) else wi[1, k]
+            qb = wi[0, kb] if (wi[0, kb] >= 0 and wf[0, kb] - lam <= wf[3, kb]) else wi[1, kb]
+            if _less_tie(wf[3, k], D[gf, qk], qk, wf[3, kb], D[gf, qb], qb):
                 kb = k
         if kb < 0:
             return _INF, 0.0, nsel
-        if ai[kb] >= 0 and a[kb] - lam <= vv[kb]:
-            part[kb] = 1
+        if wi[0, kb] >= 0 and wf[0, kb] - lam <= wf[3, kb]:
+            wi[2, kb] = 1
             slope += 1.0
         else:
-            part[kb] = 2
-        g += vv[kb]
+            wi[2, kb] = 2
+        g += wf[3, kb]
         need -= 1
     return g, slope, nsel
 
 
 @numba.njit(cache=True)
-def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws):
+def _eval_open(
+    f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, wf, wi, wc
+):
     """Opening time of closed facility ``f`` (event O) at current time ``t``.
 
     The time is the smallest ``tau >= t`` with ``g(tau) <= 0``, where
@@ -243,18 +244,17 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
     g is concave and non-increasing, so the root is exact: first without forced members
     (the plain JMS event), then, if that star is too small, by Newton steps from the right.
 
-    Fills the scratch ``ws`` with the per-classification candidates (a, ai: best unconnected
+    Fills the scratch ``wf, wi, wc`` with the per-classification candidates (a, ai: best unconnected
     city; s, si: best allowed switcher, its saving may be negative) and, through
     :func:`_select`, the participants at tau. Returns (tau, tie_key, forced): tau = inf when
     f cannot open; forced = the star needs members that offer nothing (or it cannot open).
     """
-    a, ai, s, si, bp, cnt, part, vv = ws
-    K = a.shape[0]
+    K = wf.shape[1]
     for k in range(K):
-        a[k] = _INF
-        ai[k] = -1
-        s[k] = -_INF
-        si[k] = -1
+        wf[0, k] = _INF
+        wi[0, k] = -1
+        wf[1, k] = -_INF
+        wi[1, k] = -1
     gf = f
     kf = lc[f]
     if city[f]:
@@ -281,41 +281,45 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
             continue
         stq = st[q]
         if stq == _UNCONN:
-            if ai[k] < 0 or _less_tie(w, D[gf, gq], q, a[k], D[gf, ai[k]], ai[k]):
-                a[k] = w
-                ai[k] = q
+            if wi[0, k] < 0 or _less_tie(w, D[gf, gq], q, wf[0, k], D[gf, wi[0, k]], wi[0, k]):
+                wf[0, k] = w
+                wi[0, k] = q
         elif stq == _ST_DUMMY or (stq >= 0 and stq != q):
             if stq >= 0 and size[stq] - 1 < min_eff:
                 continue
             sav = cur[q] - w
-            if si[k] < 0 or _less_tie(-sav, D[gf, gq], q, -s[k], D[gf, si[k]], si[k]):
-                s[k] = sav
-                si[k] = q
+            if wi[1, k] < 0 or _less_tie(-sav, D[gf, gq], q, -wf[1, k], D[gf, wi[1, k]], wi[1, k]):
+                wf[1, k] = sav
+                wi[1, k] = q
     # joint allowance: a real cluster keeps at least min_eff boxes after the switches
     any_real = False
     for k in range(K):
-        if si[k] >= 0 and st[si[k]] >= 0:
-            cnt[st[si[k]]] += 1
+        if wi[1, k] >= 0 and st[wi[1, k]] >= 0:
+            wc[st[wi[1, k]]] += 1
             any_real = True
     if any_real:
         for k in range(K):
-            if si[k] >= 0 and st[si[k]] >= 0:
-                g = st[si[k]]
-                while cnt[g] > size[g] - min_eff:
+            if wi[1, k] >= 0 and st[wi[1, k]] >= 0:
+                g = st[wi[1, k]]
+                while wc[g] > size[g] - min_eff:
                     # drop the switcher from g with the smallest saving (last canonical on ties)
                     kk = _NO
                     for k2 in range(K):
-                        if si[k2] >= 0 and st[si[k2]] == g:
-                            if kk < 0 or s[k2] < s[kk] or (s[k2] == s[kk] and si[k2] > si[kk]):
+                        if wi[1, k2] >= 0 and st[wi[1, k2]] == g:
+                            if (
+                                kk < 0
+                                or wf[1, k2] < wf[1, kk]
+                                or (wf[1, k2] == wf[1, kk] and wi[1, k2] > wi[1, kk])
+                            ):
                                 kk = k2
-                    s[kk] = -_INF
-                    si[kk] = -1
-                    cnt[g] -= 1
+                    wf[1, kk] = -_INF
+                    wi[1, kk] = -1
+                    wc[g] -= 1
         for q in range(m):
-            cnt[q] = 0
+            wc[q] = 0
     navail = 0
     for k in range(K):
-        if ai[k] >= 0 or si[k] >= 0:
+        if wi[0, k] >= 0 or wi[1, k] >= 0:
             navail += 1
     if navail + 1 < min_eff:
         return _INF, 0.0, True
@@ -324,14 +328,13 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
     nb = 0
     for k in range(K):
         sp = 0.0
-        if si[k] >= 0 and s[k] > 0.0:
-            sp = s[k]
+        if wi[1, k] >= 0 and wf[1, k] > 0.0:
+            sp = wf[1, k]
             ssum += sp
-        if ai[k] >= 0:
-            bp[nb] = a[k] + sp
+        if wi[0, k] >= 0:
+            wf[2, nb] = wf[0, k] + sp
             nb += 1
-    _sort_prefix(bp, nb)
-    bps = bp
+    _sort_prefix(wf, 2, nb)
     A = n0 - ssum
     if A <= 0.0:
         tau = t
@@ -343,18 +346,18 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
         for i in range(nb):
             if slope > 0.0:
                 tc = (A + acc) / slope
-                if tc <= bps[i]:
+                if tc <= wf[2, i]:
                     tau = tc
                     done = True
                     break
             slope += 1.0
-            acc += bps[i]
+            acc += wf[2, i]
         if not done and slope > 0.0:
             tau = (A + acc) / slope
         tau = max(t, tau)
     if not (tau < _INF):
         return _INF, 0.0, True
-    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
+    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
     forced = nfree + 1 < min_eff
     if forced:
         # the plain star is too small: add forced members; g is concave and decreasing
@@ -365,16 +368,16 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
                 far = 0.0
                 smax = 0.0
                 for k in range(K):
-                    if ai[k] >= 0 and a[k] > far:
-                        far = a[k]
-                    if si[k] >= 0 and s[k] > smax:
-                        smax = s[k]
+                    if wi[0, k] >= 0 and wf[0, k] > far:
+                        far = wf[0, k]
+                    if wi[1, k] >= 0 and wf[1, k] > smax:
+                        smax = wf[1, k]
                 tau = max(tau, far + smax + 1.0)
-            g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
+            g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
             if g > 0.0:
                 if slope > 0.0:
                     tau = tau + g / slope
-                    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, ws)
+                    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
                 if g > 1e-9 * (1.0 + abs(n0)):
                     return _INF, 0.0, True
         # Newton steps towards the root from the right (exact on each linear piece)
@@ -386,17 +389,17 @@ def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy
                 tn = t
             if tn >= tau:
                 break
-            gn, sn, nf = _select(tn, f, n0, d0, D, min_eff, ws)
+            gn, sn, nf = _select(tn, f, n0, d0, D, min_eff, wf, wi, wc)
             if gn > 1e-12 * (1.0 + abs(n0)):
                 break
             tau, g, slope = tn, gn, sn
-        _select(tau, f, n0, d0, D, min_eff, ws)
+        _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
     key = 0.0
     for k in range(K):
-        if part[k] == 1:
-            key += D[gf, ai[k]]
-        elif part[k] == 2:
-            key += D[gf, si[k]]
+        if wi[2, k] == 1:
+            key += D[gf, wi[0, k]]
+        elif wi[2, k] == 2:
+            key += D[gf, wi[1, k]]
     return tau, key, forced
 
 
@@ -410,27 +413,24 @@ def _cand(f, fac, isopen, st):
 
 @numba.njit(cache=True, inline="always")
 def _refresh(
-    f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws,
+    f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, wf, wi, wc,
     stored_t, stored_k, forced, fresh, pmat,
 ):  # fmt: skip
     """Re-evaluate the opening time of f and remember who takes part in its star."""
     tau, key, frc = _eval_open(
-        f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws
+        f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, wf, wi, wc
     )
     stored_t[f] = tau
     stored_k[f] = key
     forced[f] = frc
     fresh[f] = True
-    ai = ws[1]
-    si = ws[3]
-    part = ws[6]
     for q in range(m):
         pmat[f, q] = False
-    for k in range(part.shape[0]):
-        if part[k] == 1:
-            pmat[f, ai[k]] = True
-        elif part[k] == 2:
-            pmat[f, si[k]] = True
+    for k in range(wf.shape[1]):
+        if wi[2, k] == 1:
+            pmat[f, wi[0, k]] = True
+        elif wi[2, k] == 2:
+            pmat[f, wi[1, k]] = True
 
 
 @numba.njit(cache=True, inline="always")
@@ -524,16 +524,10 @@ def _greedy_component(
         dum[p] = dum_sub[g]
         marg[p] = marg_sub[g]
         st[p] = _UNCONN if city[p] else _ST_NONE
-    ws = (
-        np.empty(K),
-        np.empty(K, np.int64),
-        np.empty(K),
-        np.empty(K, np.int64),
-        np.empty(K),
-        np.zeros(m, np.int64),
-        np.zeros(K, np.int64),
-        np.empty(K),
-    )
+    # scratch of the star evaluation: wf rows a, s, breakpoints, v; wi rows ai, si, part
+    wf = np.empty((4, K))
+    wi = np.zeros((3, K), np.int64)
+    wc = np.zeros(m, np.int64)
     opened = np.empty(m, np.int64)  # open facilities, in opening order
     n_open = 0
     # stored opening times: lower bounds (exact when fresh). Start from the bound
@@ -566,7 +560,8 @@ def _greedy_component(
     pmat = np.zeros((m, m), np.bool_)  # pmat[f, q]: q takes part in f's stored star
     t = 0.0
     while True:
-        # ---- the next opening (event O), lazily: the fresh minimum of the stored times
+        # ---- the next opening (event O), lazily: the fresh minimum of the stored times;
+        # candidates tied with it in time must be fresh too (for the tie-break)
         while True:
             fb = _NO
             for f in range(m):
@@ -576,26 +571,23 @@ def _greedy_component(
                     fb = f
             if fb < 0:
                 break
+            target = _NO
             if not fresh[fb]:
-                _refresh(
-                    fb, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
-                    min_eff, ws, stored_t, stored_k, forced, fresh, pmat,
-                )  # fmt: skip
-                continue
-            if not (stored_t[fb] < _INF):
-                fb = _NO
+                target = fb
+            elif stored_t[fb] < _INF:
+                for f in range(m):
+                    if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
+                        if _cand(f, fac, isopen, st):
+                            target = f
+                            break
+            if target < 0:
                 break
-            redo = False  # candidates tied in time must be fresh for the tie-break
-            for f in range(m):
-                if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
-                    if _cand(f, fac, isopen, st):
-                        _refresh(
-                            f, t, m, W, D, lc, city, st, cur, size, F, dum, marg,
-                            allow_dummy, min_eff, ws, stored_t, stored_k, forced, fresh, pmat,
-                        )  # fmt: skip
-                        redo = True
-            if not redo:
-                break
+            _refresh(
+                target, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy,
+                min_eff, wf, wi, wc, stored_t, stored_k, forced, fresh, pmat,
+            )  # fmt: skip
+        if fb >= 0 and not (stored_t[fb] < _INF):
+            fb = _NO
         t_open = stored_t[fb] if fb >= 0 else _INF
         # ---- connections (events A) due before that opening, in time order
         n_exec = 0
@@ -665,12 +657,9 @@ def _greedy_component(
             continue
         if fb < 0:
             break
-        # ---- open fb with its star
+        # ---- open fb with its star (fb is fresh: pmat[fb] lists the star's members)
         f = fb
         t = t_open
-        _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, ws)
-        a, ai, s, si, _bp, _cnt, part, _vv = ws
-        gf = f
         _invalidate(f, m, fac, isopen, st, forced, fresh, pmat)
         isopen[f] = True
         opened[n_open] = f
@@ -679,29 +668,22 @@ def _greedy_component(
         size[f] = 1
         has[f, lc[f]] = True
         if city[f]:
-            cur[f] = W[gf, gf]
-        for k in range(K):
-            if part[k] == 1:
-                q = ai[k]
-                _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
-                st[q] = f
-                cur[q] = a[k]
-            elif part[k] == 2:
-                q = si[k]
-                _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
-                g = st[q]
-                if g >= 0:
-                    size[g] -= 1
-                    has[g, k] = False
-                    # the rest of g may no longer be allowed to switch
-                    for r in range(m):
-                        if st[r] == g and r != g:
-                            _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
-                st[q] = f
-                cur[q] = W[gf, q]
-            else:
+            cur[f] = W[f, f]
+        for q in range(m):
+            if not pmat[f, q]:
                 continue
-            has[f, k] = True
+            _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+            g = st[q]
+            if g >= 0:  # a switcher from cluster g
+                size[g] -= 1
+                has[g, lc[q]] = False
+                # the rest of g may no longer be allowed to switch
+                for r in range(m):
+                    if st[r] == g and r != g:
+                        _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
+            st[q] = f
+            cur[q] = W[f, q]
+            has[f, lc[q]] = True
             size[f] += 1
     for p in range(m):
         if st[p] >= 0:

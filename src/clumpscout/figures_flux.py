@@ -182,6 +182,7 @@ def plot_flux_vs_pfp(
             "low_over_high": float(lo.mean() / hi.mean()) if lo.size and hi.size else None,
         }
     ax_f.set_yscale("log")
+    ax_f.set_xlim(-0.02, 1.02)
     ax_f.set_xlabel(SYM["p_fp"])
     ax_f.set_ylabel("flux (scaled, subject px$^2$)")
     ax_f.legend(fontsize=8)
@@ -202,6 +203,7 @@ def plot_flux_vs_pfp(
     if every.size:
         lo, hi = np.quantile(every, [0.01, 0.99])
         ax_r.set_ylim(lo - 0.05 * (hi - lo), hi + 0.05 * (hi - lo))
+    ax_r.set_xlim(-0.02, 1.02)
     ax_r.set_xlabel(SYM["p_fp"])
     ax_r.set_ylabel("flux ratio (larger = bluer)")
     ax_r.legend(fontsize=8)
@@ -224,7 +226,7 @@ def plot_flux_truth(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> 
             ax_f, groups_f, colours, "r-band flux (scaled, subject px$^2$)", "median"
         ),
         "ratio_g_r": _hist_pair(
-            ax_r, groups_r, colours, "flux ratio g / r (larger = bluer)", "median"
+            ax_r, groups_r, colours, "flux ratio g / r (larger = bluer)", "median", log=False
         ),
     }
     ax_f.legend(fontsize=8)

@@ -10,9 +10,9 @@ per box and band:
 
 - ``flux_nmgy_g`` …: the light in the box on the native grid (box corners ×
   side/400, pixels weighted by their overlap with the box), minus the local
-  background: the median pixel of the ring between the box and a box
-  ``bg_factor`` (2) times larger (the galaxy's disc under a clump, and the sky),
-  times the box area. Nanomaggies. ``bg_nmgy_g`` … is that background per pixel.
+  background: the 3-sigma-clipped mean pixel of the ring between the box and a
+  box ``bg_factor`` (2) times larger (the galaxy's disc under a clump, and the
+  sky), times the box area. Nanomaggies. ``bg_nmgy_g`` … is that background per pixel.
 - ``flux_g`` …: ``flux_nmgy`` scaled like the band of the subject images,
   ``asinh(Q · (F/β − m) / α) / Q`` with the band's β (§2.2, SPEC 4), not clipped
   (a box holds more than one pixel's worth). The figures use these.
@@ -45,6 +45,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy.stats import sigmaclip
 
 from clumpscout.cutouts import (
     BANDS,
@@ -96,8 +97,10 @@ def box_sum(image: np.ndarray, x1: float, y1: float, x2: float, y2: float) -> tu
 def local_background(
     image: np.ndarray, x1: float, y1: float, x2: float, y2: float, factor: float = 2.0
 ) -> float:
-    """Median of the pixels whose centres lie in the box scaled by ``factor`` about its
-    centre but not in the box itself (NaN ignored); 0 if there are none."""
+    """Mean of the pixels whose centres lie in the box scaled by ``factor`` about its
+    centre but not in the box itself, after 3-sigma clipping (neighbouring clumps and
+    stars; NaN ignored); 0 if there are none. The mean, not the median: on a galaxy's
+    convex light profile the median of the ring falls below the mean under the box."""
     ny, nx = image.shape
     cx, cy = (x1 + x2) / 2.0, (y1 + y2) / 2.0
     hx, hy = (x2 - x1) / 2.0, (y2 - y1) / 2.0
@@ -112,7 +115,9 @@ def local_background(
     ring = ~(in_y[:, None] & in_x[None, :])
     vals = image[r0:r1, c0:c1][ring]
     vals = vals[np.isfinite(vals)]
-    return float(np.median(vals)) if vals.size else 0.0
+    if vals.size == 0:
+        return 0.0
+    return float(sigmaclip(vals, 3.0, 3.0).clipped.mean())
 
 
 def bgsub_sum(

@@ -119,12 +119,16 @@ def scaled_inv_chi2_mode(n_chi: float, sigma2_0: float, sum_sq, n) -> np.ndarray
 def volunteer_skills(counts: SkillCounts, p) -> Skills:
     """Skills from accumulated counts: eq. prob_fp, prob_fn (SPEC 15), volunteer_variance (SPEC 14).
 
+    With no trials the estimates are the initial values of §5.2: p0_fp, p0_fn, σ²_V,0.
+
     ``p`` carries the hyper-parameters (``p0_fp, n_beta_fp, p0_fn, n_beta_fn,
     sigma2_0_V, n_chi_V``; :class:`clumpscout.aggregate.Params`).
     """
     p_fp = beta_posterior_mean(p.n_beta_fp, p.p0_fp, counts.n_fp, counts.n_boxes)
     p_fn = beta_posterior_mean(p.n_beta_fn, p.p0_fn, counts.n_fn, counts.n_tp + counts.n_fn)
     sigma2 = scaled_inv_chi2_mode(p.n_chi_V, p.sigma2_0_V, counts.sum_d2, counts.n_tp)
+    # a volunteer without any true positive yet keeps the initial value σ²_V,0 (§5.2)
+    sigma2 = np.where(np.asarray(counts.n_tp) > 0, sigma2, p.sigma2_0_V)
     return Skills(p_fp=p_fp, p_fn=p_fn, sigma2=sigma2)
 
 

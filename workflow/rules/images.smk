@@ -7,43 +7,15 @@
 # (clumpscout.figures_flux). images.real_demo adds cutouts of the real SDSS frames in
 # ../shared (field 2583/2/136 and HCG 88).
 
-IMG = f"{RESULTS}/images"
-IMGCFG = section("images")
-IMG_CAT = "8. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
-PHOT_N = int(IMGCFG.get("photometry_n", 20))
-CUTOUT_KEYS = (
-    "channels",
-    "asinh_Q",
-    "asinh_alpha",
-    "asinh_m",
-    "beta",
-    "resample_order",
-    "resize_filter",
-    "png_compress_level",
-    "band_fits",
-)
-GEOMETRY_KEYS = ("native_scale", "image_size", "min_side", "r90_factor")
 
-
-def cutout_cfg():
-    """The image settings of the cutouts (images section) and the geometry (subjects section)."""
-    cfg = {k: IMGCFG[k] for k in CUTOUT_KEYS if k in IMGCFG}
-    cfg.update({k: v for k, v in section("subjects").items() if k in GEOMETRY_KEYS})
-    return cfg
-
-
-def distractors_input():
-    """truth_distractors.csv as an input if the simulate rule declares it."""
-    path = universe("truth_distractors.csv")
-    declared = path in [str(f) for f in rules.simulate.output]
-    return {"distractors": path} if declared else {}
+include: "images_common.smk"
 
 
 if IMAGES:
 
     rule render_frames:
         input:
-            **distractors_input(),
+            distractors=universe("truth_distractors.csv"),
             galaxies=universe("galaxies.csv"),
             truth=universe("truth_clumps.csv"),
             subjects=f"{RESULTS}/subjects/subjects.parquet",
@@ -61,7 +33,6 @@ if IMAGES:
             runtime=20,
         params:
             render=dict(IMGCFG.get("render") or {}),
-            distractors=universe("truth_distractors.csv"),
             seed=seed_for("render"),
             code=code_digest("render", "cutouts", "subjects"),
         script:
@@ -69,7 +40,7 @@ if IMAGES:
 
     rule cutouts:
         input:
-            **distractors_input(),
+            distractors=universe("truth_distractors.csv"),
             frames=f"{IMG}/sim/frames",
             truth=universe("truth_clumps.csv"),
         output:
@@ -95,7 +66,6 @@ if IMAGES:
             runtime=30,
         params:
             cutouts=cutout_cfg(),
-            distractors=universe("truth_distractors.csv"),
             montage=int(IMGCFG.get("montage_subjects", 12)),
             dpi=section("figures").get("dpi", 150),
             code=code_digest("cutouts", "subjects", "figures_flux", "figures"),
@@ -104,7 +74,7 @@ if IMAGES:
 
     rule photometry_truth:
         input:
-            **distractors_input(),
+            distractors=universe("truth_distractors.csv"),
             table=f"{IMG}/sim/cutouts.parquet",
             bands=f"{IMG}/sim/bands.npy",
             truth=universe("truth_clumps.csv"),
@@ -121,7 +91,6 @@ if IMAGES:
             mem_mb=2000,
             runtime=20,
         params:
-            distractors=universe("truth_distractors.csv"),
             bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
             code=code_digest("photometry", "cutouts", "subjects"),
         script:
@@ -162,28 +131,11 @@ if IMAGES:
 
         FLUX_TABLES["labels"] = f"{IMG}/photometry/n{PHOT_N}.parquet"
 
-        def flux_outputs():
-            names = ["flux_truth"]
-            if "labels" in FLUX_TABLES:
-                names = ["flux_vs_pfp", "flux_truth"]
-                if HAS_EXPERTS:
-                    names = ["flux_true_false"] + names
-            out = {}
-            for name in names:
-                out[f"{name}_png"] = report(
-                    f"{RESULTS}/figures/{name}.png",
-                    caption=f"../report/{name}.rst",
-                    category=IMG_CAT,
-                )
-                out[f"{name}_pdf"] = f"{RESULTS}/figures/{name}.pdf"
-                out[f"{name}_json"] = f"{RESULTS}/figures/{name}.json"
-            return out
-
     rule flux_figures:
         input:
             **FLUX_TABLES,
         output:
-            **flux_outputs(),
+            **flux_outputs("labels" in FLUX_TABLES),
         log:
             f"{RESULTS}/logs/images/flux_figures.log",
         conda:
