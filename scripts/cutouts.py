@@ -16,11 +16,8 @@ def _run(sm):
     meta, _ = make_cutouts(
         frames, frames / "frames.csv", out, dict(sm.params.cutouts), workers=int(sm.threads)
     )
-    dist = sm.input.get("distractors")
-    distractors = pd.read_csv(dist) if dist and Path(dist).exists() else None
-    items = montage_items(
-        meta, out, int(sm.params.montage), pd.read_csv(sm.input.truth), distractors
-    )
+    truth, distractors = pd.read_csv(sm.input.truth), pd.read_csv(sm.input.distractors)
+    items = montage_items(meta, out, int(sm.params.montage), truth, distractors)
     plot_subject_montage(items, Path(sm.output.montage).with_suffix(""), dpi=int(sm.params.dpi))
 
 

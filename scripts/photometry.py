@@ -22,12 +22,11 @@ def _run(sm):
         )
         report["n"] = int(sm.params.n)
     else:
-        dist = sm.input.get("distractors")
         table, report = photometry_truth(
             pd.read_csv(sm.input.truth),
             pd.read_parquet(sm.input.subjects),
             cutouts,
-            pd.read_csv(dist) if dist and Path(dist).exists() else None,
+            pd.read_csv(sm.input.distractors),
             float(sm.params.bg_factor),
         )
     write_parquet(table, sm.output.table)

@@ -119,7 +119,7 @@ _NO = np.int64(-1)  # 'no index' (typed int64, not a literal, for numba)
 # ----------------------------------------------------------------------------------------
 # numba kernels
 # ----------------------------------------------------------------------------------------
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _key_less(boxes, cls, i, j):
     """Canonical order of rows: (x1, y1, x2, y2, cls)."""
     for c in range(4):
@@ -130,7 +130,7 @@ def _key_less(boxes, cls, i, j):
     return cls[i] < cls[j]
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _sort_prefix(x, r, n):
     """Sort x[r, :n] in place (insertion sort: the arrays are short)."""
     for i in range(1, n):
@@ -157,7 +157,7 @@ def _canonical_order(boxes, cls, lo, hi):
     return order
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _less_tie(x, dx, ix, y, dy, iy):
     """(x, dx, ix) < (y, dy, iy) lexicographically."""
     if x < y:
@@ -171,7 +171,7 @@ def _less_tie(x, dx, ix, y, dy, iy):
     return ix < iy
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _select(lam, f, n0, d0, D, min_eff, wf, wi, wc):
     """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
 
@@ -261,7 +261,7 @@ def _eval_open(
         if st[f] == _UNCONN:
             n0 = F[f] + W[gf, gf]
             d0 = 1.0
-        else:  # connected to the dummy: forced switch to itself
+        else:  # connected to the dummy or a member of a cluster: forced switch to itself
             n0 = F[f] - (cur[f] - W[gf, gf])
             d0 = 0.0
     else:
@@ -293,6 +293,9 @@ def _eval_open(
                 wi[1, k] = q
     # joint allowance: a real cluster keeps at least min_eff boxes after the switches
     any_real = False
+    if st[f] >= 0:  # f itself leaves its cluster
+        wc[st[f]] += 1
+        any_real = True
     for k in range(K):
         if wi[1, k] >= 0 and st[wi[1, k]] >= 0:
             wc[st[wi[1, k]]] += 1
@@ -312,6 +315,8 @@ def _eval_open(
                                 or (wf[1, k2] == wf[1, kk] and wi[1, k2] > wi[1, kk])
                             ):
                                 kk = k2
+                    if kk < 0:
+                        break
                     wf[1, kk] = -_INF
                     wi[1, kk] = -1
                     wc[g] -= 1
@@ -404,14 +409,16 @@ def _eval_open(
 
 
 @numba.njit(cache=True, inline="always")
-def _cand(f, fac, isopen, st):
+def _cand(f, fac, isopen, st, size, min_eff):
     """Can box f still be opened as a facility by the greedy?"""
-    return (
-        fac[f] and not isopen[f] and (st[f] == _UNCONN or st[f] == _ST_DUMMY or st[f] == _ST_NONE)
-    )
+    if not fac[f] or isopen[f]:
+        return False
+    g = st[f]
+    # a member of a cluster may leave it to become a facility if the cluster stays big enough
+    return g < 0 or size[g] - 1 >= min_eff
 
 
-@numba.njit(cache=True, inline="always")
+@numba.njit(cache=True)
 def _refresh(
     f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, wf, wi, wc,
     stored_t, stored_k, forced, fresh, pmat,
@@ -448,7 +455,9 @@ def _invalidate(q, m, fac, isopen, st, forced, fresh, pmat):
 
 
 @numba.njit(cache=True)
-def _mark_grown(g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced, stored_t, fresh):
+def _mark_grown(
+    g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, size, min_eff, forced, stored_t, fresh
+):
     """Cluster g grew beyond ``min_eff`` boxes, so its members may now switch: the opening
     time of a closed facility f may drop if a member would save by moving to f (or, when f's
     star needs forced members, if a member could join f at all). Reset those to t (stale).
@@ -456,7 +465,7 @@ def _mark_grown(g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced
     time was reset."""
     hit = False
     for f in range(m):
-        if stored_t[f] <= t or not _cand(f, fac, isopen, st):
+        if stored_t[f] <= t or not _cand(f, fac, isopen, st, size, min_eff):
             continue
         gf = f
         for q in range(m):
@@ -471,6 +480,54 @@ def _mark_grown(g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced
                 hit = True
                 break
     return hit
+
+
+@numba.njit(cache=True)
+def _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F):
+    """Without the dummy, place each city the greedy left unconnected (it cannot be a
+    facility and every cluster it could join holds its classification already): evict the
+    box r of that classification from a cluster p (r opens its own facility, or joins another
+    cluster with a free slot) and put the city in its place, at the smallest cost increase."""
+    for q in range(m):
+        if st[q] != _UNCONN:
+            continue
+        k = lc[q]
+        best = _INF
+        bp = _NO
+        br = _NO
+        bdest = _NO
+        for p in range(m):
+            if not isopen[p] or not (W[p, q] < _INF):
+                continue
+            r = _NO
+            for x in range(m):
+                if st[x] == p and x != p and lc[x] == k:
+                    r = x
+                    break
+            if r < 0:
+                continue
+            if fac[r]:  # r becomes a facility of its own
+                c = W[p, q] + F[r] + W[r, r] - cur[r]
+                if c < best:
+                    best, bp, br, bdest = c, p, r, r
+            for p2 in range(m):
+                if p2 != p and isopen[p2] and not has[p2, k] and W[p2, r] < _INF:
+                    c = W[p, q] + W[p2, r] - cur[r]
+                    if c < best:
+                        best, bp, br, bdest = c, p, r, p2
+        if bp < 0:
+            continue
+        st[br] = bdest
+        cur[br] = W[bdest, br]
+        if bdest == br:
+            isopen[br] = True
+            size[br] = 1
+            has[br, k] = True
+        else:
+            has[bdest, k] = True
+            size[bdest] += 1
+        st[q] = bp
+        cur[q] = W[bp, q]
 
 
 @numba.njit(cache=True)
@@ -565,7 +622,7 @@ def _greedy_component(
         while True:
             fb = _NO
             for f in range(m):
-                if not _cand(f, fac, isopen, st):
+                if not _cand(f, fac, isopen, st, size, min_eff):
                     continue
                 if fb < 0 or _less_tie(stored_t[f], stored_k[f], f, stored_t[fb], stored_k[fb], fb):
                     fb = f
@@ -577,7 +634,7 @@ def _greedy_component(
             elif stored_t[fb] < _INF:
                 for f in range(m):
                     if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
-                        if _cand(f, fac, isopen, st):
+                        if _cand(f, fac, isopen, st, size, min_eff):
                             target = f
                             break
             if target < 0:
@@ -646,8 +703,8 @@ def _greedy_component(
                 has[p, lc[q]] = True
                 size[p] += 1
                 if size[p] > min_eff and _mark_grown(
-                    p, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, forced,
-                    stored_t, fresh,
+                    p, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, size, min_eff,
+                    forced, stored_t, fresh,
                 ):  # fmt: skip
                     break
             else:
@@ -661,6 +718,13 @@ def _greedy_component(
         f = fb
         t = t_open
         _invalidate(f, m, fac, isopen, st, forced, fresh, pmat)
+        g = st[f]
+        if g >= 0:  # f leaves the cluster it was a member of
+            size[g] -= 1
+            has[g, lc[f]] = False
+            for r in range(m):
+                if st[r] == g and r != g and r != f:
+                    _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
         isopen[f] = True
         opened[n_open] = f
         n_open += 1
@@ -685,6 +749,8 @@ def _greedy_component(
             cur[q] = W[f, q]
             has[f, lc[q]] = True
             size[f] += 1
+    if not allow_dummy:
+        _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F)
     for p in range(m):
         if st[p] >= 0:
             out_local[comp[p]] = comp[st[p]]

@@ -12,8 +12,9 @@
 - :func:`plot_subject_montage` — subject PNGs in a grid with their side, PSF FWHM
   in subject px and (simulated subjects) the true clumps and distractors marked.
 
-Fluxes are summed over the box on the bands as shown in the subject image (SPEC
-4 scaling); ratios g/r, r/i, g/i are larger for bluer clumps. Every function
+Fluxes are the ``flux_g/r/i`` columns of :mod:`clumpscout.photometry`: the
+background-subtracted light in the box, asinh-scaled with the band's β like the
+subject images (SPEC 4); ratios g/r, r/i, g/i of those are larger for bluer clumps. Every function
 follows :mod:`clumpscout.figures`' conventions: DataFrames in, an output stem,
 ``<stem>.png`` and ``<stem>.pdf`` written without dates, a dict of the plotted
 numbers returned (stored as ``<stem>.json`` by :func:`build`).
@@ -56,8 +57,8 @@ def _lin_edges(*arrays: np.ndarray, n: int = 30) -> np.ndarray:
     vals = np.concatenate([a for a in arrays if a.size]) if any(a.size for a in arrays) else []
     if len(vals) == 0:
         return np.linspace(0.0, 2.0, n + 1)
-    lo, hi = np.quantile(vals, [0.005, 0.995])
-    pad = 0.01 * max(hi - lo, abs(hi), 1e-3)
+    lo, hi = np.quantile(vals, [0.02, 0.98])
+    pad = 0.05 * max(hi - lo, 1e-3)
     return np.linspace(lo - pad, hi + pad, n + 1)
 
 
@@ -115,7 +116,7 @@ def plot_flux_true_false(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150
                 "false positive": _positive(fp[f"flux_{b}"]),
             },
             colours,
-            f"{b}-band flux (scaled, subject px$^2$)",
+            f"{b}-band flux (asinh-scaled like the image)",
             "mean",
         )
         m_tp, m_fp = s["true positive"]["mean"], s["false positive"]["mean"]
@@ -184,7 +185,7 @@ def plot_flux_vs_pfp(
     ax_f.set_yscale("log")
     ax_f.set_xlim(-0.02, 1.02)
     ax_f.set_xlabel(SYM["p_fp"])
-    ax_f.set_ylabel("flux (scaled, subject px$^2$)")
+    ax_f.set_ylabel("flux (asinh-scaled like the image)")
     ax_f.legend(fontsize=8)
     colours = dict(zip(RATIOS, ("tab:blue", "tab:orange", "tab:gray"), strict=True))
     for r in RATIOS:
@@ -223,7 +224,7 @@ def plot_flux_truth(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> 
     groups_r = {s: _positive(phot.loc[phot["source"] == s, "ratio_g_r"]) for s in sources}
     stats = {
         "flux_r": _hist_pair(
-            ax_f, groups_f, colours, "r-band flux (scaled, subject px$^2$)", "median"
+            ax_f, groups_f, colours, "r-band flux (asinh-scaled like the image)", "median"
         ),
         "ratio_g_r": _hist_pair(
             ax_r, groups_r, colours, "flux ratio g / r (larger = bluer)", "median", log=False

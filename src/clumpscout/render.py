@@ -396,8 +396,13 @@ def render_frames(
     cfg: Mapping | None = None,
     seed: int = 0,
     workers: int = 1,
+    report_path: str | Path | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Render the g, r, i frames of every subject; return (frames index, report).
+
+    Writes the frames, ``frames.csv`` (the index) and ``render_report.json`` to
+    ``out_dir``; with ``report_path`` the report goes there instead and the index
+    beside it as ``frames.csv`` too (the workflow's frames folder is temporary).
 
     ``galaxies``: subject_id, ra, dec, petroR90_r, psffwhm_r (galaxies.csv);
     ``subjects``: subject_id, side_native, image_width (subjects.parquet);
@@ -491,5 +496,9 @@ def render_frames(
             report["n_sources_of_unknown_subjects"],
         )
     write_csv(index, out / "frames.csv")
-    write_json(report, out / "render_report.json")
+    if report_path is not None:
+        write_json(report, report_path)
+        write_csv(index, Path(report_path).with_name("frames.csv"))
+    else:
+        write_json(report, out / "render_report.json")
     return index, report

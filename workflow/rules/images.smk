@@ -21,6 +21,8 @@ if IMAGES:
             subjects=f"{RESULTS}/subjects/subjects.parquet",
         output:
             frames=temp(directory(f"{IMG}/sim/frames")),
+            report=f"{IMG}/sim/render_report.json",
+            index=f"{IMG}/sim/frames.csv",
         log:
             f"{RESULTS}/logs/images/render_frames.log",
         benchmark:
