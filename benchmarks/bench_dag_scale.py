@@ -56,8 +56,13 @@ def read_benchmarks(project: Path) -> list[dict]:
     for tsv in sorted((project / "results/benchmarks").rglob("*.tsv")):
         with tsv.open() as fh:
             for row in csv.DictReader(fh, delimiter="\t"):
-                rows.append({"job": str(tsv.relative_to(project / "results/benchmarks"))[:-4],
-                             "s": float(row["s"]), "max_rss_mb": float(row.get("max_rss") or "nan")})
+                rows.append(
+                    {
+                        "job": str(tsv.relative_to(project / "results/benchmarks"))[:-4],
+                        "s": float(row["s"]),
+                        "max_rss_mb": float(row.get("max_rss") or "nan"),
+                    }
+                )
     return rows
 
 
@@ -71,7 +76,9 @@ def main() -> None:
     for n in args.sizes:
         project = make_project(args.out / f"s{n}", n, args.cores)
         cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--quiet", "progress"]
-        timev = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
+        timev = shutil.which("time") or (
+            "/usr/bin/time" if Path("/usr/bin/time").exists() else None
+        )
         if timev:
             cmd = [timev, "-v", *cmd]
         t0 = time.perf_counter()
@@ -83,8 +90,10 @@ def main() -> None:
         m = re.search(r"Maximum resident set size \(kbytes\): (\d+)", r.stderr)
         peak_tree = int(m.group(1)) / 1024 if m else float("nan")
         rows = read_benchmarks(project)
-        print(f"\n== {n:,} subjects: whole DAG {wall:,.0f} s wall "
-              f"(largest single process peak RSS {peak_tree:,.0f} MB)")
+        print(
+            f"\n== {n:,} subjects: whole DAG {wall:,.0f} s wall "
+            f"(largest single process peak RSS {peak_tree:,.0f} MB)"
+        )
         print(f"{'job':<40} {'s':>8} {'max_rss_MB':>11}")
         for row in sorted(rows, key=lambda r: -r["s"]):
             print(f"{row['job']:<40} {row['s']:>8.1f} {row['max_rss_mb']:>11.0f}")

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 _SRC = Path(__file__).resolve().parents[1] / "src"
 

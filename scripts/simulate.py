@@ -6,7 +6,11 @@ from _common import main
 def _run(sm):
     from clumpscout.simulate import simulate_universe
 
-    simulate_universe(dict(sm.params.simulate), seed=int(sm.params.seed), out_dir=sm.output.classifications.rsplit("/", 1)[0])
+    simulate_universe(
+        dict(sm.params.simulate),
+        seed=int(sm.params.seed),
+        out_dir=sm.output.classifications.rsplit("/", 1)[0],
+    )
 
 
 main(snakemake, _run)  # noqa: F821

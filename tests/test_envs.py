@@ -8,7 +8,6 @@ from importlib import metadata
 
 import pytest
 import yaml
-
 from conftest import REPO
 
 # PyPI name -> conda-forge name where they differ

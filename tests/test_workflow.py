@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -25,7 +24,10 @@ def test_lint_is_clean():
 
 
 def test_snakefmt_clean():
-    files = ["Snakefile", *sorted(str(p.relative_to(REPO)) for p in (REPO / "workflow/rules").glob("*.smk"))]
+    files = [
+        "Snakefile",
+        *sorted(str(p.relative_to(REPO)) for p in (REPO / "workflow/rules").glob("*.smk")),
+    ]
     r = _run([sys.executable, "-m", "snakefmt", "--check", *files])
     assert r.returncode == 0, r.stdout + r.stderr
 
@@ -45,8 +47,20 @@ def test_no_run_blocks_and_every_rule_is_complete():
 
 
 def test_dry_run_default_config_plans_the_data_stages(tmp_path):
-    r = _run([*SNAKEMAKE, "-n", "--quiet", "rules", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"),
-              "--configfile", str(REPO / "config.yaml")])
+    r = _run(
+        [
+            *SNAKEMAKE,
+            "-n",
+            "--quiet",
+            "rules",
+            "-d",
+            str(tmp_path),
+            "-s",
+            str(REPO / "Snakefile"),
+            "--configfile",
+            str(REPO / "config.yaml"),
+        ]
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     for rule in ("simulate", "subjects", "extract", "boxes"):
         assert rule in r.stdout, f"rule {rule} not planned:\n{r.stdout}"
@@ -70,7 +84,18 @@ def test_config_schema_rejects_bad_values(tmp_path, override, complaint):
             cfg[key] = value
     path = tmp_path / "bad.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    r = _run([*SNAKEMAKE, "-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"), "--configfile", str(path)])
+    r = _run(
+        [
+            *SNAKEMAKE,
+            "-n",
+            "-d",
+            str(tmp_path),
+            "-s",
+            str(REPO / "Snakefile"),
+            "--configfile",
+            str(path),
+        ]
+    )
     assert r.returncode != 0
     assert complaint in (r.stdout + r.stderr)
 
@@ -78,10 +103,27 @@ def test_config_schema_rejects_bad_values(tmp_path, override, complaint):
 def test_config_defaults_follow_the_paper_tables():
     """Table prior_param_values and subject_retirement_params, SPEC 8."""
     agg = yaml.safe_load((REPO / "config.yaml").read_text())["aggregate"]
-    expected = dict(p0_fp=0.1, p0_fn=0.1, n_beta_fp=500, n_beta_fn=50, sigma2_0_S=0.1, n_chi_S=10,
-                    sigma2_0_V=0.1, n_chi_V=10, f_V=0.1, d_max=0.9, alpha_fp=1, alpha_fn=1,
-                    alpha_sigma=2, delta=0.5, n_fp_max=1, n_fn_max=0.3, n_sigma_max=3, tau=5,
-                    max_cycles=10)
+    expected = dict(
+        p0_fp=0.1,
+        p0_fn=0.1,
+        n_beta_fp=500,
+        n_beta_fn=50,
+        sigma2_0_S=0.1,
+        n_chi_S=10,
+        sigma2_0_V=0.1,
+        n_chi_V=10,
+        f_V=0.1,
+        d_max=0.9,
+        alpha_fp=1,
+        alpha_fn=1,
+        alpha_sigma=2,
+        delta=0.5,
+        n_fp_max=1,
+        n_fn_max=0.3,
+        n_sigma_max=3,
+        tau=5,
+        max_cycles=10,
+    )
     for key, value in expected.items():
         assert agg[key] == pytest.approx(value), key
 
@@ -90,8 +132,18 @@ def test_readme_has_exactly_two_commands():
     text = (REPO / "README.md").read_text()
     quick = text.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     blocks = [b for b in quick.split("```")[1::2]]
-    commands = [ln for b in blocks for ln in b.splitlines()[1:] if ln.strip() and not ln.startswith("#")]
+    commands = [
+        ln for b in blocks for ln in b.splitlines()[1:] if ln.strip() and not ln.startswith("#")
+    ]
     assert len(commands) == 2, commands
     ci = (REPO / ".ci/run").read_text()
     assert commands[1].strip() in ci, "CI must run the README's test command"
     assert Path(REPO / "setup.sh").is_file()
+
+
+def test_ruff_clean():
+    paths = ["src", "scripts", "tests", "benchmarks"]
+    r = _run([sys.executable, "-m", "ruff", "check", *paths])
+    assert r.returncode == 0, r.stdout + r.stderr
+    r = _run([sys.executable, "-m", "ruff", "format", "--check", *paths])
+    assert r.returncode == 0, r.stdout + r.stderr

@@ -22,7 +22,10 @@ from clumpscout.errors import InputError
 #: sub-command -> (module, one-line help). Contract names: keep them stable.
 COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("clumpscout.simulate", "simulate a Clump Scout universe as a Zooniverse export"),
-    "subjects": ("clumpscout.subjects", "cutout side and PSF FWHM per subject from a galaxy catalogue"),
+    "subjects": (
+        "clumpscout.subjects",
+        "cutout side and PSF FWHM per subject from a galaxy catalogue",
+    ),
     "extract": ("clumpscout.zooniverse", "Zooniverse classification export -> tidy clicks table"),
     "boxes": ("clumpscout.boxes", "clicks -> square boxes of side 2 FWHM"),
     "aggregate": ("clumpscout.aggregate", "the paper's probabilistic consensus model (§4-5)"),

@@ -46,43 +46,66 @@ The algorithm runs until no event is left (every city connected). Variant detail
    options, since d = 0 minimises ``C^fc(·, b)``. Every city pays exactly one option, so the
    optimum is unchanged (the objective moves by the constant ``Σ m_b``); with nominal costs
    this leaves ``c'(f, b) = d²/(2σ_b²)`` (or d⁴/2σ²) and a dummy cost of
-   ``−ln p_fp − C^fc(b, b)``. Boxes that cannot be cities are not shifted.
+   ``−ln p_fp − C^fc(b, b)``. A box that cannot be a city is not shifted (it may stay
+   unassigned at cost 0); its opening cost includes its own connection cost.
 2. A facility box is a member of its own cluster: opening f connects f to itself
-   (forced, cost ``c'(f, f)``; counted in the star). A box can be opened as a facility only
-   while it is unconnected, connected to the dummy, or cannot be a city; cluster members and
-   open facilities never move to another facility except cities switching in a star.
+   (forced, cost ``c'(f, f)``, counted in the star). Any box that may be a facility and is not
+   one yet is a candidate — unconnected, on the dummy, or a member of a cluster that keeps at
+   least ``min_cluster_size`` boxes without it (it then leaves that cluster).
 3. Exclusivity inside the star: per classification only one box takes part — the cheaper of
    (best unconnected city, offer ``t − a_k``) and (best switcher, offer ``s_k``); the
    facility's own classification and classifications already in the cluster are excluded
    (also for event A, so an open facility never takes a second box of a classification).
-4. ``min_cluster_size`` (only with the dummy): a closed facility opens only when its star
-   holds at least that many boxes (itself included); a city may switch out of a real cluster
-   only if that cluster keeps at least ``min_cluster_size`` boxes (jointly per star: surplus
-   switchers with the smallest savings are dropped). Without the dummy singletons are allowed.
+4. ``min_cluster_size`` (only with the dummy): a closed facility opens only with a star of at
+   least that many boxes (itself included). If the boxes that offer something are too few,
+   the boxes that lose least join as *forced* members (negative offers): the opening time is
+   then the lowest average cost over stars of the required size (exactly computed: g is
+   concave). A city may switch out of a real cluster only if that cluster keeps at least
+   ``min_cluster_size`` boxes (jointly per star: surplus switchers with the smallest savings
+   are dropped). Without the dummy singletons are allowed.
 5. Facilities that can open from switch savings alone (connected cities only) open as soon as
    the savings reach the opening cost, also after the last city connected (each such step
    lowers the cost).
 6. Without the dummy (``allow_dummy=False``, the constrained re-clustering of §5.7) a city
-   that no facility can take stays unassigned (−2) — only possible when it cannot be a
-   facility itself (mask, exclusivity or forbidden init-phase costs).
+   that no facility took (it cannot be a facility and the clusters it could join hold its
+   classification) is placed by evicting the box of its classification from such a cluster
+   (that box opens its own facility or moves to a cluster with a free slot), at the least cost
+   increase; a city stays unassigned (−2) only if that is impossible too. With §5.7's masks
+   (every possible city may also be a facility) this never happens.
 
-Pruning (exact): with the dummy available a city b never joins a facility f with
-``c'(f, b) > dummy'(b)`` (it reaches the dummy first and would never save by switching), so
-the subject splits into independent components of boxes linked by ``c'(f, b) ≤ dummy'(b)``
-(initialisation: ``d ≤ d_max``; disjoint boxes only link when ``1/(2σ_b²)`` is below the
-dummy cost); the greedy runs on each component. A component of one city goes to the dummy.
+Guarantee. JMS proved the 1.61 bound for metric uncapacitated facility location. These
+costs are not metric (d² of a Jaccard distance; 0/∞ in the initialisation phase) and carry
+the exclusivity and minimum-size side constraints, so the bound is not a theorem here; the
+tests check it on small random instances with nominal costs (found ≤ 1.06 × optimum on
+thousands of instances). In the initialisation phase with a cheap opening cost
+(``f_V |V_i| < 1``, i.e. fewer than 10 volunteers) and ``min_cluster_size = 2`` the problem
+contains a matching problem where a greedy can strand boxes on the dummy (random 6-box
+instances reach ~3× the optimum); that only seeds the EM.
+
+Speed (all exact, the result equals the plain event loop): opening times are evaluated
+lazily — a stored time is a lower bound of the true one, since every state change only
+delays openings except a growing cluster letting its members switch (those times are reset);
+a time stays exact until a box of its star changes. With the dummy available a city b never
+joins a facility f with ``c'(f, b) > dummy'(b) + margin_f`` (it reaches the dummy first and
+would never save by switching; ``margin_f > 0`` only when opening f is cheaper than its own
+dummy cost, for forced members), so the subject splits into independent components of boxes
+linked that way (initialisation: ``d ≤ d_max``; disjoint boxes only link when ``1/(2σ_b²)``
+is below the dummy cost); a component of one city goes to the dummy. A facility whose opening
+cost exceeds the most its neighbours could ever offer (``Σ_k max(0, dummy' − c')``) is never
+considered.
 
 Determinism and tie-breaking: each subject's rows are first put in a canonical order by
 ``(x1, y1, x2, y2, cls)`` and all sums and scans run in that order, so the result does not
 depend on the input row order within a subject (rows identical in all five keys are
-interchangeable) nor on the number of threads (subjects are independent). Events at equal
-time: connections to an open real facility first, then openings, then connections to the
-dummy (so a cluster wins a cost tie with the dummy); among equals the smaller Jaccard distance
-(for openings: the smaller sum of distances from the facility to its star), then the
-canonical index. Within a classification the cheaper box, then the nearer, then the canonical
-first is the star's candidate.
+interchangeable) nor on the number of threads (subjects are independent; a thread pool runs
+contiguous ranges of subjects through a ``nogil`` kernel, ``numba.get_num_threads()``
+threads). Events at equal time: connections to an open real facility first, then openings,
+then connections to the dummy (so a cluster wins a cost tie with the dummy); among equals the
+smaller Jaccard distance (for openings: the smaller sum of distances from the facility to its
+star), then the canonical index. Within a classification the cheaper box, then the nearer,
+then the canonical first is the star's candidate.
 
-API: :func:`solve_batch` (the numba kernel over all subjects, parallel over subjects),
+API: :func:`solve_batch` (the numba kernel over all subjects, threads over subjects),
 :func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment),
 :func:`brute_force` (exact optimum of one small subject, for tests).
 """
@@ -171,7 +194,7 @@ def _less_tie(x, dx, ix, y, dy, iy):
     return ix < iy
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, inline="always")
 def _select(lam, f, n0, d0, D, min_eff, wf, wi, wc):
     """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
 
@@ -362,43 +385,50 @@ def _eval_open(
         tau = max(t, tau)
     if not (tau < _INF):
         return _INF, 0.0, True
-    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
-    forced = nfree + 1 < min_eff
+    # the plain star (members that offer something) at tau; if it is too small, forced
+    # members join: g is concave and non-increasing, so step right until g <= 0, then
+    # Newton steps from the right (exact on each linear piece). One _select call site.
+    tol = 1e-12 * (1.0 + abs(n0))
+    lam = tau
+    tau = _INF
+    forced = False
+    for it in range(4 * K + 16):
+        g, slope, nfree = _select(lam, f, n0, d0, D, min_eff, wf, wi, wc)
+        if it == 0:
+            forced = nfree + 1 < min_eff
+            if not forced:
+                tau = lam
+                break
+        if g <= tol:
+            tau = lam
+            for k in range(K):
+                wi[3, k] = wi[2, k]
+            if g >= -tol or slope <= 0.0:
+                break
+            nl = max(t, lam + g / slope)
+            if nl >= lam:
+                break
+            lam = nl
+        elif tau < _INF:
+            break  # stepped past the root to the left (rounding): keep the last good point
+        elif slope > 0.0:
+            lam = lam + g / slope
+        else:
+            far = 0.0
+            for k in range(K):
+                if wi[0, k] >= 0 and wf[0, k] > far:
+                    far = wf[0, k]
+                if wi[1, k] >= 0 and wf[1, k] > far:
+                    far = wf[1, k]
+            far = 2.0 * far + 1.0
+            if lam >= far:
+                break
+            lam = far
+    if not (tau < _INF):
+        return _INF, 0.0, True
     if forced:
-        # the plain star is too small: add forced members; g is concave and decreasing
-        if g > 0.0:
-            if slope > 0.0:
-                tau = tau + g / slope
-            else:
-                far = 0.0
-                smax = 0.0
-                for k in range(K):
-                    if wi[0, k] >= 0 and wf[0, k] > far:
-                        far = wf[0, k]
-                    if wi[1, k] >= 0 and wf[1, k] > smax:
-                        smax = wf[1, k]
-                tau = max(tau, far + smax + 1.0)
-            g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
-            if g > 0.0:
-                if slope > 0.0:
-                    tau = tau + g / slope
-                    g, slope, nfree = _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
-                if g > 1e-9 * (1.0 + abs(n0)):
-                    return _INF, 0.0, True
-        # Newton steps towards the root from the right (exact on each linear piece)
-        for _it in range(4 * K + 8):
-            if g >= -1e-12 * (1.0 + abs(n0)) or slope <= 0.0:
-                break
-            tn = tau + g / slope
-            if tn < t:
-                tn = t
-            if tn >= tau:
-                break
-            gn, sn, nf = _select(tn, f, n0, d0, D, min_eff, wf, wi, wc)
-            if gn > 1e-12 * (1.0 + abs(n0)):
-                break
-            tau, g, slope = tn, gn, sn
-        _select(tau, f, n0, d0, D, min_eff, wf, wi, wc)
+        for k in range(K):
+            wi[2, k] = wi[3, k]
     key = 0.0
     for k in range(K):
         if wi[2, k] == 1:
@@ -409,16 +439,6 @@ def _eval_open(
 
 
 @numba.njit(cache=True, inline="always")
-def _cand(f, fac, isopen, st, size, min_eff):
-    """Can box f still be opened as a facility by the greedy?"""
-    if not fac[f] or isopen[f]:
-        return False
-    g = st[f]
-    # a member of a cluster may leave it to become a facility if the cluster stays big enough
-    return g < 0 or size[g] - 1 >= min_eff
-
-
-@numba.njit(cache=True)
 def _refresh(
     f, t, m, W, D, lc, city, st, cur, size, F, dum, marg, allow_dummy, min_eff, wf, wi, wc,
     stored_t, stored_k, forced, fresh, pmat,
@@ -440,23 +460,24 @@ def _refresh(
             pmat[f, wi[1, k]] = True
 
 
-@numba.njit(cache=True, inline="always")
-def _invalidate(q, m, fac, isopen, st, forced, fresh, pmat):
-    """Box q changes state: stored opening times that may depend on it become stale.
-
-    A change of q can only move f's opening if q takes part in f's star, f is q itself, or
-    f's star needs forced members (then any candidate may matter); otherwise q's offer to f
-    was and stays zero up to f's opening time. Stale times stay valid lower bounds.
-    """
-    fresh[q] = False
-    for f in range(m):
-        if fresh[f] and (forced[f] or pmat[f, q]):
-            fresh[f] = False
-
-
 @numba.njit(cache=True)
 def _mark_grown(
-    g, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, size, min_eff, forced, stored_t, fresh
+    g,
+    t,
+    m,
+    W,
+    cur,
+    dum,
+    marg,
+    allow_dummy,
+    alive,
+    isopen,
+    st,
+    size,
+    min_eff,
+    forced,
+    stored_t,
+    fresh,
 ):
     """Cluster g grew beyond ``min_eff`` boxes, so its members may now switch: the opening
     time of a closed facility f may drop if a member would save by moving to f (or, when f's
@@ -465,7 +486,9 @@ def _mark_grown(
     time was reset."""
     hit = False
     for f in range(m):
-        if stored_t[f] <= t or not _cand(f, fac, isopen, st, size, min_eff):
+        if stored_t[f] <= t or not (
+            alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff)
+        ):
             continue
         gf = f
         for q in range(m):
@@ -581,28 +604,47 @@ def _greedy_component(
         dum[p] = dum_sub[g]
         marg[p] = marg_sub[g]
         st[p] = _UNCONN if city[p] else _ST_NONE
-    # scratch of the star evaluation: wf rows a, s, breakpoints, v; wi rows ai, si, part
+    # scratch of the star evaluation: wf rows a, s, breakpoints, v; wi rows ai, si, part, saved
     wf = np.empty((4, K))
-    wi = np.zeros((3, K), np.int64)
+    wi = np.zeros((4, K), np.int64)
     wc = np.zeros(m, np.int64)
     opened = np.empty(m, np.int64)  # open facilities, in opening order
     n_open = 0
     # stored opening times: lower bounds (exact when fresh). Start from the bound
     # N0 / (D0 + K_f), K_f = classifications among the cities f could take (no one is
     # connected yet, so each offers at most t); inf if the star can never be big enough.
+    # With the dummy, a city q never offers f more than U_q = max(0, dummy'(q) − c'(f, q))
+    # (unconnected it connects to the dummy by then, connected it saves at most that), so
+    # f can never open if its opening cost exceeds its own and the best offers per
+    # classification: such facilities are dropped ("alive" is False).
     stored_t = np.empty(m)
     stored_k = np.zeros(m)
     forced = np.ones(m, np.bool_)
+    alive = fac.copy()
     seen = np.full(K, -1, np.int64)
+    ubest = np.zeros(K)
     for f in range(m):
         nk = 0
         for q in range(m):
-            if q == f or not city[q] or lc[q] == lc[f] or seen[lc[q]] == f:
+            if q == f or not city[q] or lc[q] == lc[f]:
                 continue
             w = W[f, q]
             if w < _INF and (not allow_dummy or w <= dum[q] + marg[f]):
-                seen[lc[q]] = f
-                nk += 1
+                k = lc[q]
+                if seen[k] != f:
+                    seen[k] = f
+                    nk += 1
+                    ubest[k] = 0.0
+                if allow_dummy and dum[q] - w > ubest[k]:
+                    ubest[k] = dum[q] - w
+        if allow_dummy and fac[f]:
+            reach = 0.0
+            for k in range(K):
+                if seen[k] == f:
+                    reach += ubest[k]
+            own = F[f] + (W[f, f] - dum[f] if city[f] else 0.0)
+            if own - reach > 1e-9 * (1.0 + abs(own)):
+                alive[f] = False
         n0 = F[f] + (W[f, f] if city[f] else 0.0)
         d0 = 1.0 if city[f] else 0.0
         if nk + 1 < min_eff:
@@ -615,14 +657,35 @@ def _greedy_component(
             stored_t[f] = _INF
     fresh = np.zeros(m, np.bool_)  # stored time exact (up to date with the state)
     pmat = np.zeros((m, m), np.bool_)  # pmat[f, q]: q takes part in f's stored star
+    chg = np.zeros(m, np.bool_)  # boxes that changed state since the last refresh pass
+    chl = np.empty(m, np.int64)
+    nch = 0
     t = 0.0
     while True:
+        # stored times that may depend on a box that changed become stale: a change of q can
+        # only move f's opening if q takes part in f's star, f is q itself, or f's star
+        # needs forced members (then any candidate may matter); otherwise q's offer to f
+        # was and stays zero up to f's opening time. Stale times stay valid lower bounds.
+        if nch > 0:
+            for ff in range(m):
+                if not fresh[ff]:
+                    continue
+                if forced[ff] or chg[ff]:
+                    fresh[ff] = False
+                    continue
+                for j in range(nch):
+                    if pmat[ff, chl[j]]:
+                        fresh[ff] = False
+                        break
+            for j in range(nch):
+                chg[chl[j]] = False
+            nch = 0
         # ---- the next opening (event O), lazily: the fresh minimum of the stored times;
         # candidates tied with it in time must be fresh too (for the tie-break)
         while True:
             fb = _NO
             for f in range(m):
-                if not _cand(f, fac, isopen, st, size, min_eff):
+                if not (alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff)):
                     continue
                 if fb < 0 or _less_tie(stored_t[f], stored_k[f], f, stored_t[fb], stored_k[fb], fb):
                     fb = f
@@ -634,7 +697,7 @@ def _greedy_component(
             elif stored_t[fb] < _INF:
                 for f in range(m):
                     if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
-                        if _cand(f, fac, isopen, st, size, min_eff):
+                        if alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff):
                             target = f
                             break
             if target < 0:
@@ -695,7 +758,10 @@ def _greedy_component(
             t = best_t
             n_exec += 1
             q = best_q
-            _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+            if not chg[q]:  # q changes state
+                chg[q] = True
+                chl[nch] = q
+                nch += 1
             if best_prio == 0:
                 p = best_i
                 st[q] = p
@@ -703,7 +769,7 @@ def _greedy_component(
                 has[p, lc[q]] = True
                 size[p] += 1
                 if size[p] > min_eff and _mark_grown(
-                    p, t, m, W, cur, dum, marg, allow_dummy, fac, isopen, st, size, min_eff,
+                    p, t, m, W, cur, dum, marg, allow_dummy, alive, isopen, st, size, min_eff,
                     forced, stored_t, fresh,
                 ):  # fmt: skip
                     break
@@ -717,14 +783,20 @@ def _greedy_component(
         # ---- open fb with its star (fb is fresh: pmat[fb] lists the star's members)
         f = fb
         t = t_open
-        _invalidate(f, m, fac, isopen, st, forced, fresh, pmat)
+        if not chg[f]:  # f changes state
+            chg[f] = True
+            chl[nch] = f
+            nch += 1
         g = st[f]
         if g >= 0:  # f leaves the cluster it was a member of
             size[g] -= 1
             has[g, lc[f]] = False
             for r in range(m):
                 if st[r] == g and r != g and r != f:
-                    _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
+                    if not chg[r]:  # r changes state
+                        chg[r] = True
+                        chl[nch] = r
+                        nch += 1
         isopen[f] = True
         opened[n_open] = f
         n_open += 1
@@ -736,7 +808,10 @@ def _greedy_component(
         for q in range(m):
             if not pmat[f, q]:
                 continue
-            _invalidate(q, m, fac, isopen, st, forced, fresh, pmat)
+            if not chg[q]:  # q changes state
+                chg[q] = True
+                chl[nch] = q
+                nch += 1
             g = st[q]
             if g >= 0:  # a switcher from cluster g
                 size[g] -= 1
@@ -744,7 +819,10 @@ def _greedy_component(
                 # the rest of g may no longer be allowed to switch
                 for r in range(m):
                     if st[r] == g and r != g:
-                        _invalidate(r, m, fac, isopen, st, forced, fresh, pmat)
+                        if not chg[r]:  # r changes state
+                            chg[r] = True
+                            chl[nch] = r
+                            nch += 1
             st[q] = f
             cur[q] = W[f, q]
             has[f, lc[q]] = True
@@ -779,6 +857,7 @@ def _solve_subject(
     min_eff,
     out,
 ):
+    """One subject (rows lo:hi): canonical order, shifted costs, components, greedy."""
     n = hi - lo
     if n == 0:
         return
@@ -947,6 +1026,7 @@ def _solve_range(
     min_eff,
     out,
 ):
+    """Subjects s0:s1 (releases the GIL, so threads can run ranges side by side)."""
     for s in range(s0, s1):
         _solve_subject(
             offsets[s],
@@ -1175,6 +1255,10 @@ def cluster_costs(
     if facility_of.shape != (n,):
         raise ValueError(f"facility_of must have shape ({n},), got {facility_of.shape}")
     n_sub = offsets.size - 1
+    if offsets.ndim != 1 or n_sub < 0 or offsets[0] != 0 or offsets[-1] != n:
+        raise ValueError("offsets must be int64[S+1] with offsets[0] == 0 and offsets[-1] == N")
+    if np.any((facility_of < UNASSIGNED) | (facility_of >= n)):
+        raise ValueError("facility_of holds an index outside the batch")
     subject = np.repeat(np.arange(n_sub), np.diff(offsets))
     conn = np.full(n, np.nan)
     dummy = facility_of == DUMMY
@@ -1183,10 +1267,14 @@ def cluster_costs(
     fac_rows = facility_of[member]
     if np.any(subject[fac_rows] != subject[member]):
         raise ValueError("a box's facility lies in another subject")
+    if np.any(facility_of[fac_rows] != fac_rows):
+        raise ValueError("facility_of points to a box that is not its own facility")
     d = jaccard_distance(boxes[fac_rows], boxes[member])
     if init_phase:
         conn[member] = np.where(d <= d_max, 0.0, np.inf)
     else:
+        if not (sigma2[member] > 0).all():
+            raise ValueError("sigma2 must be > 0")
         conn[member] = conn_const[member] + neg_log_distance_likelihood(
             d, sigma2[member], likelihood
         )
@@ -1194,8 +1282,6 @@ def cluster_costs(
     cluster_of = np.full(n, UNASSIGNED, np.int64)
     cluster_of[dummy] = DUMMY
     cluster_of[member] = np.searchsorted(facility, fac_rows)
-    if np.any(facility[np.minimum(cluster_of[member], facility.size - 1)] != fac_rows):
-        raise ValueError("facility_of points to a box that is not its own facility")
     n_cl = facility.size
     cm = cluster_of[member]
     size = np.bincount(cm, minlength=n_cl).astype(np.int64)

@@ -12,8 +12,8 @@ import contextlib
 import json
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pandas as pd
 
@@ -41,9 +41,7 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` to Parquet atomically and reproducibly (no index, zstd)."""
     with atomic_path(path) as tmp:
-        df.reset_index(drop=True).to_parquet(
-            tmp, index=False, engine="pyarrow", compression="zstd"
-        )
+        df.reset_index(drop=True).to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
