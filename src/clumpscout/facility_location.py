@@ -76,7 +76,7 @@ The algorithm runs until no event is left (every city connected). Variant detail
 Guarantee. JMS proved the 1.61 bound for metric uncapacitated facility location. These
 costs are not metric (d² of a Jaccard distance; 0/∞ in the initialisation phase) and carry
 the exclusivity and minimum-size side constraints, so the bound is not a theorem here; the
-tests check it on small random instances with nominal costs (found ≤ 1.06 × optimum on
+tests check it on small random instances with nominal costs (found ≤ 1.07 × optimum on
 thousands of instances). In the initialisation phase with a cheap opening cost
 (``f_V |V_i| < 1``, i.e. fewer than 10 volunteers) and ``min_cluster_size = 2`` the problem
 contains a matching problem where a greedy can strand boxes on the dummy (random 6-box
@@ -1166,7 +1166,8 @@ def solve_batch(
     The algorithm, its pruning and its tie-breaking are described in the module docstring.
     Subjects are independent: contiguous ranges of them run on ``numba.get_num_threads()``
     threads (a ``nogil`` kernel), the result does not depend on the thread count. One pass
-    over ~3.3M boxes in 85k subjects takes ~10 s CPU with nominal costs, ~6 s with init costs
+    over ~3.3M boxes in 85k subjects takes ~10 s CPU with nominal costs, ~6 s with init costs,
+    ~20 s for the §5.7 re-clustering (no dummy, so no pruning by the dummy cost)
     (``benchmarks/bench_facility_location.py``); the first call compiles (~25 s, then cached).
     """
     kind = likelihood_code(likelihood)
