@@ -51,6 +51,8 @@ from pathlib import Path
 
 import numpy as np
 
+from clumpscout.simulate_export import CLASSIFICATION_COLUMNS
+
 PAPER = {
     "classifications": 1_739_259,
     "clicks": 3_561_454,
@@ -58,22 +60,7 @@ PAPER = {
     "volunteers": 20_999,
 }
 
-HEADER = [
-    "classification_id",
-    "user_name",
-    "user_id",
-    "user_ip",
-    "workflow_id",
-    "workflow_name",
-    "workflow_version",
-    "created_at",
-    "gold_standard",
-    "expert",
-    "metadata",
-    "annotations",
-    "subject_data",
-    "subject_ids",
-]
+HEADER = list(CLASSIFICATION_COLUMNS)
 
 UA = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
