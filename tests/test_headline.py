@@ -150,7 +150,7 @@ def test_baseline_fractions(table):
 def test_paper_values_attached_where_the_paper_quotes_them(table):
     paper = table.set_index(["section", "quantity"])["paper"]
     assert paper.loc[("dataset", "subjects")] == "85286"
-    assert paper.loc[("dataset", "clicks")] == "3561454"
+    assert paper.loc[("dataset", "clicks")] == ""  # clump clicks only: not the paper's count
     assert paper.loc[("labels", "clumps")] == "128100"
     row = table[(table["quantity"] == "purity_p1") & (table["subset"] == "normal")]
     # only the n = 20 row would carry the paper's ≈0.35; none here (n = 3, 5), and never truth
@@ -268,6 +268,9 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
 
     make_results(tmp_path / "results", images=False)
     toy_clicks().to_parquet(tmp_path / "results" / "clicks" / "clicks.parquet")
+    (tmp_path / "results" / "clicks" / "clicks_report.json").write_text(
+        '{"clicks_kept": 6, "dropped_clicks": {"other_task": 4}}'
+    )
     (tmp_path / "results" / "universe").mkdir()
     pd.DataFrame({"subject_id": [1, 2], "x": [1.0, 2.0], "y": [1.0, 2.0]}).to_csv(
         tmp_path / "results" / "universe" / "truth_clumps.csv", index=False
@@ -315,3 +318,17 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
         "fig_clump_fpp_dist",
         "fig_retirement_reason_fraction",
     }
+
+
+def test_clicks_all_tasks_counts_kept_and_every_dropped_click():
+    # 7 kept clump clicks + 5 T0 (other task) + 2 non-finite = 14 clicks in the export
+    report = {"clicks_kept": 7, "dropped_clicks": {"other_task": 5, "nonfinite_coordinates": 2}}
+    assert H.export_click_total(report) == 14
+    t = H.headline_table(
+        clicks=toy_clicks(), labels=toy_labels(), subjects=toy_subjects(), n_ref=5,
+        clicks_report=report,
+    )  # fmt: skip
+    row = t[(t["section"] == "dataset") & (t["quantity"] == "clicks_all_tasks")].iloc[0]
+    assert row["value"] == 14 and row["paper"] == "3561454"
+    with pytest.raises(InputError, match="clicks_kept"):
+        H.export_click_total({"dropped_clicks": {}})

@@ -4,9 +4,10 @@ One long table (``results/headline.csv``), one row per number:
 
 ``section, quantity, n, subset, value, paper, note``
 
-- ``dataset``: subjects, annotations (classifications), clicks, volunteers of
-  the full extracted dataset Z (paper §6: 85,286 subjects, 1,739,259
-  annotations, 3,561,454 clicks, 20,999 volunteers);
+- ``dataset``: subjects, annotations (classifications), clump clicks, clicks of
+  every task (clicks_all_tasks), volunteers of the full extracted dataset Z
+  (paper §6: 85,286 subjects, 1,739,259 annotations, 3,561,454 click locations,
+  20,999 volunteers; the paper's click count is compared with clicks_all_tasks);
 - ``labels``: clumps and galaxies with ≥ 1 clump at the reference n (paper:
   128,100 clumps in 44,126 galaxies, from Z), and the volunteer activity
   (median subjects per volunteer, fraction under 10);
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -51,7 +53,7 @@ STATUSES = ("retired", "retired_empty", "stale", "unretired")
 PAPER: dict[tuple[str, int | None, str | None], str] = {
     ("subjects", None, None): "85286",
     ("annotations", None, None): "1739259",
-    ("clicks", None, None): "3561454",
+    ("clicks_all_tasks", None, None): "3561454",
     ("volunteers", None, None): "20999",
     ("galaxies_with_clumps", None, None): "44126",
     ("clumps", None, None): "128100",
@@ -74,6 +76,8 @@ NOTES: dict[str, str] = {
     "subjects": "distinct subjects with ≥ 1 classification",
     "annotations": "distinct classifications (one volunteer inspecting one subject)",
     "clicks": "clump clicks (rows with coordinates)",
+    "clicks_all_tasks": "every click of the export, all tasks (bulge clicks of T0 included, as the "
+    "paper's 'click locations'): kept + dropped (clicks_report.json)",
     "volunteers": "distinct volunteers (not-logged-in users by session name)",
     "galaxies_with_clumps": "subjects with ≥ 1 label clump at the reference n",
     "clumps": "label clumps at the reference n, any p_fp",
@@ -143,6 +147,18 @@ def dataset_counts(clicks: pd.DataFrame) -> dict[str, int]:
         "clicks": int(clicks["x"].notna().sum()),
         "volunteers": int(clicks["volunteer"].nunique()),
     }
+
+
+def export_click_total(report: Mapping[str, Any]) -> int:
+    """Every click of the export, all tasks: the extract report's kept clump clicks plus
+    every dropped click by reason (clicks of other tasks, such as the T0 bulge, are one
+    reason). The paper's 3,561,454 "click locations" are counted this way."""
+    try:
+        kept = int(report["clicks_kept"])
+        dropped = sum(int(v) for v in (report.get("dropped_clicks") or {}).values())
+    except (KeyError, TypeError, ValueError) as exc:
+        raise InputError(f"clicks report: no usable clicks_kept / dropped_clicks ({exc})") from None
+    return kept + dropped
 
 
 def label_counts(labels: pd.DataFrame) -> dict[str, int]:
@@ -230,9 +246,12 @@ def headline_table(
     truth_summary: pd.DataFrame | None = None,
     truth: pd.DataFrame | None = None,
     count_difference: pd.DataFrame | None = None,
+    clicks_report: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
     """The headline numbers as a long table (see the module docstring)."""
     rows = [_row("dataset", q, v) for q, v in dataset_counts(clicks).items()]
+    if clicks_report is not None:
+        rows.append(_row("dataset", "clicks_all_tasks", export_click_total(clicks_report)))
     ref = labels[labels["n"] == n_ref]
     rows += [_row("labels", q, v, n_ref) for q, v in label_counts(ref).items()]
     if volunteers is not None:
@@ -460,6 +479,15 @@ def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = No
     return read_table(path, columns or [], what, None)
 
 
+def _read_json(path: str | Path | None) -> dict | None:
+    if not path:
+        return None
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read JSON ({exc})", path=path) from None
+
+
 def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
@@ -483,6 +511,7 @@ def build(
         truth_summary=_read(inputs.get("truth_summary"), "truth summary", ["n", "subset"]),
         truth=_read(inputs.get("truth"), "truth clumps", ["subject_id"]),
         count_difference=_read(inputs.get("count_difference"), "count difference", ["subject_id"]),
+        clicks_report=_read_json(inputs.get("clicks_report")),
     )
     write_csv(table, out_csv)
     if out_html:
@@ -516,6 +545,7 @@ def run(args: argparse.Namespace) -> int:
         "truth_summary": opt(res / "compare" / "truth_summary.csv"),
         "truth": opt(res / "universe" / "truth_clumps.csv"),
         "count_difference": opt(res / "baseline" / "count_difference.csv"),
+        "clicks_report": opt(res / "clicks" / "clicks_report.json"),
     }
     if not inputs["clicks"].exists():
         raise InputError("clicks table not found", path=inputs["clicks"])

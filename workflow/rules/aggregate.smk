@@ -1,4 +1,8 @@
 # Issue 3: the aggregation engine (§4-5, appendix) on each subsample Z~_n.
+# One thread per job: the EM's skill and risk steps are serial, so with many n two
+# single-thread jobs finish the set sooner than one two-thread job at a time (the
+# facility-location kernel is multi-threaded and thread-count independent: give one
+# job more with --set-threads aggregate=2 when only one n is run).
 
 
 rule aggregate:
@@ -19,7 +23,7 @@ rule aggregate:
         n=r"\d+",
     conda:
         "../../envs/aggregate.yaml"
-    threads: 2
+    threads: 1
     resources:
         mem_mb=4000,
         runtime=30,

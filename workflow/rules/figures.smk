@@ -400,6 +400,7 @@ if SIMULATED:
 rule headline:
     input:
         clicks=f"{RESULTS}/clicks/clicks.parquet",
+        clicks_report=f"{RESULTS}/clicks/clicks_report.json",
         labels=per_n("labels.parquet"),
         subjects=per_n("subjects.parquet"),
         volunteers=agg_ref("volunteers.parquet"),
