@@ -51,7 +51,7 @@ from pathlib import Path
 
 import numpy as np
 
-from clumpscout.simulate_export import CLASSIFICATION_COLUMNS
+from clumpscout.simulate_export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
 
 PAPER = {
     "classifications": 1_739_259,
@@ -181,21 +181,7 @@ def write_synthetic_export(
     spath = out_dir / "subjects_export.csv"
     with open(spath, "w", newline="", encoding="utf-8") as fh:
         w = csv.writer(fh, lineterminator="\n")
-        w.writerow(
-            [
-                "subject_id",
-                "project_id",
-                "workflow_id",
-                "subject_set_id",
-                "metadata",
-                "locations",
-                "classifications_count",
-                "retired_at",
-                "retirement_reason",
-                "created_at",
-                "updated_at",
-            ]
-        )
+        w.writerow(SUBJECT_COLUMNS)
         for sid in subject_ids:
             w.writerow(
                 [

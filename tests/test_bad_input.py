@@ -38,40 +38,17 @@ import pytest
 import yaml
 
 from clumpscout.cli import main as cli_main
+from clumpscout.simulate_export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- valid inputs
 
-EXPORT_HEADER = [
-    "classification_id",
-    "user_name",
-    "user_id",
-    "user_ip",
-    "workflow_id",
-    "workflow_name",
-    "workflow_version",
-    "created_at",
-    "gold_standard",
-    "expert",
-    "metadata",
-    "annotations",
-    "subject_data",
-    "subject_ids",
-]
-SUBJECTS_HEADER = [
-    "subject_id",
-    "project_id",
-    "workflow_id",
-    "subject_set_id",
-    "metadata",
-    "locations",
-    "classifications_count",
-    "retired_at",
-    "retirement_reason",
-    "created_at",
-    "updated_at",
-]
+# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulate_export
+# and pinned there by tests/test_simulate.py against its own hand-written lists (and, for the
+# classification export, against the real Penguin Watch export in ../shared).
+EXPORT_HEADER = list(CLASSIFICATION_COLUMNS)
+SUBJECTS_HEADER = list(SUBJECT_COLUMNS)
 CATALOGUE_HEADER = ["subject_id", "ra", "dec", "z", "petroR90_r", "psffwhm_r", "sample"]
 WORKFLOW_ID = 11803
 WORKFLOW_VERSION = "64.136"

@@ -57,9 +57,10 @@ def tiny_clustering():
     )
 
 
-def test_trial_counts_follow_spec15():
+def tiny_counts(**kw):
+    """``sk.batch_counts`` of :func:`tiny_clustering` (four volunteers)."""
     t = tiny_clustering()
-    counts, per_cls = sk.batch_counts(
+    return sk.batch_counts(
         t["box_vol"],
         t["box_cls"],
         t["box_cluster"],
@@ -68,7 +69,12 @@ def test_trial_counts_follow_spec15():
         t["cls_subject"],
         t["n_clusters_subject"],
         4,
+        **kw,
     )
+
+
+def test_trial_counts_follow_spec15():
+    counts, per_cls = tiny_counts()
     # j0: 2 boxes (both TP) in A; empty in B misses B's one clump
     # j1: A box in cluster 0 (misses cluster 1); B box in cluster 2
     # j2: one TP (cluster 1), one FP; misses cluster 0
@@ -83,17 +89,7 @@ def test_trial_counts_follow_spec15():
 
 
 def test_skill_estimates_by_hand():
-    t = tiny_clustering()
-    counts, _ = sk.batch_counts(
-        t["box_vol"],
-        t["box_cls"],
-        t["box_cluster"],
-        t["box_d"],
-        t["cls_vol"],
-        t["cls_subject"],
-        t["n_clusters_subject"],
-        4,
-    )
+    counts, _ = tiny_counts()
     s = sk.volunteer_skills(counts, P)
     # p_fp = (nβ p0 + n_fp) / (nβ + n_boxes)
     np.testing.assert_allclose(s.p_fp, [50 / 502, 50 / 502, 51 / 502, 50 / 501])
@@ -124,19 +120,8 @@ def test_subject_difficulty_by_hand():
 
 
 def test_counts_restricted_to_some_classifications():
-    t = tiny_clustering()
     w = np.array([0, 0, 0, 1, 1, 1])  # only subject B "retired"
-    counts, _ = sk.batch_counts(
-        t["box_vol"],
-        t["box_cls"],
-        t["box_cluster"],
-        t["box_d"],
-        t["cls_vol"],
-        t["cls_subject"],
-        t["n_clusters_subject"],
-        4,
-        cls_weight=w,
-    )
+    counts, _ = tiny_counts(cls_weight=w)
     np.testing.assert_array_equal(counts.n_boxes, [0, 1, 0, 1])
     np.testing.assert_array_equal(counts.n_fn, [1, 0, 0, 0])
     np.testing.assert_array_equal(counts.n_tp, [0, 1, 0, 1])

@@ -17,24 +17,13 @@ import pytest
 
 from clumpscout.cli import main as cli_main
 from clumpscout.errors import InputError
+from clumpscout.simulate_export import CLASSIFICATION_COLUMNS
 from clumpscout.zooniverse import CLICK_COLUMNS, extract_clicks, report_path
 
-HEADER = [
-    "classification_id",
-    "user_name",
-    "user_id",
-    "user_ip",
-    "workflow_id",
-    "workflow_name",
-    "workflow_version",
-    "created_at",
-    "gold_standard",
-    "expert",
-    "metadata",
-    "annotations",
-    "subject_data",
-    "subject_ids",
-]
+# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulate_export
+# and pinned there by tests/test_simulate.py against its own hand-written lists (and, for the
+# classification export, against the real Penguin Watch export in ../shared).
+HEADER = list(CLASSIFICATION_COLUMNS)
 
 
 def classic_point(x, y, tool=0, label=None, frame=0):

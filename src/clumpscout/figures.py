@@ -79,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "position_radius": 0.25,
     "tp_cut": 0.3,
 }
+#: a white, half-transparent box behind text drawn over data
+WHITE_BOX = {"fc": "white", "alpha": 0.7, "lw": 0}
 
 
 # --------------------------------------------------------------------------- helpers
@@ -123,8 +125,18 @@ def save_figure(fig: Figure, stem: str | Path) -> dict[str, Path]:
     return paths
 
 
+def _note(ax, x: float, y: float, text: str, **kw) -> None:
+    """Text at (x, y) in axes coordinates (0..1)."""
+    ax.text(x, y, text, transform=ax.transAxes, **kw)
+
+
+def _summary(ax, text: str) -> None:
+    """A panel's key numbers in its top right corner."""
+    _note(ax, 0.98, 0.95, text, ha="right", va="top", fontsize=8)
+
+
 def _no_data(ax, text: str = "no data") -> None:
-    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, color="0.4")
+    _note(ax, 0.5, 0.5, text, ha="center", va="center", color="0.4")
 
 
 def _n_ref(ns: Sequence[int], n_ref: int | None) -> int | None:
@@ -281,11 +293,11 @@ def _probability_distribution(
         ax_r.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
         ax_r.legend(loc="upper right", fontsize=8)
         if stats["n_clipped"]:
-            ax_r.text(
+            _note(
+                ax_r,
                 0.01,
                 0.99,
                 f"{stats['n_clipped']} of {p_all.size} values beyond the axis, drawn at its edge",
-                transform=ax_r.transAxes,
                 ha="left",
                 va="top",
                 fontsize=7,
@@ -413,15 +425,8 @@ def plot_clump_positions(
         upper = "≤" if close == "]" else "<"
         ax.set_title(f"{edges[b]:g} ≤ {SYM['p_fp']} {upper} {edges[b + 1]:g}", fontsize=9)
         pct = "–" if not len(sel) else f"{100 * frac:.2f}%"
-        ax.text(
-            0.03,
-            0.03,
-            f"{len(sel)} clumps\nR > {radius:g}: {pct}",
-            transform=ax.transAxes,
-            fontsize=8,
-            color="k",
-            bbox={"fc": "white", "alpha": 0.7, "lw": 0},
-        )
+        text = f"{len(sel)} clumps\nR > {radius:g}: {pct}"
+        _note(ax, 0.03, 0.03, text, fontsize=8, color="k", bbox=WHITE_BOX)
         ax.set_xlabel(r"$X/X_{\max} - \frac{1}{2}$")
     axes[0].set_ylabel(r"$Y/Y_{\max} - \frac{1}{2}$")
     if mesh is not None:
@@ -698,15 +703,10 @@ def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: in
     ax = axes[0]
     if ns.size:
         ax.hist(ns, bins=edges, color="0.5", log=True)
-        ax.text(
-            0.98,
-            0.95,
+        _summary(
+            ax,
             f"{len(v)} volunteers\nmedian {stats['median_subjects']:g} subjects\n"
             f"{100 * stats['frac_below_10']:.1f}% < 10, {stats['n_above_200']} > 200",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=8,
         )
     else:
         _no_data(ax, "no volunteers")
@@ -860,15 +860,8 @@ def plot_risk_components(
         stats[col]["floor"] = floor
         stats[col]["n_below_floor"] = n_floor
         if n_floor:
-            ax.text(
-                0.01,
-                0.01,
-                f"{n_floor} of {y.size} values < {floor:g} (zeros included) drawn at the floor",
-                transform=ax.transAxes,
-                fontsize=7,
-                va="bottom",
-                bbox={"fc": "white", "alpha": 0.7, "lw": 0},
-            )
+            text = f"{n_floor} of {y.size} values < {floor:g} (zeros included) drawn at the floor"
+            _note(ax, 0.01, 0.01, text, fontsize=7, va="bottom", bbox=WHITE_BOX)
         ax.yaxis.set_major_locator(FixedLocator(tr.ticks(top)))
         ax.yaxis.set_minor_locator(NullLocator())
         ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
@@ -1045,16 +1038,11 @@ def plot_meanshift_difference(
     if d.size:
         ax.hist(d, bins=np.arange(d.min() - 0.5, d.max() + 1.5), color="tab:blue", log=True)
         ax.axvline(0, color="k", lw=1, ls="--")
-        ax.text(
-            0.98,
-            0.95,
+        _summary(
+            ax,
             f"{d.size} subjects\nours more: {100 * stats['frac_ours_more']:.1f}%\n"
             f"equal: {100 * stats['frac_equal']:.1f}%\n"
             f"MeanShift more: {100 * stats['frac_meanshift_more']:.1f}%",
-            transform=ax.transAxes,
-            ha="right",
-            va="top",
-            fontsize=8,
         )
     else:
         _no_data(ax)
@@ -1108,6 +1096,47 @@ def _cluster_colours(clusters: Sequence[int]) -> dict[int, Any]:
     return {int(c): cm(i % 10) for i, c in enumerate(sorted(c for c in clusters if c >= 0))}
 
 
+def _example_grid(
+    ids: Sequence[int], heads: Sequence[str], dpi: int, *, extra_height: float = 0.0
+) -> tuple[Figure, np.ndarray]:
+    """The figure of an example panel: one row per subject, one column per entry of
+    ``heads`` (its title); with no subject, one row of blank frames and a note."""
+    rows = max(len(ids), 1)
+    fig = new_figure(12.0, 3.1 * rows + extra_height, dpi)
+    axes = np.asarray(fig.subplots(rows, len(heads), squeeze=False))
+    for j, t in enumerate(heads):
+        axes[0, j].set_title(t, fontsize=9)
+    if not ids:
+        for ax in axes[0]:
+            _frame(ax, 400, 400, None, False)
+        _no_data(axes[0, 0], "no example subjects")
+    return fig, axes
+
+
+def _example_row(axes: np.ndarray, sid: int, boxes: pd.DataFrame, image) -> pd.DataFrame:
+    """The common columns of one example row: the subject in every column (grey
+    scale after the first) and all of its volunteer boxes in the second. ``boxes``:
+    the subject's rows (with empty classifications); returns those with a box."""
+    b = boxes.dropna(subset=["x1", "y1", "x2", "y2"])
+    w, h = _subject_size(boxes)
+    for j, ax in enumerate(axes):
+        _frame(ax, w, h, image, grey=j > 0)
+    axes[0].set_ylabel(f"subject {sid}", fontsize=8)
+    for r in b.itertuples():
+        _box(axes[1], r, "tab:cyan", lw=0.7)
+    return b
+
+
+def _label_boxes(ax, labels: pd.DataFrame, p_fp_dashed: float) -> int:
+    """Label boxes, red and dashed where p_fp > ``p_fp_dashed``; returns how many are."""
+    n_dashed = 0
+    for r in labels.itertuples():
+        dashed = float(r.p_fp) > p_fp_dashed
+        n_dashed += dashed
+        _box(ax, r, "tab:red" if dashed else "lime", ls="--" if dashed else "-", lw=1.5)
+    return n_dashed
+
+
 def plot_annotation_examples(
     subject_ids: Sequence[int],
     assignments: pd.DataFrame,
@@ -1129,32 +1158,18 @@ def plot_annotation_examples(
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     images = images or {}
     ids = list(subject_ids)
-    rows = max(len(ids), 1)
-    fig = new_figure(12.0, 3.1 * rows, dpi)
-    axes = np.asarray(fig.subplots(rows, 4, squeeze=False))
-    titles = (
+    heads = (
         "subject",
         "all boxes",
         "clusters (dummy: black)",
         f"label (dashed: p_fp > {p_fp_dashed:g})",
     )
-    for j, t in enumerate(titles):
-        axes[0, j].set_title(t, fontsize=9)
+    fig, axes = _example_grid(ids, heads, dpi)
     stats: dict[str, Any] = {"subjects": []}
-    if not ids:
-        for ax in axes[0]:
-            _frame(ax, 400, 400, None, False)
-        _no_data(axes[0, 0], "no example subjects")
     for i, sid in enumerate(ids):
-        b = assignments[(assignments["subject_id"] == sid)].dropna(subset=["x1", "y1", "x2", "y2"])
-        lab = labels[labels["subject_id"] == sid]
-        w, h = _subject_size(assignments[assignments["subject_id"] == sid])
         img = images.get(int(sid))
-        for j in range(4):
-            _frame(axes[i, j], w, h, img, grey=j > 0)
-        axes[i, 0].set_ylabel(f"subject {sid}", fontsize=8)
-        for r in b.itertuples():
-            _box(axes[i, 1], r, "tab:cyan", lw=0.7)
+        b = _example_row(axes[i], sid, assignments[assignments["subject_id"] == sid], img)
+        lab = labels[labels["subject_id"] == sid]
         cluster = b["cluster"].astype("Float64").fillna(-3).astype(int).to_numpy()
         colours = _cluster_colours(np.unique(cluster))
         n_dummy = 0
@@ -1163,11 +1178,7 @@ def plot_annotation_examples(
                 continue
             n_dummy += c == -1
             _box(axes[i, 2], r, "k" if c == -1 else colours[c], lw=1.2 if c == -1 else 0.8)
-        n_dashed = 0
-        for r in lab.itertuples():
-            dashed = float(r.p_fp) > p_fp_dashed
-            n_dashed += dashed
-            _box(axes[i, 3], r, "tab:red" if dashed else "lime", ls="--" if dashed else "-", lw=1.5)
+        n_dashed = _label_boxes(axes[i, 3], lab, p_fp_dashed)
         stats["subjects"].append(
             {
                 "subject_id": int(sid),
@@ -1205,36 +1216,17 @@ def plot_meanshift_examples(
     require(meanshift, ["subject_id", "x", "y"], "meanshift labels")
     images = images or {}
     ids = list(subject_ids)
-    rows = max(len(ids), 1)
-    fig = new_figure(12.0, 3.1 * rows + 0.3, dpi)
-    axes = np.asarray(fig.subplots(rows, 4, squeeze=False))
+    heads = ("subject", "all boxes", f"ours (dashed: p_fp > {p_fp_dashed:g})", "MeanShift")
+    fig, axes = _example_grid(ids, heads, dpi, extra_height=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
-    heads = ("subject", "all boxes", f"ours (dashed: p_fp > {p_fp_dashed:g})", "MeanShift")
-    for j, t in enumerate(heads):
-        axes[0, j].set_title(t, fontsize=9)
     stats: dict[str, Any] = {"subjects": []}
-    if not ids:
-        for ax in axes[0]:
-            _frame(ax, 400, 400, None, False)
-        _no_data(axes[0, 0], "no example subjects")
     for i, sid in enumerate(ids):
-        b_all = boxes[boxes["subject_id"] == sid]
-        b = b_all.dropna(subset=["x1", "y1", "x2", "y2"])
+        img = images.get(int(sid))
+        b = _example_row(axes[i], sid, boxes[boxes["subject_id"] == sid], img)
         lab = labels[labels["subject_id"] == sid]
         ms = meanshift[meanshift["subject_id"] == sid]
-        w, h = _subject_size(b_all)
-        img = images.get(int(sid))
-        for j in range(4):
-            _frame(axes[i, j], w, h, img, grey=j > 0)
-        axes[i, 0].set_ylabel(f"subject {sid}", fontsize=8)
-        for r in b.itertuples():
-            _box(axes[i, 1], r, "tab:cyan", lw=0.7)
-        n_dashed = 0
-        for r in lab.itertuples():
-            dashed = float(r.p_fp) > p_fp_dashed
-            n_dashed += dashed
-            _box(axes[i, 2], r, "tab:red" if dashed else "lime", ls="--" if dashed else "-", lw=1.5)
+        n_dashed = _label_boxes(axes[i, 2], lab, p_fp_dashed)
         side = (b["x2"] - b["x1"]).median() if len(b) else 20.0
         sides = ms["box_side"].to_numpy(float) if "box_side" in ms else np.full(len(ms), side)
         for r, sd in zip(ms.itertuples(), sides, strict=True):
@@ -1352,15 +1344,25 @@ def _ends(per_n: Mapping[str, Any]) -> tuple[str, str] | None:
     return (keys[0], keys[-1]) if keys else None
 
 
+def _trend(
+    per_n: Mapping[str, Any], value: Callable[[Any], Any] = lambda v: v, fmt=_g
+) -> str | None:
+    """``n=<smallest>: v → n=<largest>: v`` of a JSON ``{n: ...}`` mapping, with
+    v = ``fmt(value(per_n[n]))``; None when the mapping is empty."""
+    e = _ends(per_n)
+    if not e:
+        return None
+    return f"n={e[0]}: {fmt(value(per_n[e[0]]))} → n={e[1]}: {fmt(value(per_n[e[1]]))}"
+
+
+def _median_trend(s) -> str | None:
+    t = _trend(s.get("per_n", {}), lambda q: q["median"])
+    return t and f"median {t}"
+
+
 def _labels_pfp(s):
-    per = s.get("per_n", {})
-    e = _ends(per)
-    med = (
-        f"median n={e[0]}: {_g(per[e[0]]['median'])} → n={e[1]}: {_g(per[e[1]]['median'])}; "
-        if e
-        else ""
-    )
-    ours = med + (
+    med = _median_trend(s)
+    ours = (f"{med}; " if med else "") + (
         f"n={s.get('n_ref')}: {_pct(s.get('frac_below_inset'))} < {s.get('inset_max')}, "
         f"{_pct(s.get('frac_outside_0.2_0.8'))} outside [0.2, 0.8]"
     )
@@ -1368,14 +1370,7 @@ def _labels_pfp(s):
 
 
 def _labels_psigma(s):
-    per = s.get("per_n", {})
-    e = _ends(per)
-    ours = (
-        f"median n={e[0]}: {_g(per[e[0]]['median'])} → n={e[1]}: {_g(per[e[1]]['median'])}"
-        if e
-        else "–"
-    )
-    return ours, "median n=3: ≈0.05 → n=20: ≈4e-4; all ≲ 0.3 at n=20"
+    return _median_trend(s) or "–", "median n=3: ≈0.05 → n=20: ≈4e-4; all ≲ 0.3 at n=20"
 
 
 def _labels_positions(s):
@@ -1393,14 +1388,13 @@ def _labels_positions(s):
 def _labels_roc(s, paper):
     out = []
     for subset in ("all", "normal"):
-        per = s.get(subset, {})
-        e = _ends(per)
-        if e:
-            a, b = per[e[0]]["optimal"], per[e[1]]["optimal"]
-            out.append(
-                f"{subset} optimal (C, P) n={e[0]}: ({_g(a['completeness'])}, {_g(a['purity'])})"
-                f" → n={e[1]}: ({_g(b['completeness'])}, {_g(b['purity'])})"
-            )
+        t = _trend(
+            s.get(subset, {}),
+            lambda m: m["optimal"],
+            lambda o: f"({_g(o['completeness'])}, {_g(o['purity'])})",
+        )
+        if t:
+            out.append(f"{subset} optimal (C, P) {t}")
     return "; ".join(out) or "–", paper
 
 
@@ -1415,9 +1409,9 @@ def _labels_true_false(s):
 def _labels_calibration(s):
     out = []
     for subset, per in s.get("ece", {}).items():
-        e = _ends(per)
-        if e:
-            out.append(f"ECE {subset}: n={e[0]}: {_g(per[e[0]])} → n={e[1]}: {_g(per[e[1]])}")
+        t = _trend(per)
+        if t:
+            out.append(f"ECE {subset}: {t}")
     return "; ".join(out) or "–", "not measurable (no truth)"
 
 
@@ -1437,13 +1431,9 @@ def _labels_risk(s):
         ("n_fn", "N_fn"),
         ("n_sigma", "N_σ"),
     ):
-        per = s.get(col, {}).get("per_n", {})
-        e = _ends(per)
-        if e:
-            out.append(
-                f"{name} > 1: n={e[0]}: {_pct(per[e[0]]['frac_above_1'])} → "
-                f"n={e[1]}: {_pct(per[e[1]]['frac_above_1'])}"
-            )
+        t = _trend(s.get(col, {}).get("per_n", {}), lambda q: q["frac_above_1"], _pct)
+        if t:
+            out.append(f"{name} > 1: {t}")
     paper = (
         "N_fp > 1: peak ~10% (n=15), ~8% (n=20); filtered ≲ 0.1%; N_fn > 1 → ~2%; N_σ > 1 < 0.05%"
     )
@@ -1453,12 +1443,9 @@ def _labels_risk(s):
 def _labels_cpg(s):
     out = []
     for key, name in (("all", "all"), ("cut", f"p_fp < {s.get('p_fp_cut')}")):
-        per = s.get(key, {})
-        e = _ends(per)
-        if e:
-            out.append(
-                f"mean {name}: n={e[0]}: {_g(per[e[0]]['mean'])} → n={e[1]}: {_g(per[e[1]]['mean'])}"
-            )
+        t = _trend(s.get(key, {}), lambda q: q["mean"])
+        if t:
+            out.append(f"mean {name}: {t}")
     return "; ".join(
         out
     ) or "–", "slow growth for n > 7: +0.5 clumps (p_fp < 0.85) per galaxy from n=7 to 20"
