@@ -13,9 +13,11 @@ import json
 import logging
 import runpy
 import shutil
+from array import array
 from pathlib import Path
 from types import SimpleNamespace
 
+import numpy as np
 import pandas as pd
 import pytest
 from test_bad_input import (
@@ -30,8 +32,16 @@ from test_bad_input import (
     write_valid_inputs,
 )
 
+from clumpscout import ledger as ledger_mod
 from clumpscout.cli import main as cli_main
-from clumpscout.ledger import LedgerError, build_ledger, check_ledger, count_marks, per_n_paths
+from clumpscout.ledger import (
+    LedgerError,
+    build_ledger,
+    check_ledger,
+    count_marks,
+    per_n_paths,
+    subsample_ledger,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 NS = (3, 5)
@@ -62,6 +72,144 @@ def test_count_marks_classic_fem_combo_and_questions():
         count_marks('{"task": "T1"}', "T1")
     with pytest.raises(ValueError):
         count_marks("[{", "T1")
+
+
+#: annotations where orjson and json.loads disagree (or could), and ordinary ones
+TRICKY_ANNOTATIONS = [
+    json.dumps([{"task": "T1", "value": [point(1, 2)] * 2}, {"task": "T0", "value": []}]),
+    '[{"task": "T1", "value": [{"x": NaN, "y": 1}]}]',  # NaN: orjson rejects, json accepts
+    '[{"task": "T1", "value": [{"x": 1e400, "y": 1}]}]',  # overflow: orjson rejects
+    '[{"task": "\\ud800", "value": [{"x": 1}]}]',  # lone surrogate: orjson rejects
+    # integer beyond 64 bits: json keeps it, orjson makes it a float (so its str differs)
+    '[{"task": 123456789012345678901234567890, "value": [{"x": 1}, {"x": 2}]}]',
+    '[{"task": 18446744073709551616, "value": [{"x": 1}], "taskType": "drawing"}]',
+    '[{"task": "T9", "value": [{"task": 123456789012345678901234567890, "value": [{"x": 1}]}]}]',
+    '[{"task": 1.0, "value": [{"x": 1}]}, {"task": 7, "value": [{"x": 1}]}]',
+    '[{"task": "T1", "value": [{"x": 1}], "task": "T0"}]',  # repeated key: the last wins
+    '[{"task": "T1", "taskType": "single", "value": [0]}, {"task": "T1", "value": [0, 1]}]',
+    '[{"task": "T1", "value": [{"choice": "A"}]}, {"task": "T1", "value": "yes"}, 3, null]',
+    "[" * 499 + "]" * 499,  # deep but below both parsers' limits
+    '{"task": "T1"}',
+    "[{",
+    "",
+    " [] ",
+    "\ufeff[]",
+]
+
+
+@pytest.mark.parametrize("clump_task", ["T1", None, "123456789012345678901234567890", "7"])
+def test_count_marks_same_with_and_without_orjson(monkeypatch, clump_task):
+    """orjson is only a speed-up: every text counts (or fails) as with json.loads alone."""
+
+    def counted(text):
+        try:
+            return count_marks(text, clump_task)
+        except ValueError:
+            return "ValueError"
+
+    with_orjson = [counted(t) for t in TRICKY_ANNOTATIONS]
+    monkeypatch.setattr(ledger_mod, "_orjson", None)
+    assert with_orjson == [counted(t) for t in TRICKY_ANNOTATIONS]
+    if clump_task == "123456789012345678901234567890":
+        assert with_orjson[4] == (2, 0) and with_orjson[6] == (1, 0)
+    # the batch loop gives what count_marks gives, row by row (0, 0, not ok: not JSON)
+    c, o, k = array("q"), array("q"), array("b")
+    monkeypatch.undo()
+    ledger_mod._count_texts(TRICKY_ANNOTATIONS, clump_task, c, o, k)
+    expected = [(0, 0, 0) if r == "ValueError" else (*r, 1) for r in with_orjson]
+    assert list(zip(c, o, k, strict=True)) == expected
+
+
+def test_count_marks_deep_nesting_fails_as_json_does():
+    """Nesting json.loads cannot parse (orjson can, up to 1024) fails the same way."""
+    deep = "[" * 1010 + "]" * 1010
+    with pytest.raises(RecursionError):
+        json.loads(deep)
+    with pytest.raises(RecursionError):
+        count_marks(deep, "T1")
+
+
+def test_unhashable_task_type_fails_as_before():
+    with pytest.raises(TypeError):
+        count_marks('[{"task": "T1", "taskType": ["drawing"], "value": []}]', "T1")
+
+
+def test_fast_helpers_match_numpy_and_pandas():
+    rng = np.random.default_rng(3)
+    ints = rng.integers(0, 50, 500)
+    s = np.sort(ints)
+    np.testing.assert_array_equal(ledger_mod._unique_sorted(s), np.unique(ints))
+    keys, counts = ledger_mod._run_lengths(s)
+    np.testing.assert_array_equal(keys, np.unique(ints))
+    np.testing.assert_array_equal(counts, np.unique(ints, return_counts=True)[1])
+    assert len(ledger_mod._unique_sorted(s[:0])) == 0
+    assert [len(x) for x in ledger_mod._run_lengths(s[:0])] == [0, 0]
+    for values in (
+        ints.astype(float),
+        np.array([3.0, np.nan, 3.0, np.nan, 1.0]),
+        np.array([0.0, -0.0, 2.0, 0.0]),
+        np.array([]),
+    ):
+        np.testing.assert_array_equal(
+            ledger_mod._duplicated(values), pd.Series(values, dtype=float).duplicated().to_numpy()
+        )
+    for texts in (
+        ["200000005", "007", "0", "999999999999999999", "12"],
+        ["12", "1;2", "", "1e3", "+5", "-5", "0x10", "1_000", "١٢", "99999999999999999999"],
+        ["12", "12.0", "12"],
+    ):
+        col = pd.Series(texts, dtype="str")
+        np.testing.assert_array_equal(
+            ledger_mod._to_float(col), pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+        )
+    assert ledger_mod._plain_ints(pd.Series(["1", "2;3"], dtype="str")) is None
+
+
+def _subsample_inputs(rng, n_cls=40):
+    rows = rng.integers(1, 4, n_cls)
+    cid = np.repeat(np.arange(1000, 1000 + n_cls), rows)
+    boxes = pd.DataFrame({"classification_id": cid, "x1": rng.choice([np.nan, 1.0], len(cid))})
+    zn = boxes[np.isin(cid, rng.choice(cid, n_cls // 2))].sample(frac=1, random_state=1)
+    xy = zn["x1"].notna().to_numpy()
+    kind = np.where(xy, rng.choice(["clump", "dummy", "not_aggregated"], len(zn)), "empty")
+    cluster = np.where(kind == "clump", 0, np.where(kind == "dummy", -1, -2))
+    asg = zn.assign(cluster=pd.array(cluster, dtype="Int64"), assignment=kind)
+    asg.loc[asg["assignment"].isin(["not_aggregated", "empty"]), "cluster"] = pd.NA
+    return boxes.reset_index(drop=True), zn.reset_index(drop=True), asg.reset_index(drop=True)
+
+
+@pytest.mark.parametrize("case", ["ok", "shuffled", "relabelled", "lost_row", "extra_cls"])
+def test_subsample_ledger_fast_paths_match_the_general_one(case):
+    """String labels (the fast path) count exactly as object labels (the general path)."""
+    rng = np.random.default_rng(7)
+    boxes, zn, asg = _subsample_inputs(rng)
+    if case == "shuffled":
+        asg = asg.sample(frac=1, random_state=2).reset_index(drop=True)
+    elif case == "relabelled":
+        asg.loc[0, "assignment"] = "dumy"
+        asg.loc[1, "cluster"] = 5
+    elif case == "lost_row":
+        asg = asg.iloc[1:].reset_index(drop=True)
+    elif case == "extra_cls":
+        asg.loc[len(asg)] = {"classification_id": 1, "x1": 1.0, "cluster": 0, "assignment": "clump"}
+        zn.loc[len(zn)] = {"classification_id": 1, "x1": 1.0}
+    paths = {"subsample": "z", "assignments": "a"}
+    report = {"n_rows_out": len(zn), "n_rows_in": len(boxes)}
+    out = {}
+    for dtype in ("str", object):
+        a = asg.assign(assignment=asg["assignment"].astype(dtype))
+        cols, checks = subsample_ledger(3, boxes, zn, report, a, {}, paths)
+        out[str(dtype)] = (cols, [c.as_dict() for c in checks])
+    assert out["str"] == out[str(object)]
+    failed = {c["category"] for c in out["str"][1] if not c["ok"]}
+    if case in ("ok", "shuffled"):
+        assert failed == set()
+    elif case == "relabelled":
+        assert {"assignment", "assignment rows"} <= failed
+    elif case == "lost_row":
+        assert {"assignment rows", "assignment rows per classification"} <= failed
+    else:
+        assert {"invented classifications", "box rows"} <= failed
 
 
 # --------------------------------------------------------------------------- the toy

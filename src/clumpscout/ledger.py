@@ -23,8 +23,9 @@ too: box rows = rows in Z~_n + rows not drawn; rows in Z~_n = assignment rows, w
 ``assignment`` is ``clump`` / ``dummy`` / ``not_aggregated`` (a box) or ``empty`` (the row of a
 classification that marked nothing; all rows of a pre-retired empty subject are of this kind).
 
-Independence: the export is read here in one light streaming pass (pyarrow for the CSV, the
-standard ``json`` module for ``annotations``); marks are counted per row for the clump task and
+Independence: the export is read here in one light streaming pass (pyarrow for the CSV, this
+module's own parsing of ``annotations``, with ``orjson`` when it is installed and the standard
+``json`` module wherever the two could differ); marks are counted per row for the clump task and
 for every other drawing task, and every row is put in one category by re-applying the reader's
 documented selection in its order (workflow, version, multiple subjects, repeated
 classification id; then kept when its classification is in boxes.parquet; otherwise a repeated
@@ -62,9 +63,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
+from pandas.api.types import is_float_dtype, is_integer_dtype
 
 from clumpscout.errors import InputError
 from clumpscout.logs import progress, timed
+
+try:  # optional speed-up: identical results (see count_marks)
+    import orjson as _orjson
+except ImportError:  # pragma: no cover - depends on the environment
+    _orjson = None
 
 log = logging.getLogger(__name__)
 
@@ -143,26 +150,140 @@ def drawing_marks(value: Any, task_type: Any = None) -> int | None:
     return len(value)
 
 
-def count_marks(annotations_json: str, clump_task: str | None) -> tuple[int, int]:
-    """(clump-task marks, marks of other drawing tasks) of one ``annotations`` field.
+def _count_parsed(ann: Any, clump_task: str | None, orjson_parse: bool = False) -> tuple[int, int]:
+    """:func:`count_marks` of a parsed ``annotations`` value (one pass, no intermediate lists).
 
-    ``clump_task`` None: every drawing task is the clump task. Raises ValueError for text that
-    is not a JSON list.
+    Gives exactly what ``_flat`` + :func:`drawing_marks` give (the same annotations visited in
+    the same order, so even the TypeError of an unhashable ``taskType`` is the same); a row with
+    a combo task goes through ``_flat`` itself. ``orjson_parse``: ``ann`` comes from orjson,
+    which turns integers beyond 64 bits into floats, so a float ``task`` raises
+    :class:`_Reparse` (the caller parses the row again with :func:`json.loads`).
     """
-    ann = json.loads(annotations_json)
     if not isinstance(ann, list):
         raise ValueError("annotations is not a JSON list")
+    clump = other = 0
+    for a in ann:
+        if not isinstance(a, dict):
+            continue
+        v = a.get("value")
+        if not isinstance(v, list):
+            continue  # not a drawing task (and not a combo task)
+        if v:
+            v0 = v[0]
+            if isinstance(v0, dict) and "task" in v0 and "value" in v0:
+                return _count_flat(ann, clump_task, orjson_parse)  # a combo task
+        task_type = a.get("taskType")
+        if task_type is not None:
+            if task_type not in DRAWING_TASK_TYPES:
+                continue
+        elif v:  # classic export: a list of marks, not of answers or survey choices
+            has_mark = survey = False
+            for m in v:
+                if isinstance(m, dict):
+                    if "choice" in m:
+                        survey = True
+                        break
+                    has_mark = True
+            if survey or not has_mark:
+                continue
+        task = a.get("task")
+        if clump_task is None:
+            clump += len(v)
+        elif task is None:
+            other += len(v)
+        else:
+            if orjson_parse and type(task) is float:
+                raise _Reparse
+            if str(task) == clump_task:
+                clump += len(v)
+            else:
+                other += len(v)
+    return clump, other
+
+
+def _count_flat(ann: list, clump_task: str | None, orjson_parse: bool) -> tuple[int, int]:
+    """The general path of :func:`_count_parsed` (combo tasks unpacked by ``_flat``)."""
     clump = other = 0
     for a in _flat(ann):
         k = drawing_marks(a.get("value"), a.get("taskType"))
         if k is None:
             continue
         task = a.get("task")
+        if orjson_parse and clump_task is not None and type(task) is float:
+            raise _Reparse
         if clump_task is None or (task is not None and str(task) == clump_task):
             clump += k
         else:
             other += k
     return clump, other
+
+
+class _Reparse(Exception):
+    """orjson's parse of a row may differ from json.loads's where it matters: parse again."""
+
+
+def _orjson_safe(text: str) -> bool:
+    """True when ``text`` is nested too little for json.loads to raise RecursionError.
+
+    orjson accepts up to 1024 nested containers, json.loads (C scanner, Python recursion limit)
+    about 1000 minus the caller's stack depth: text with fewer than 500 opening brackets (or
+    shorter than 1000 characters) nests less than 500 deep and both parsers agree on it.
+    """
+    return len(text) < 1000 or text.count("[") + text.count("{") < 500
+
+
+def count_marks(annotations_json: str, clump_task: str | None) -> tuple[int, int]:
+    """(clump-task marks, marks of other drawing tasks) of one ``annotations`` field.
+
+    ``clump_task`` None: every drawing task is the clump task. Raises ValueError for text that
+    is not a JSON list.
+
+    The text is parsed with ``orjson`` when it is installed, with the same results as
+    :func:`json.loads` (which decides whenever orjson rejects the text, it is nested deeply
+    enough for the two to differ, or a ``task`` could be an integer orjson made a float).
+    """
+    if _orjson is not None and _orjson_safe(annotations_json):
+        try:
+            ann = _orjson.loads(annotations_json)
+        except _orjson.JSONDecodeError:
+            pass  # json.loads is more lenient (NaN, Infinity, lone surrogates): let it decide
+        else:
+            try:
+                return _count_parsed(ann, clump_task, True)
+            except _Reparse:
+                pass
+    return _count_parsed(json.loads(annotations_json), clump_task)
+
+
+def _count_texts(texts: list[str], clump_task: str | None, clump, other, ok) -> None:
+    """:func:`count_marks` of every text, appended to the arrays (0, 0, not ok: not JSON).
+
+    The loop of :func:`count_marks`, inlined (this is the ledger's hot loop).
+    """
+    c_app, o_app, k_app = clump.append, other.append, ok.append
+    oj_loads = _orjson.loads if _orjson is not None else None
+    oj_error = _orjson.JSONDecodeError if _orjson is not None else ()
+    count, loads = _count_parsed, json.loads
+    for text in texts:
+        try:
+            counted = None
+            if oj_loads is not None and (
+                len(text) < 1000 or text.count("[") + text.count("{") < 500  # _orjson_safe
+            ):
+                try:
+                    counted = count(oj_loads(text), clump_task, True)
+                except (oj_error, _Reparse):
+                    pass
+            if counted is None:
+                counted = count(loads(text), clump_task)
+        except ValueError:
+            c_app(0)
+            o_app(0)
+            k_app(0)
+        else:
+            c_app(counted[0])
+            o_app(counted[1])
+            k_app(1)
 
 
 def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
@@ -189,15 +310,7 @@ def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
             path, read_options=read, parse_options=parse, convert_options=convert
         )
         for batch in progress(reader, desc="ledger", total=None):
-            for text in batch.column("annotations").to_pylist():
-                try:
-                    cm, om = count_marks(text, clump_task)
-                    ok.append(1)
-                except ValueError:
-                    cm, om = 0, 0
-                    ok.append(0)
-                clump.append(cm)
-                other.append(om)
+            _count_texts(batch.column("annotations").to_pylist(), clump_task, clump, other, ok)
             light.append(batch.drop_columns(["annotations"]))
     except (OSError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the classification export: {exc}", path=path) from None
@@ -213,6 +326,21 @@ def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
     df["other_marks"] = np.frombuffer(other, dtype=np.int64) if n else np.zeros(0, np.int64)
     df["json_ok"] = np.frombuffer(ok, dtype=np.int8).astype(bool) if n else np.zeros(0, bool)
     return df
+
+
+def _unique_sorted(values: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted integer array (what np.unique gives, much faster)."""
+    if len(values) == 0:
+        return values.copy()
+    return values[np.concatenate(([True], values[1:] != values[:-1]))]
+
+
+def _run_lengths(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct values of a sorted integer array and how often each occurs."""
+    starts = np.flatnonzero(np.concatenate(([True], values[1:] != values[:-1])))
+    if len(values) == 0:
+        starts = starts[:0]
+    return values[starts], np.diff(np.append(starts, len(values)))
 
 
 def _read_subject_ids(path: str | Path) -> np.ndarray:
@@ -233,6 +361,43 @@ def _read_subject_ids(path: str | Path) -> np.ndarray:
 # ------------------------------------------------------------------ export level
 
 
+def _plain_ints(values: pd.Series) -> np.ndarray | None:
+    """The int64 values of a string column of plain decimal integers, else None.
+
+    Plain: 1 to 18 ASCII digits, no sign, no blanks. Such text is the same integer whichever
+    way it is parsed (pd.to_numeric, int(), Arrow's cast, used here), and fits in int64.
+    """
+    if (
+        isinstance(values.dtype, pd.StringDtype)
+        and len(values)
+        and not values.hasnans
+        and values.str.fullmatch(r"[0-9]{1,18}").all()
+    ):
+        return values.astype("int64[pyarrow]").to_numpy(dtype=np.int64)
+    return None
+
+
+def _to_float(values: pd.Series) -> np.ndarray:
+    """``pd.to_numeric(values, errors="coerce")`` as floats (fast for plain integer strings)."""
+    ints = _plain_ints(values)
+    if ints is not None:
+        return ints.astype(float)
+    return pd.to_numeric(values, errors="coerce").to_numpy(dtype=float)
+
+
+def _duplicated(values: np.ndarray) -> np.ndarray:
+    """``pd.Series(values).duplicated()`` of a float array (later repeats of a value)."""
+    if np.isfinite(values).all() and not (np.signbit(values) & (values == 0)).any():
+        # no NaN (equal to itself for pandas) nor -0.0: equal values are == values; a stable
+        # sort keeps their file order, so all but the first of each run are repeats
+        order = np.argsort(values, kind="stable")
+        ordered = values[order]
+        out = np.zeros(len(values), dtype=bool)
+        out[order[1:]] = ordered[1:] == ordered[:-1]
+        return out
+    return pd.Series(values).duplicated().to_numpy()
+
+
 def classify_rows(
     marks: pd.DataFrame,
     report: dict,
@@ -249,7 +414,7 @@ def classify_rows(
     """
     n = len(marks)
     cat = np.full(n, "", dtype=object)
-    wid = pd.to_numeric(marks["workflow_id"], errors="coerce").to_numpy(dtype=float)
+    wid = _to_float(marks["workflow_id"])
     cat[wid != float(report["workflow_id"])] = "other_workflow"
     versions = {str(v) for v in report.get("workflow_versions_kept", [])}
     dropped = report.get("dropped_classifications", {})
@@ -263,10 +428,10 @@ def classify_rows(
     left = cat == ""
     cat[left & marks["subject_ids"].str.contains(";", regex=False).to_numpy()] = "multiple_subjects"
     left = cat == ""
-    cid = pd.to_numeric(marks["classification_id"], errors="coerce").to_numpy(dtype=float)
-    sid = pd.to_numeric(marks["subject_ids"], errors="coerce").to_numpy(dtype=float)
+    cid = _to_float(marks["classification_id"])
+    sid = _to_float(marks["subject_ids"])
     dup = np.zeros(n, dtype=bool)
-    dup[left] = pd.Series(cid[left]).duplicated().to_numpy()
+    dup[left] = _duplicated(cid[left])
     cat[dup] = "duplicate_classification_id"
     left = cat == ""
     kept = left & np.isin(cid, np.asarray(kept_ids, dtype=float))
@@ -380,7 +545,7 @@ def export_ledger(
         subject_ids = _read_subject_ids(subjects_csv)
     box_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
     has_xy = boxes["x1"].notna().to_numpy()
-    kept_ids = np.unique(box_cid)
+    kept_ids = _unique_sorted(np.sort(box_cid))
     cat = classify_rows(marks, report, kept_ids, subject_ids)
     marks["category"] = cat
     marks["clicks"] = marks["clump_marks"] + marks["other_marks"]
@@ -513,10 +678,16 @@ def export_ledger(
         ),
     ]
     # no classification has more kept clicks than it has clump-task marks (nothing invented)
-    per_cls = pd.Series(has_xy.astype(np.int64)).groupby(box_cid).sum()
-    ledger_cls = kept.assign(cid=pd.to_numeric(kept["classification_id"]).astype(np.int64))
-    marks_of = ledger_cls.set_index("cid")["clump_marks"].reindex(per_cls.index).fillna(-1)
-    invented = int((per_cls.to_numpy() > marks_of.to_numpy()).sum())
+    # (per classification in boxes.parquet, sorted by id: its box rows with coordinates)
+    xy_ids, xy_counts = _run_lengths(np.sort(box_cid[has_xy]))
+    per_cls = np.zeros(len(kept_ids), dtype=np.int64)
+    per_cls[np.searchsorted(kept_ids, xy_ids)] = xy_counts
+    kept_cid = _plain_ints(kept["classification_id"])
+    if kept_cid is None:
+        kept_cid = pd.to_numeric(kept["classification_id"]).astype(np.int64)
+    ledger_cls = kept.assign(cid=kept_cid)
+    marks_of = ledger_cls.set_index("cid")["clump_marks"].reindex(pd.Index(kept_ids)).fillna(-1)
+    invented = int((per_cls > marks_of.to_numpy()).sum())
     checks.append(
         Check(
             E,
@@ -566,6 +737,32 @@ def export_ledger(
 # ------------------------------------------------------------------ per n
 
 
+@dataclass(frozen=True)
+class BoxIndex:
+    """boxes.parquet's classification ids, indexed once for every n."""
+
+    xy: np.ndarray  # the row has coordinates
+    ids: np.ndarray  # the distinct classification ids, sorted
+    row_id: np.ndarray  # the position in ``ids`` of every row's classification
+
+    @classmethod
+    def of(cls, boxes: pd.DataFrame) -> BoxIndex:
+        cid = boxes["classification_id"].to_numpy(dtype=np.int64)
+        order = np.argsort(cid, kind="stable")
+        ordered = cid[order]
+        first = np.concatenate(([True], ordered[1:] != ordered[:-1]))[: len(cid)]
+        row_id = np.empty(len(cid), dtype=np.int64)
+        row_id[order] = np.cumsum(first) - 1
+        return cls(boxes["x1"].notna().to_numpy(), ordered[first], row_id)
+
+    def lookup(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(position in ``self.ids``, found) of sorted distinct ``ids``."""
+        pos = np.searchsorted(self.ids, ids)
+        found = pos < len(self.ids)
+        found[found] = self.ids[pos[found]] == ids[found]
+        return pos, found
+
+
 def subsample_ledger(
     n: int,
     boxes: pd.DataFrame,
@@ -574,49 +771,88 @@ def subsample_ledger(
     assignments: pd.DataFrame,
     agg_report: dict,
     paths: dict[str, str],
+    box_index: BoxIndex | None = None,
 ) -> tuple[dict, list[Check]]:
-    """Account for the box rows in Z~_n and its assignments (one n)."""
+    """Account for the box rows in Z~_n and its assignments (one n).
+
+    ``box_index``: :meth:`BoxIndex.of` ``boxes`` (made here when not given).
+    """
     N = str(n)
-    b_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
-    b_xy = boxes["x1"].notna().to_numpy()
+    bi = BoxIndex.of(boxes) if box_index is None else box_index
+    b_xy = bi.xy
     z_cid = zn["classification_id"].to_numpy(dtype=np.int64)
     z_xy = zn["x1"].notna().to_numpy()
-    drawn = np.isin(b_cid, np.unique(z_cid))
+    z_sorted = np.sort(z_cid)
+    z_ids = _unique_sorted(z_sorted)
+    pos, found = bi.lookup(z_ids)
+    drawn_cls = np.zeros(len(bi.ids), dtype=bool)
+    drawn_cls[pos[found]] = True
+    drawn = drawn_cls[bi.row_id]  # the box row's classification is in Z~_n
     not_drawn_rows = int((~drawn).sum())
     not_drawn = int((~drawn & b_xy).sum())
-    invented_cls = int((~np.isin(np.unique(z_cid), b_cid)).sum())
+    invented_cls = int((~found).sum())
 
     a_cid = assignments["classification_id"].to_numpy(dtype=np.int64)
     a_xy = assignments["x1"].notna().to_numpy()
     cluster = assignments["cluster"]
-    cl = pd.to_numeric(cluster, errors="coerce").to_numpy(dtype=float)
-    if "assignment" in assignments.columns:
-        kind = assignments["assignment"].astype(object).to_numpy()
-    else:  # derive the aggregation's categories from cluster and the coordinates
-        kind = np.where(
-            cl >= 0,
-            "clump",
-            np.where(cl == -1, "dummy", np.where(a_xy, "not_aggregated", "empty")),
-        ).astype(object)
-    kinds = Counter(kind.tolist())
-    clustered = int(kinds.get("clump", 0))
-    dummy = int(kinds.get("dummy", 0))
-    not_agg = int(kinds.get("not_aggregated", 0))
-    empty = int(kinds.get("empty", 0))
-    other_kinds = sum(
-        v for k, v in kinds.items() if k not in ("clump", "dummy", "not_aggregated", "empty")
-    )
+    if is_integer_dtype(cluster.dtype) or is_float_dtype(cluster.dtype):
+        cl = cluster.to_numpy(dtype=float)  # what pd.to_numeric would give back
+    else:
+        cl = pd.to_numeric(cluster, errors="coerce").to_numpy(dtype=float)
+    labels = assignments["assignment"] if "assignment" in assignments.columns else None
+    if labels is not None and isinstance(labels.dtype, pd.StringDtype) and not labels.hasnans:
+        # strings only: counting a kind is comparing with it (as the Counter below does), done
+        # on the codes of the distinct labels
+        codes, uniques = pd.factorize(labels)
+        code_of = {u: i for i, u in enumerate(uniques)}
+        is_clump, is_dummy, is_not_agg, is_empty = (
+            codes == code_of[k] if k in code_of else np.zeros(len(codes), dtype=bool)
+            for k in ("clump", "dummy", "not_aggregated", "empty")
+        )
+        clustered = int(is_clump.sum())
+        dummy = int(is_dummy.sum())
+        not_agg = int(is_not_agg.sum())
+        empty = int(is_empty.sum())
+        other_kinds = len(labels) - clustered - dummy - not_agg - empty
+        is_box = is_clump | is_dummy | is_not_agg
+    else:
+        if labels is not None:
+            kind = labels.astype(object).to_numpy()
+        else:  # derive the aggregation's categories from cluster and the coordinates
+            kind = np.where(
+                cl >= 0,
+                "clump",
+                np.where(cl == -1, "dummy", np.where(a_xy, "not_aggregated", "empty")),
+            ).astype(object)
+        kinds = Counter(kind.tolist())
+        clustered = int(kinds.get("clump", 0))
+        dummy = int(kinds.get("dummy", 0))
+        not_agg = int(kinds.get("not_aggregated", 0))
+        empty = int(kinds.get("empty", 0))
+        other_kinds = sum(
+            v for k, v in kinds.items() if k not in ("clump", "dummy", "not_aggregated", "empty")
+        )
+        is_clump, is_dummy, is_empty = (kind == "clump"), (kind == "dummy"), (kind == "empty")
+        is_box = np.isin(kind, ["clump", "dummy", "not_aggregated"])
     cluster_mismatch = int(
-        ((kind == "clump") != (cl >= 0)).sum()
-        + ((kind == "dummy") != (cl == -1)).sum()
-        + ((kind == "empty") & a_xy).sum()
-        + (np.isin(kind, ["clump", "dummy", "not_aggregated"]) & ~a_xy).sum()
+        (is_clump != (cl >= 0)).sum()
+        + (is_dummy != (cl == -1)).sum()
+        + (is_empty & a_xy).sum()
+        + (is_box & ~a_xy).sum()
     )
     # the same rows per classification in Z~_n and in the assignments
-    zc = pd.Series(z_cid).value_counts()
-    ac = pd.Series(a_cid).value_counts()
-    diff = zc.sub(ac, fill_value=0)
-    rows_differ = int((diff != 0).sum())
+    z_keys, z_counts = _run_lengths(z_sorted)
+    if np.array_equal(a_cid, z_cid):
+        a_keys, a_counts = z_keys, z_counts
+    else:
+        a_keys, a_counts = _run_lengths(np.sort(a_cid))
+    if np.array_equal(z_keys, a_keys):
+        rows_differ = int((z_counts != a_counts).sum())
+    else:
+        zc = pd.Series(z_cid).value_counts()
+        ac = pd.Series(a_cid).value_counts()
+        diff = zc.sub(ac, fill_value=0)
+        rows_differ = int((diff != 0).sum())
 
     zp, ap = paths["subsample"], paths["assignments"]
     checks = [
@@ -818,13 +1054,14 @@ def build_ledger(
         classifications_csv, report, bx, subjects_csv, boxes_path=boxes, report_path=clicks_report
     )
     ledger = Ledger(export=export, checks=checks)
+    box_index = BoxIndex.of(bx)
     for n in sorted(per_n):
         p = {k: str(v) for k, v in per_n[n].items()}
         zn = _read_parquet(p["subsample"], ["classification_id", "x1"])
         asg = _read_parquet(p["assignments"], ["classification_id", "x1", "cluster", "assignment"])
         zrep = _read_json(p["subsample_report"]) if p.get("subsample_report") else {}
         arep = _read_json(p["aggregate_report"]) if p.get("aggregate_report") else {}
-        cols, ch = subsample_ledger(n, bx, zn, zrep, asg, arep, p)
+        cols, ch = subsample_ledger(n, bx, zn, zrep, asg, arep, p, box_index)
         ch.append(_total_check(n, export, cols, p["assignments"]))
         ledger.per_n[int(n)] = cols
         ledger.checks += ch
