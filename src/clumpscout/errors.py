@@ -3,6 +3,11 @@
 A data error is raised as :class:`InputError`; the command-line front end
 turns it into a single line ``error: FILE:ROW: what is wrong`` and exit code 2,
 never a Python traceback.
+
+ROW follows the file's own convention, so a user finds the row where their tool
+shows it: in a CSV file it counts data rows from 1 (the header line is row 0,
+i.e. ROW + 1 is the line number in an editor); in a Parquet table it is the
+table position from 0, as pandas and pyarrow index it.
 """
 
 from __future__ import annotations
