@@ -279,11 +279,14 @@ def test_no_eligible_subject_gives_empty_labels():
     """Only empty classifications: nothing enters the batch, outputs keep their columns."""
     rows = [(k, 1, f"v{k}", np.nan, np.nan, False) for k in range(5)]
     rows += [(10 + k, 2, f"v{k}", np.nan, np.nan, False) for k in range(3)]
-    r = aggregate(_frame(rows), Params(), seed=0)
+    r = aggregate(_frame(rows), Params(final_classifications=False), seed=0)
     assert len(r.labels) == 0 and "p_fp" in r.labels.columns
     st = r.subjects.set_index("subject_id")["status"]
     assert st[1] == "retired_empty" and st[2] == "unretired"
     assert len(r.assignments) == 8 and (r.assignments.assignment == "empty").all()
+    # complete input (default): the 3 empty classifications of subject 2 are all it gets
+    st = aggregate(_frame(rows), Params(), seed=0).subjects.set_index("subject_id")["status"]
+    assert st[1] == "retired_empty" and st[2] == "retired_empty"
 
 
 def test_a_batch_without_any_cluster():

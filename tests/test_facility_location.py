@@ -16,7 +16,7 @@ import textwrap
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
 from clumpscout.distance import jaccard_distance, neg_log_distance_likelihood
@@ -364,13 +364,37 @@ def test_greedy_within_161_of_brute_force(sub, min_size, likelihood):
     assert g <= 1.61 * o + 1e-9
 
 
+#: a §5.7 instance found by hypothesis on which the greedy costs 1.72 × the optimum (4 cities)
+_RECLUSTER_172 = (
+    np.array([[0.16506796, 0.3661075, 0.30535572, 0.50639526],
+              [0.16325404, 0.35517731, 0.30354181, 0.49546508],
+              [0.15856265, 0.36597501, 0.29885042, 0.50626278],
+              [0.16298771, 0.3532764, 0.30327548, 0.49356416],
+              [0.16189558, 0.35544447, 0.30218334, 0.49573223],
+              [0.15981636, 0.35801769, 0.30010413, 0.49830545],
+              [0.15949615, 0.36198633, 0.29978391, 0.5022741]]),
+    np.array([3, 4, 0, 4, 2, 2, 3]),
+    (np.full(7, 10.20684354),
+     np.array([0.46327291, -3.69221915, 0.91320961, -3.69221915, -2.91666061, -2.91666061,
+               0.46327291]),
+     np.array([0.26991004, 0.43394945, 0.33072406, 0.43394945, 0.22843267, 0.22843267,
+               0.26991004]),
+     np.array([0.64502137, 1.8848967, 0.63450536, 1.8848967, 0.88206978, 0.88206978,
+               0.64502137])),
+)  # fmt: skip
+
+
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(subjects(max_boxes=8, min_boxes=2, sigma2_lo=1 / (2 * math.pi)), st.integers(0, 2**16))
-def test_constrained_reclustering_within_161(sub, seed):
+@example(_RECLUSTER_172, 639)
+def test_constrained_reclustering_within_harmonic_bound(sub, seed):
     """§5.7 re-clustering (no dummy; masks as §5.7 builds them: a possible city may always be
-    a facility): within 1.61 × the exhaustive optimum, costs shifted as above for cities.
-    σ² ≥ 1/(2π) keeps the opening cost of facility-only boxes (which are not shifted: they
-    may stay unassigned at cost 0) non-negative."""
+    a facility), costs shifted as above for cities. σ² ≥ 1/(2π) keeps the opening cost of
+    facility-only boxes (which are not shifted: they may stay unassigned at cost 0)
+    non-negative. With the city/facility masks the costs are not metric, so the JMS 1.61
+    bound does not apply (the example above reaches 1.72); the star greedy's guarantee for
+    non-metric facility location is the harmonic number H_k of the k cities (Hochbaum 1982),
+    which is what is asserted (H_k ≥ 1.61 only from k = 3 on, so 1.61 is kept below)."""
     boxes, cls, (oc, cc, s2, dc) = sub
     rng = np.random.default_rng(seed)
     n = len(cls)
@@ -387,7 +411,8 @@ def test_constrained_reclustering_within_161(sub, seed):
     g = shifted(cg, boxes, cls, oc, cc, s2, dc, False, can_city, "d")
     o = shifted(cb, boxes, cls, oc, cc, s2, dc, False, can_city, "d")
     assert o >= -1e-9 and g >= o - 1e-9
-    assert g <= 1.61 * o + 1e-9
+    bound = max(1.61, sum(1.0 / k for k in range(1, int(can_city.sum()) + 1)))
+    assert g <= bound * o + 1e-9
 
 
 def keyed_partition(f, boxes, cls, offsets):

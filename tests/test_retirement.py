@@ -23,6 +23,16 @@ def test_pre_batch_status():
     np.testing.assert_array_equal(eligible, [False, False, True, False, True, False])
 
 
+def test_pre_batch_status_final_classifications():
+    """Complete input: a subject whose ≥3 volunteers all marked nothing retires empty at
+    once (4 and 3 volunteers here), one seen by 2 still waits; eligibility is unchanged."""
+    n_vol = np.array([5, 4, 3, 2, 6, 3])
+    n_box = np.array([0, 0, 1, 0, 3, 0])
+    empty, eligible = rt.pre_batch_status(n_vol, n_box, 5, 3, final=True)
+    np.testing.assert_array_equal(empty, [True, True, False, False, False, True])
+    np.testing.assert_array_equal(eligible, [False, False, True, False, True, False])
+
+
 def test_retire_mask_needs_every_condition():
     n_fp = np.array([0.1, 1.0, 0.1, 0.1, 0.1, 0.1])
     n_fn = np.array([0.1, 0.1, 0.3, 0.1, 0.1, 0.29])
@@ -107,7 +117,9 @@ def mixed():
 
 
 def test_statuses_through_the_engine(mixed):
-    r = Aggregator(Params(), seed=0).fit(mixed)
+    final = Aggregator(Params(), seed=0).fit(mixed).subjects.set_index("subject_id")["status"]
+    assert final[1] == final[2] == "retired_empty" and final[3] == "unretired"
+    r = Aggregator(Params(final_classifications=False), seed=0).fit(mixed)  # SPEC 20 live rule
     st = r.subjects.set_index("subject_id")["status"]
     assert st[1] == "retired_empty"
     assert st[2] == "unretired" and st[3] == "unretired"

@@ -44,8 +44,9 @@ Outputs (contract 5; :meth:`AggregationResult.write`):
   ``retired``; ``retired_empty`` (pre-retired, never in a batch; n_fp = n_sigma = 0,
   n_fn and risk NaN); ``stale`` (processed in max_cycles cycles without retiring,
   for experts; its last labels are reported); ``unretired`` (never entered a
-  batch: fewer than min_volunteers_batch volunteers, or fewer than
-  min_volunteers_empty volunteers and no click; no labels, N's NaN). With all
+  batch: fewer than min_volunteers_batch volunteers, or, with
+  final_classifications false, fewer than min_volunteers_empty volunteers and
+  no click; no labels, N's NaN). With all
   classifications available at once, a subject that does not retire stays in the
   working batch (re-initialised, with skills updated from the retired subjects)
   until it retires or goes stale; a cycle identical to the previous one (same
@@ -222,6 +223,7 @@ class Params:
     stale_updates_skills: bool = False
     min_volunteers_batch: int = 3
     min_volunteers_empty: int = 5
+    final_classifications: bool = True  # see clumpscout.retirement (our decision)
 
     def __post_init__(self):
         if self.distance_likelihood not in ("d", "d_squared"):
@@ -660,23 +662,21 @@ class _Engine:
             dummy_cost = np.ones(n)
         else:
             open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
-        sigma2 = skills.sigma2[b.box_vol]
-        return np.asarray(
-            fl.solve_batch(
-                b.box_off,
-                b.xyxy,
-                b.box_cls,
-                open_cost,
-                conn_const,
-                sigma2,
-                dummy_cost,
-                init_phase=init,
-                d_max=p.d_max,
-                likelihood=p.distance_likelihood,
-                **kw,
-            ),
-            dtype=np.int64,
+        costs = (open_cost, conn_const, skills.sigma2[b.box_vol], dummy_cost)
+        return self._solve_costs(b, costs, init=init, **kw)
+
+    def _solve_costs(self, b: Batch, costs: tuple, *, init: bool, **kw) -> np.ndarray:
+        """:func:`clumpscout.facility_location.solve_batch` on the batch with the cost arrays
+        ``costs = (open_cost, conn_const, sigma2, dummy_cost)``."""
+        fac = fl.solve_batch(
+            b.box_off, b.xyxy, b.box_cls, *costs, init_phase=init, **self._distance_kw, **kw
         )
+        return np.asarray(fac, dtype=np.int64)
+
+    @property
+    def _distance_kw(self) -> dict:
+        """The distance settings every facility-location call shares (SPEC 6)."""
+        return {"d_max": self.p.d_max, "likelihood": self.p.distance_likelihood}
 
     def _nominal_costs(self, b: Batch, skills: Skills):
         """eq. fac_cost, city_fac_cost (city's own skills, SPEC 27), city_dummy_cost (SPEC 10)."""
@@ -831,29 +831,17 @@ class _Engine:
         open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
         n_fn_init = np.zeros(n_s)
         if can_city.any():
-            sigma2 = skills.sigma2[b.box_vol]
-            fac2 = np.asarray(
-                fl.solve_batch(
-                    b.box_off,
-                    b.xyxy,
-                    b.box_cls,
-                    open_cost,
-                    conn_const,
-                    sigma2,
-                    dummy_cost,
-                    init_phase=False,
-                    d_max=p.d_max,
-                    likelihood=p.distance_likelihood,
-                    can_be_facility=can_fac,
-                    can_be_city=can_city,
-                    allow_dummy=False,
-                    min_cluster_size=1,
-                ),
-                dtype=np.int64,
+            costs = (open_cost, conn_const, skills.sigma2[b.box_vol], dummy_cost)
+            fac2 = self._solve_costs(
+                b,
+                costs,
+                init=False,
+                can_be_facility=can_fac,
+                can_be_city=can_city,
+                allow_dummy=False,
+                min_cluster_size=1,
             )
-            c_cluster, c_dummy, c_subject = self._cluster_costs(
-                b, fac2, open_cost, conn_const, sigma2, dummy_cost
-            )
+            c_cluster, c_dummy, c_subject = self._cluster_costs(b, fac2, costs)
             n_fn_init = expected_missed_init(c_cluster, c_dummy, c_subject, n_s)
         # batch-wide coincidence term
         retained, n_cap = coincidence_scan(b.xyxy, p.d_max, [self.seed, cycle])
@@ -877,23 +865,14 @@ class _Engine:
             "n_retained": len(retained),
         }
 
-    def _cluster_costs(self, b, facility_of, open_cost, conn_const, sigma2, dummy_cost):
+    def _cluster_costs(self, b, facility_of, costs):
         """Assembly cost C(Z'_l) (eq. cluster_cost) and all-to-dummy cost C^∅ of each cluster.
 
         From :func:`clumpscout.facility_location.cluster_costs` (the facility's own
-        box pays its connection at d = 0, SPEC 10).
+        box pays its connection at d = 0, SPEC 10); ``costs`` as for :meth:`_solve_costs`.
         """
         cc = fl.cluster_costs(
-            b.box_off,
-            b.xyxy,
-            facility_of,
-            open_cost,
-            conn_const,
-            sigma2,
-            dummy_cost,
-            init_phase=False,
-            d_max=self.p.d_max,
-            likelihood=self.p.distance_likelihood,
+            b.box_off, b.xyxy, facility_of, *costs, init_phase=False, **self._distance_kw
         )
         return cc.cluster_cost, cc.cluster_dummy_cost, cc.cluster_subject
 
@@ -975,7 +954,11 @@ class Aggregator:
         n_b = len(prep.box_row)
 
         empty, eligible = pre_batch_status(
-            prep.subj_n_vol, prep.subj_n_boxes, p.min_volunteers_empty, p.min_volunteers_batch
+            prep.subj_n_vol,
+            prep.subj_n_boxes,
+            p.min_volunteers_empty,
+            p.min_volunteers_batch,
+            final=p.final_classifications,
         )
         status = np.full(n_s, UNRETIRED, np.int64)
         status[empty] = RETIRED_EMPTY

@@ -505,6 +505,38 @@ def _mark_grown(
     return hit
 
 
+@numba.njit(cache=True, inline="always")
+def _mark_changed(q, chg, chl, nch):
+    """Record that box q changed state since the last refresh pass; returns the new nch."""
+    if not chg[q]:
+        chg[q] = True
+        chl[nch] = q
+        nch += 1
+    return nch
+
+
+@numba.njit(cache=True, inline="always")
+def _join(q, p, W, lc, st, cur, has, size):
+    """City q connects to the open facility p (its classification's slot in p is taken)."""
+    st[q] = p
+    cur[q] = W[p, q]
+    has[p, lc[q]] = True
+    size[p] += 1
+
+
+@numba.njit(cache=True, inline="always")
+def _leave_cluster(x, m, lc, st, size, has, chg, chl, nch):
+    """Box x (already marked changed) leaves its cluster g = st[x]: the rest of g changes
+    state (its members may no longer be allowed to switch). Returns the new nch."""
+    g = st[x]
+    size[g] -= 1
+    has[g, lc[x]] = False
+    for r in range(m):
+        if st[r] == g and r != g:
+            nch = _mark_changed(r, chg, chl, nch)
+    return nch
+
+
 @numba.njit(cache=True)
 def _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F):
     """Without the dummy, place each city the greedy left unconnected (it cannot be a
@@ -760,16 +792,10 @@ def _greedy_component(
             t = best_t
             n_exec += 1
             q = best_q
-            if not chg[q]:  # q changes state
-                chg[q] = True
-                chl[nch] = q
-                nch += 1
+            nch = _mark_changed(q, chg, chl, nch)
             if best_prio == 0:
                 p = best_i
-                st[q] = p
-                cur[q] = W[p, q]
-                has[p, lc[q]] = True
-                size[p] += 1
+                _join(q, p, W, lc, st, cur, has, size)
                 if size[p] > min_eff and _mark_grown(
                     p, t, m, W, cur, reach, marg, allow_dummy, alive, isopen, st, size, min_eff,
                     forced, stored_t, fresh,
@@ -785,20 +811,9 @@ def _greedy_component(
         # ---- open fb with its star (fb is fresh: pmat[fb] lists the star's members)
         f = fb
         t = t_open
-        if not chg[f]:  # f changes state
-            chg[f] = True
-            chl[nch] = f
-            nch += 1
-        g = st[f]
-        if g >= 0:  # f leaves the cluster it was a member of
-            size[g] -= 1
-            has[g, lc[f]] = False
-            for r in range(m):
-                if st[r] == g and r != g and r != f:
-                    if not chg[r]:  # r changes state
-                        chg[r] = True
-                        chl[nch] = r
-                        nch += 1
+        nch = _mark_changed(f, chg, chl, nch)
+        if st[f] >= 0:  # f leaves the cluster it was a member of
+            nch = _leave_cluster(f, m, lc, st, size, has, chg, chl, nch)
         isopen[f] = True
         opened[n_open] = f
         n_open += 1
@@ -810,25 +825,10 @@ def _greedy_component(
         for q in range(m):
             if not pmat[f, q]:
                 continue
-            if not chg[q]:  # q changes state
-                chg[q] = True
-                chl[nch] = q
-                nch += 1
-            g = st[q]
-            if g >= 0:  # a switcher from cluster g
-                size[g] -= 1
-                has[g, lc[q]] = False
-                # the rest of g may no longer be allowed to switch
-                for r in range(m):
-                    if st[r] == g and r != g:
-                        if not chg[r]:  # r changes state
-                            chg[r] = True
-                            chl[nch] = r
-                            nch += 1
-            st[q] = f
-            cur[q] = W[f, q]
-            has[f, lc[q]] = True
-            size[f] += 1
+            nch = _mark_changed(q, chg, chl, nch)
+            if st[q] >= 0:  # a switcher from another cluster
+                nch = _leave_cluster(q, m, lc, st, size, has, chg, chl, nch)
+            _join(q, f, W, lc, st, cur, has, size)
     if not allow_dummy:
         _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F)
     for p in range(m):
@@ -841,25 +841,14 @@ def _greedy_component(
 
 
 @numba.njit(cache=True)
-def _solve_subject(
-    lo,
-    hi,
-    boxes,
-    cls,
-    open_cost,
-    conn_const,
-    sigma2,
-    dummy_cost,
-    can_fac,
-    can_city,
-    init_phase,
-    d_max,
-    kind,
-    allow_dummy,
-    min_eff,
-    out,
-):
-    """One subject (rows lo:hi): canonical order, shifted costs, components, greedy."""
+def _solve_subject(lo, hi, rows, opts, out):
+    """One subject (rows lo:hi): canonical order, shifted costs, components, greedy.
+
+    ``rows``: the per-row arrays ``(boxes, cls, open_cost, conn_const, sigma2, dummy_cost,
+    can_fac, can_city)``; ``opts``: ``(init_phase, d_max, kind, allow_dummy, min_eff)``
+    (see :func:`solve_batch`)."""
+    boxes, cls, open_cost, conn_const, sigma2, dummy_cost, can_fac, can_city = rows
+    init_phase, d_max, kind, allow_dummy, min_eff = opts
     n = hi - lo
     if n == 0:
         return
@@ -1011,45 +1000,10 @@ def _solve_subject(
 
 
 @numba.njit(cache=True, nogil=True)
-def _solve_range(
-    s0,
-    s1,
-    offsets,
-    boxes,
-    cls,
-    open_cost,
-    conn_const,
-    sigma2,
-    dummy_cost,
-    can_fac,
-    can_city,
-    init_phase,
-    d_max,
-    kind,
-    allow_dummy,
-    min_eff,
-    out,
-):
+def _solve_range(s0, s1, offsets, rows, opts, out):
     """Subjects s0:s1 (releases the GIL, so threads can run ranges side by side)."""
     for s in range(s0, s1):
-        _solve_subject(
-            offsets[s],
-            offsets[s + 1],
-            boxes,
-            cls,
-            open_cost,
-            conn_const,
-            sigma2,
-            dummy_cost,
-            can_fac,
-            can_city,
-            init_phase,
-            d_max,
-            kind,
-            allow_dummy,
-            min_eff,
-            out,
-        )
+        _solve_subject(offsets[s], offsets[s + 1], rows, opts, out)
 
 
 # ----------------------------------------------------------------------------------------
@@ -1071,27 +1025,42 @@ def _as_mask(x, n, name):
     return a
 
 
-def _check_inputs(offsets, boxes, cls, open_cost, conn_const, sigma2, dummy_cost, init_phase):
+def _cost_arrays(n, open_cost, conn_const, sigma2, dummy_cost):
+    """The four per-box cost arrays as contiguous float64[n]."""
+    names = ("open_cost", "conn_const", "sigma2", "dummy_cost")
+    costs = (open_cost, conn_const, sigma2, dummy_cost)
+    return [_as_float(x, n, name) for x, name in zip(costs, names, strict=True)]
+
+
+def _masks(n, can_be_facility, can_be_city, allow_dummy, min_cluster_size):
+    """Facility and city masks, and the effective minimum cluster size (1 without the dummy)."""
+    fac = _as_mask(can_be_facility, n, "can_be_facility")
+    city = _as_mask(can_be_city, n, "can_be_city")
+    min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
+    return fac, city, min_eff
+
+
+def _check_offsets(offsets, n):
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
-    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
-    if boxes.ndim != 2 or boxes.shape[1] != 4:
-        raise ValueError(f"boxes must have shape (N, 4), got {boxes.shape}")
-    n = boxes.shape[0]
     if offsets.ndim != 1 or offsets.size < 1 or offsets[0] != 0 or offsets[-1] != n:
         raise ValueError("offsets must be int64[S+1] with offsets[0] == 0 and offsets[-1] == N")
     if np.any(np.diff(offsets) < 0):
         raise ValueError("offsets must be non-decreasing")
+    return offsets
+
+
+def _check_inputs(offsets, boxes, cls, open_cost, conn_const, sigma2, dummy_cost, init_phase):
+    boxes = np.ascontiguousarray(boxes, dtype=np.float64)
+    if boxes.ndim != 2 or boxes.shape[1] != 4:
+        raise ValueError(f"boxes must have shape (N, 4), got {boxes.shape}")
+    n = boxes.shape[0]
+    offsets = _check_offsets(offsets, n)
     if not np.isfinite(boxes).all():
         raise ValueError("boxes must be finite (drop empty classifications before clustering)")
     cls = np.ascontiguousarray(cls, dtype=np.int64)
     if cls.shape != (n,):
         raise ValueError(f"cls must have shape ({n},), got {cls.shape}")
-    arrays = [
-        _as_float(open_cost, n, "open_cost"),
-        _as_float(conn_const, n, "conn_const"),
-        _as_float(sigma2, n, "sigma2"),
-        _as_float(dummy_cost, n, "dummy_cost"),
-    ]
+    arrays = _cost_arrays(n, open_cost, conn_const, sigma2, dummy_cost)
     if not init_phase:
         if not np.isfinite(arrays[1]).all():
             raise ValueError("conn_const must be finite")
@@ -1175,14 +1144,13 @@ def solve_batch(
         offsets, boxes, cls, open_cost, conn_const, sigma2, dummy_cost, init_phase
     )
     n = boxes.shape[0]
-    fac = _as_mask(can_be_facility, n, "can_be_facility")
-    city = _as_mask(can_be_city, n, "can_be_city")
+    fac, city, min_eff = _masks(n, can_be_facility, can_be_city, allow_dummy, min_cluster_size)
     if init_phase:
         s2 = np.ones(n)  # unused
-    min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
     out = np.full(n, UNASSIGNED, np.int64)
-    args = (offsets, boxes, cls, oc, cc, s2, dc, fac, city)
-    args += (bool(init_phase), float(d_max), kind, bool(allow_dummy), min_eff, out)
+    rows = (boxes, cls, oc, cc, s2, dc, fac, city)
+    opts = (bool(init_phase), float(d_max), kind, bool(allow_dummy), min_eff)
+    args = (offsets, rows, opts, out)
     n_sub = offsets.size - 1
     ranges = _subject_ranges(offsets, _n_threads())
     if len(ranges) <= 1:
@@ -1255,19 +1223,16 @@ def cluster_costs(
     """Per-box, per-cluster and per-subject costs of an assignment (eq. cluster_cost,
     city_dummy_cost, total_cost; the all-to-dummy cost C^∅ of §5.7). Same cost arrays and
     phase switches as :func:`solve_batch`; see :class:`ClusterCosts` for the result."""
-    offsets = np.asarray(offsets, np.int64)
     boxes = np.asarray(boxes, np.float64)
     facility_of = np.asarray(facility_of, np.int64)
     n = boxes.shape[0]
-    open_cost = _as_float(open_cost, n, "open_cost")
-    conn_const = _as_float(conn_const, n, "conn_const")
-    sigma2 = _as_float(sigma2, n, "sigma2")
-    dummy_cost = _as_float(dummy_cost, n, "dummy_cost")
+    open_cost, conn_const, sigma2, dummy_cost = _cost_arrays(
+        n, open_cost, conn_const, sigma2, dummy_cost
+    )
     if facility_of.shape != (n,):
         raise ValueError(f"facility_of must have shape ({n},), got {facility_of.shape}")
+    offsets = _check_offsets(offsets, n)
     n_sub = offsets.size - 1
-    if offsets.ndim != 1 or n_sub < 0 or offsets[0] != 0 or offsets[-1] != n:
-        raise ValueError("offsets must be int64[S+1] with offsets[0] == 0 and offsets[-1] == N")
     if np.any((facility_of < UNASSIGNED) | (facility_of >= n)):
         raise ValueError("facility_of holds an index outside the batch")
     subject = np.repeat(np.arange(n_sub), np.diff(offsets))
@@ -1337,13 +1302,8 @@ def brute_force(
     if n > 12:
         raise ValueError("brute_force is for at most 12 boxes")
     cls = np.asarray(cls, np.int64)
-    oc = _as_float(open_cost, n, "open_cost")
-    cc = _as_float(conn_const, n, "conn_const")
-    s2 = _as_float(sigma2, n, "sigma2")
-    dc = _as_float(dummy_cost, n, "dummy_cost")
-    fac = _as_mask(can_be_facility, n, "can_be_facility")
-    city = _as_mask(can_be_city, n, "can_be_city")
-    min_eff = max(1, int(min_cluster_size)) if allow_dummy else 1
+    oc, cc, s2, dc = _cost_arrays(n, open_cost, conn_const, sigma2, dummy_cost)
+    fac, city, min_eff = _masks(n, can_be_facility, can_be_city, allow_dummy, min_cluster_size)
     D = jaccard_distance(boxes[:, None, :], boxes[None, :, :])
     if init_phase:
         C = np.where(D <= d_max, 0.0, np.inf)

@@ -4,6 +4,14 @@
   and none marked a clump retires as empty without entering the batch; a
   subject enters the batch once ≥ ``min_volunteers_batch`` (3) volunteers saw it
   and ≥ 1 clump was marked (§5.1, SPEC 20). Others wait (status ``unretired``).
+  With ``final_classifications`` (default; our decision where the paper and SPEC
+  are silent) the classifications given are all there will be, as in every
+  subsample Z̃_n: waiting for a fifth volunteer is then waiting forever, so a
+  subject that ≥ ``min_volunteers_batch`` volunteers saw and none marked retires
+  as empty too. The paper counts < 1% unretired subjects even at n = 3 (§6.4,
+  fig. retirement_reason_fraction), which the literal rule cannot give (at n = 3
+  every subject whose 3 volunteers marked nothing would stay unretired: ~27% of
+  the default universe). ``final_classifications: false`` is SPEC 20's live rule.
 * The working batch (SPEC 21): the subjects left over from the last cycle plus
   new subjects, added in blocks (one subject's classifications at a time, in
   arrival order) until the batch holds at least ``min_batch_classifications``
@@ -35,15 +43,18 @@ def pre_batch_status(
     n_boxes: np.ndarray,
     min_volunteers_empty: int,
     min_volunteers_batch: int,
+    final: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """(retired_empty, eligible) masks per subject (§5.1, SPEC 20).
 
-    ``retired_empty``: ≥ min_volunteers_empty volunteers and no clump click;
-    ``eligible``: ≥ min_volunteers_batch volunteers and ≥ 1 clump click.
+    ``retired_empty``: ≥ min_volunteers_empty volunteers and no clump click (with
+    ``final``: ≥ min(min_volunteers_empty, min_volunteers_batch) volunteers, see the
+    module docstring); ``eligible``: ≥ min_volunteers_batch volunteers and ≥ 1 clump click.
     """
     n_volunteers = np.asarray(n_volunteers)
     n_boxes = np.asarray(n_boxes)
-    empty = (n_boxes == 0) & (n_volunteers >= min_volunteers_empty)
+    need = min(min_volunteers_empty, min_volunteers_batch) if final else min_volunteers_empty
+    empty = (n_boxes == 0) & (n_volunteers >= need)
     eligible = (n_boxes > 0) & (n_volunteers >= min_volunteers_batch)
     return empty, eligible
 

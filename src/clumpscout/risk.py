@@ -200,6 +200,39 @@ def _query_bounds(L, qx1, qy1, qx2, qy2, x0, y0, cell, nx, ny, maxw, maxh, a_min
     return ix0, ix1, iy0, iy1
 
 
+@numba.njit(cache=True, inline="always")
+def _coinciding(
+    qx1, qy1, qx2, qy2, stored, head, nxt, d_max, x0, y0, cell, nx, ny, off, maxw, maxh, a_min,
+    rho, earliest, hits,
+):  # fmt: skip
+    """The stored boxes q (rows of ``stored``, linked per grid cell by ``head``/``nxt``)
+    within Jaccard distance < d_max of the query box: writes them to ``hits`` in grid
+    visiting order and returns how many. With ``earliest`` only the smallest such q is
+    wanted: after a hit, candidates with a larger index are skipped (the last hit is it)."""
+    nh = 0
+    below = stored.shape[0]
+    for L in range(cell.shape[0]):
+        ix0, ix1, iy0, iy1 = _query_bounds(
+            L, qx1, qy1, qx2, qy2, x0, y0, cell, nx, ny, maxw, maxh, a_min, rho
+        )
+        for ix in range(ix0, ix1 + 1):
+            for iy in range(iy0, iy1 + 1):
+                q = head[off[L] + ix * ny[L] + iy]
+                while q >= 0:
+                    if q < below:
+                        d = jaccard_nb(
+                            qx1, qy1, qx2, qy2,
+                            stored[q, 0], stored[q, 1], stored[q, 2], stored[q, 3],
+                        )  # fmt: skip
+                        if d < d_max:
+                            hits[nh] = q
+                            nh += 1
+                            if earliest:
+                                below = q
+                    q = nxt[q]
+    return nh
+
+
 @numba.njit(cache=True)
 def _scan(boxes, order, d_max, level, cx, cy, x0, y0, cell, nx, ny, off, maxw, maxh, a_min, rho):
     n = order.shape[0]
@@ -207,33 +240,21 @@ def _scan(boxes, order, d_max, level, cx, cy, x0, y0, cell, nx, ny, off, maxw, m
     head = np.full(off[n_lev], -1, np.int64)
     nxt = np.empty(n, np.int64)
     kept = np.empty(n, np.int64)  # retained box (index into boxes), in retention order
+    kept_box = np.empty((n, 4))  # its coordinates
     count = np.zeros(n, np.int64)
+    hits = np.empty(n, np.int64)
     r = 0
     for t in range(n):
         b = order[t]
-        best = -1
-        for L in range(n_lev):
-            ix0, ix1, iy0, iy1 = _query_bounds(
-                L, boxes[b, 0], boxes[b, 1], boxes[b, 2], boxes[b, 3],
-                x0, y0, cell, nx, ny, maxw, maxh, a_min, rho,
-            )  # fmt: skip
-            for ix in range(ix0, ix1 + 1):
-                for iy in range(iy0, iy1 + 1):
-                    q = head[off[L] + ix * ny[L] + iy]
-                    while q >= 0:
-                        if best < 0 or q < best:
-                            k = kept[q]
-                            d = jaccard_nb(
-                                boxes[b, 0], boxes[b, 1], boxes[b, 2], boxes[b, 3],
-                                boxes[k, 0], boxes[k, 1], boxes[k, 2], boxes[k, 3],
-                            )  # fmt: skip
-                            if d < d_max:
-                                best = q
-                        q = nxt[q]
-        if best >= 0:
-            count[best] += 1
+        nh = _coinciding(
+            boxes[b, 0], boxes[b, 1], boxes[b, 2], boxes[b, 3], kept_box, head, nxt, d_max,
+            x0, y0, cell, nx, ny, off, maxw, maxh, a_min, rho, True, hits,
+        )  # fmt: skip
+        if nh > 0:  # the earliest retained box it coincides with
+            count[hits[nh - 1]] += 1
         else:
             kept[r] = b
+            kept_box[r] = boxes[b]
             c = _cell_of(level, cx, cy, x0, y0, cell, nx, ny, off, b)
             nxt[r] = head[c]
             head[c] = r
@@ -279,26 +300,18 @@ def _coincident_sums(
     n_subj = label_off.shape[0] - 1
     out = np.zeros(n_subj, np.float64)
     stamp = np.full(n_ret, -1, np.int64)
+    hits = np.empty(n_ret, np.int64)
     for i in range(n_subj):
         for lab in range(label_off[i], label_off[i + 1]):
-            for L in range(n_lev):
-                ix0, ix1, iy0, iy1 = _query_bounds(
-                    L, labels[lab, 0], labels[lab, 1], labels[lab, 2], labels[lab, 3],
-                    x0, y0, cell, nx, ny, maxw, maxh, a_min, rho,
-                )  # fmt: skip
-                for ix in range(ix0, ix1 + 1):
-                    for iy in range(iy0, iy1 + 1):
-                        q = head[off[L] + ix * ny[L] + iy]
-                        while q >= 0:
-                            if stamp[q] != i:
-                                d = jaccard_nb(
-                                    labels[lab, 0], labels[lab, 1], labels[lab, 2], labels[lab, 3],
-                                    ret[q, 0], ret[q, 1], ret[q, 2], ret[q, 3],
-                                )  # fmt: skip
-                                if d < d_max:
-                                    stamp[q] = i
-                                    out[i] += p_cap[q]
-                            q = nxt[q]
+            nh = _coinciding(
+                labels[lab, 0], labels[lab, 1], labels[lab, 2], labels[lab, 3], ret, head, nxt,
+                d_max, x0, y0, cell, nx, ny, off, maxw, maxh, a_min, rho, False, hits,
+            )  # fmt: skip
+            for j in range(nh):
+                q = hits[j]
+                if stamp[q] != i:  # counted once per subject
+                    stamp[q] = i
+                    out[i] += p_cap[q]
     return out
 
 
