@@ -62,13 +62,18 @@ Outputs (contract 5; :meth:`AggregationResult.write`):
 * ``clumps.ecsv`` (the labels with units, hyper-parameters in ``meta``) and
   ``report.json`` (counts, per-cycle EM log-likelihoods, timings).
 
-Known behaviour of the model (measured on the simulated universe): when many
-volunteers are data-rich (hundreds to thousands of classifications in a batch),
-the EM can run away to a state where their p_fp is high and nearly every box is
-on the dummy facility; that state has the higher likelihood (eq. joint_model has
-no penalty for explaining boxes as false positives once p_fp → 1), so SPEC 16
-keeps it. Pinning p_fp (large ``n_beta_fp``) removes the run-away; pinning p_fn
-or σ²_j does not. See the issue-3 notes.
+Known behaviour of the model (measured on simulated universes): when about half
+of the boxes belong to no feature that most volunteers mark (random clicks, or
+features marked by a minority), the data-rich volunteers' learned p_fp rises
+towards that fraction, which makes the dummy facility cheaper, which pushes more
+boxes onto it; once their counts outweigh the nβ_fp prior (committed volunteers
+at paper scale) the EM runs away to nearly every box on the dummy facility. That
+state has the higher likelihood (eq. joint_model has no penalty for explaining
+boxes as false positives once p_fp → 1), so SPEC 16 keeps it. The paper's priors
+(p0_fp = 0.1) assume the regime where most boxes mark features many volunteers
+agree on; the simulator is calibrated to that regime (clumpscout.simulate,
+"Calibration"), where the paper's priors give a stable result at paper scale.
+Pinning p_fp (a large ``n_beta_fp``) also removes the run-away.
 
 The annotation unit ``z_ij`` is one volunteer on one subject: two
 classifications of one subject by one volunteer (a duplicate the export
