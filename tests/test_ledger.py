@@ -17,6 +17,7 @@ from array import array
 from pathlib import Path
 from types import SimpleNamespace
 
+import numba
 import numpy as np
 import pandas as pd
 import pytest
@@ -463,9 +464,15 @@ def test_snakemake_adapter(toy, tmp_path, monkeypatch):
         output=SimpleNamespace(csv=str(tmp_path / "l.csv"), json=str(tmp_path / "l.json")),
         params=SimpleNamespace(ns=list(NS), code="x"),
         log=[str(tmp_path / "ledger.log")],
-        threads=1,
+        # the thread count numba in this process already uses: main() writes it to
+        # NUMBA_NUM_THREADS, and numba refuses a different value once its threads run
+        threads=numba.config.NUMBA_NUM_THREADS,
     )
     monkeypatch.syspath_prepend(str(REPO / "scripts"))
+    # the adapter sets the thread variables in os.environ; monkeypatch restores them (or
+    # their absence) after the test, so nothing leaks into later tests of this worker
+    for var in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS"):
+        monkeypatch.setenv(var, str(sm.threads))
     try:
         runpy.run_path(
             str(REPO / "scripts/ledger.py"),

@@ -14,7 +14,9 @@ if [ "$cmd" = stop ]; then
     exit 0
 fi
 mkdir -p "$dir"/{state,spool,munge,log}
-cpus=$(nproc)
+# all CPUs (plain nproc honours OMP_NUM_THREADS); at least 2, the most any rule asks for
+cpus=$(nproc --all)
+[ "$cpus" -ge 2 ] || cpus=2
 mem=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1024 / 2 ))
 cat > "$dir/slurm.conf" <<CONF
 ClusterName=clumpscout-local
@@ -38,6 +40,7 @@ TaskPlugin=task/none
 SchedulerType=sched/backfill
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core_Memory
+SlurmdParameters=config_overrides
 JobAcctGatherType=jobacct_gather/none
 AccountingStorageType=accounting_storage/none
 MinJobAge=86400
