@@ -194,7 +194,9 @@ class Params:
     truth it scores as well (1.5k subjects) or better (10k subjects, C 0.83 vs 0.78 at
     equal purity) and runs the paper-scale n = 20 subsample twice as fast.
     ``distance_likelihood`` stays ``d`` (SPEC 6): ``d_squared`` finds more clumps but
-    with lower purity and 2-3x the p_fp calibration error.
+    with lower purity and 2-3x the p_fp calibration error. (Both comparisons were made
+    on the simulator's earlier calibration, before its recalibration to the paper's
+    regime; ``benchmarks/eval_aggregate.py`` re-measures them.)
     """
 
     # Table prior_param_values
