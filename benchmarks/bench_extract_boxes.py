@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import resource
 import sys
 import tempfile
 import time
@@ -50,6 +49,7 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
+from _measure import cpu_s, peak_rss_mb
 
 from clumpscout.simulate_export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
 
@@ -66,15 +66,6 @@ UA = (
     "Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) "
     "Chrome/87.0.4280.88 Safari/537.36"
 )
-
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
 def write_synthetic_export(
@@ -240,16 +231,16 @@ def main(argv: list[str] | None = None) -> int:
     from clumpscout.zooniverse import extract_clicks
 
     setup_logging()
-    rss0 = _peak_rss_mb()
+    rss0 = peak_rss_mb()
     if args.tracemalloc:
         tracemalloc.start()
 
-    t0, c0 = time.perf_counter(), _cpu_s()
+    t0, c0 = time.perf_counter(), cpu_s()
     clicks, report = extract_clicks(cpath, spath)
-    t1, c1 = time.perf_counter(), _cpu_s()
+    t1, c1 = time.perf_counter(), cpu_s()
     subjects = build_subjects(None, spath, {}, box_side=args.box_side)
     boxes = make_boxes(clicks, subjects)
-    t2, c2 = time.perf_counter(), _cpu_s()
+    t2, c2 = time.perf_counter(), cpu_s()
     heap = tracemalloc.get_traced_memory()[1] / 2**20 if args.tracemalloc else None
     n_clicks = int(clicks["x"].notna().sum())
     print(f"classifications kept : {report['classifications_kept']:,}")
@@ -259,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"extract+boxes total  : {t2 - t0:.1f} s wall, {c2 - c0:.1f} s CPU")
     print(f"JSON parser          : {'orjson' if _orjson_available() else 'json (stdlib)'}")
     print(f"peak RSS before      : {rss0:.0f} MB")
-    print(f"peak RSS (process)   : {_peak_rss_mb():.0f} MB")
+    print(f"peak RSS (process)   : {peak_rss_mb():.0f} MB")
     if heap is not None:
         print(f"peak Python heap     : {heap:.0f} MB (tracemalloc)")
     return 0

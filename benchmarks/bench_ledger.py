@@ -38,19 +38,11 @@ from __future__ import annotations
 
 import argparse
 import re
-import resource
 import sys
 import time
 from pathlib import Path
 
-
-def _cpu_s() -> float:
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+from _measure import cpu_s, peak_rss_mb
 
 
 def find_ns(results: Path) -> list[int]:
@@ -90,8 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         str(args.out / "ledger.json"),
     )
     subjects = str(r / "universe/subjects_export.csv")
-    rss0 = _peak_rss_mb()
-    t0, c0 = time.perf_counter(), _cpu_s()
+    rss0 = peak_rss_mb()
+    t0, c0 = time.perf_counter(), cpu_s()
     if args.profile:
         import cProfile
 
@@ -100,14 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         prof.dump_stats(str(args.profile))
     else:
         ledger = run_ledger(*call, subjects_csv=subjects)
-    t1, c1 = time.perf_counter(), _cpu_s()
+    t1, c1 = time.perf_counter(), cpu_s()
     print(f"export rows          : {ledger.export['rows']:,}")
     print(f"export clicks        : {ledger.export['clicks']:,}")
     print(f"n                    : {', '.join(map(str, ns))}")
     print(f"balanced             : {ledger.balanced()}")
     print(f"ledger               : {t1 - t0:.1f} s wall, {c1 - c0:.1f} s CPU")
     print(f"peak RSS before      : {rss0:.0f} MB")
-    print(f"peak RSS (process)   : {_peak_rss_mb():.0f} MB")
+    print(f"peak RSS (process)   : {peak_rss_mb():.0f} MB")
     return 0
 
 

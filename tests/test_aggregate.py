@@ -73,6 +73,22 @@ def test_params_match_config_yaml_and_schema():
     assert Params.from_dict(cfg) == Params()
 
 
+def test_param_bounds_are_the_schemas():
+    """``clumpscout aggregate --config`` checks the bounds the workflow's schema checks."""
+    from clumpscout.aggregate import _BOUNDS
+
+    props = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
+    props = props["properties"]["aggregate"]["properties"]
+    from_schema = {}
+    for name, spec in props.items():
+        lo = spec.get("exclusiveMinimum", spec.get("minimum"))
+        if lo is None:
+            continue
+        hi = spec.get("exclusiveMaximum", spec.get("maximum"))
+        from_schema[name] = (lo, hi, "exclusiveMinimum" in spec, "exclusiveMaximum" in spec)
+    assert from_schema == _BOUNDS
+
+
 def test_params_reject_unknown_and_bad_values():
     with pytest.raises(InputError, match="no_such"):
         Params.from_dict({"no_such": 1})

@@ -1041,7 +1041,7 @@ class Aggregator:
             box_assign[b.box_idx[fin_box]] = ba[fin_box]
             # unretired boxes keep their latest clustering too (overwritten later)
             box_assign[b.box_idx[~fin_box]] = ba[~fin_box]
-            label_parts.append(self._labels_frame(prep, b, state, rk, final, clump_in_subj, status))
+            label_parts.append(self._labels_frame(prep, b, state, rk, final, clump_in_subj))
             # skills: restore the cache and update it with the finalised subjects only
             upd = retire | (stale & p.stale_updates_skills)
             if upd.any():
@@ -1152,7 +1152,7 @@ class Aggregator:
         return AggregationResult(labels, subjects, volunteers, assignments, report, p, self.seed)
 
     @staticmethod
-    def _labels_frame(prep, b, state, rk, final, clump_in_subj, status) -> pd.DataFrame:
+    def _labels_frame(prep, b, state, rk, final, clump_in_subj) -> pd.DataFrame:
         gs = b.subjects[state.cluster_subject]
         w = prep.subj_width[gs]
         h = prep.subj_height[gs]

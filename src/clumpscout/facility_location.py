@@ -197,7 +197,7 @@ def _less_tie(x, dx, ix, y, dy, iy):
 
 
 @numba.njit(cache=True, inline="always")
-def _select(lam, f, n0, d0, D, min_eff, wf, wi, wc):
+def _select(lam, f, n0, d0, D, min_eff, wf, wi):
     """Participants of f's star at time ``lam`` and ``g(lam)`` (see :func:`_eval_open`).
 
     Per classification k the cheaper option (``v = a_k − lam`` for the best unconnected city,
@@ -256,9 +256,7 @@ def _select(lam, f, n0, d0, D, min_eff, wf, wi, wc):
 
 
 @numba.njit(cache=True)
-def _eval_open(
-    f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, allow_dummy, min_eff, wf, wi, wc
-):
+def _eval_open(f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, min_eff, wf, wi, wc):
     """Opening time of closed facility ``f`` (event O) at current time ``t``.
 
     The time is the smallest ``tau >= t`` with ``g(tau) <= 0``, where
@@ -395,7 +393,7 @@ def _eval_open(
     tau = _INF
     forced = False
     for it in range(4 * K + 16):
-        g, slope, nfree = _select(lam, f, n0, d0, D, min_eff, wf, wi, wc)
+        g, slope, nfree = _select(lam, f, n0, d0, D, min_eff, wf, wi)
         if it == 0:
             forced = nfree + 1 < min_eff
             if not forced:
@@ -442,12 +440,12 @@ def _eval_open(
 
 @numba.njit(cache=True, inline="always")
 def _refresh(
-    f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, allow_dummy, min_eff, wf, wi, wc,
+    f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, min_eff, wf, wi, wc,
     stored_t, stored_k, forced, fresh, pmat,
 ):  # fmt: skip
     """Re-evaluate the opening time of f and remember who takes part in its star."""
     tau, key, frc = _eval_open(
-        f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, allow_dummy, min_eff, wf, wi, wc
+        f, t, m, W, D, lc, city, st, cur, size, F, reach, marg, min_eff, wf, wi, wc
     )
     stored_t[f] = tau
     stored_k[f] = key
@@ -471,7 +469,6 @@ def _mark_grown(
     cur,
     reach,
     marg,
-    allow_dummy,
     alive,
     isopen,
     st,
@@ -538,7 +535,7 @@ def _leave_cluster(x, m, lc, st, size, has, chg, chl, nch):
 
 
 @numba.njit(cache=True)
-def _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F):
+def _repair_stranded(m, W, lc, fac, st, cur, isopen, size, has, F):
     """Without the dummy, place each city the greedy left unconnected (it cannot be a
     facility and every cluster it could join holds its classification already): evict the
     box r of that classification from a cluster p (r opens its own facility, or joins another
@@ -737,7 +734,7 @@ def _greedy_component(
             if target < 0:
                 break
             _refresh(
-                target, t, m, W, D, lc, city, st, cur, size, F, reach, marg, allow_dummy,
+                target, t, m, W, D, lc, city, st, cur, size, F, reach, marg,
                 min_eff, wf, wi, wc, stored_t, stored_k, forced, fresh, pmat,
             )  # fmt: skip
         if fb >= 0 and not (stored_t[fb] < _INF):
@@ -797,7 +794,7 @@ def _greedy_component(
                 p = best_i
                 _join(q, p, W, lc, st, cur, has, size)
                 if size[p] > min_eff and _mark_grown(
-                    p, t, m, W, cur, reach, marg, allow_dummy, alive, isopen, st, size, min_eff,
+                    p, t, m, W, cur, reach, marg, alive, isopen, st, size, min_eff,
                     forced, stored_t, fresh,
                 ):  # fmt: skip
                     break
@@ -830,7 +827,7 @@ def _greedy_component(
                 nch = _leave_cluster(q, m, lc, st, size, has, chg, chl, nch)
             _join(q, f, W, lc, st, cur, has, size)
     if not allow_dummy:
-        _repair_stranded(m, W, lc, city, fac, st, cur, isopen, size, has, F)
+        _repair_stranded(m, W, lc, fac, st, cur, isopen, size, has, F)
     for p in range(m):
         if st[p] >= 0:
             out_local[comp[p]] = comp[st[p]]

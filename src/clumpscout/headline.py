@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import html
-import json
 import logging
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -42,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.errors import InputError
-from clumpscout.io import write_csv, write_text
+from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
 
@@ -479,15 +478,6 @@ def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = No
     return read_table(path, columns or [], what, None)
 
 
-def _read_json(path: str | Path | None) -> dict | None:
-    if not path:
-        return None
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read JSON ({exc})", path=path) from None
-
-
 def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
@@ -511,7 +501,7 @@ def build(
         truth_summary=_read(inputs.get("truth_summary"), "truth summary", ["n", "subset"]),
         truth=_read(inputs.get("truth"), "truth clumps", ["subject_id"]),
         count_difference=_read(inputs.get("count_difference"), "count difference", ["subject_id"]),
-        clicks_report=_read_json(inputs.get("clicks_report")),
+        clicks_report=read_json(inputs["clicks_report"]) if inputs.get("clicks_report") else None,
     )
     write_csv(table, out_csv)
     if out_html:

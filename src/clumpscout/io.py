@@ -1,4 +1,4 @@
-"""Atomic, deterministic output writers.
+"""Atomic, deterministic output writers (and the JSON report reader).
 
 Every file we produce is written under a temporary name in the same folder and
 renamed into place, so a killed job never leaves a file that looks complete.
@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pandas as pd
+
+from clumpscout.errors import InputError
 
 
 @contextlib.contextmanager
@@ -74,3 +76,11 @@ def _jsonable(x: object) -> object:
     if isinstance(x, Path):
         return str(x)
     raise TypeError(f"not JSON serialisable: {type(x).__name__}")
+
+
+def read_json(path: str | os.PathLike) -> dict:
+    """A JSON report another stage wrote; unreadable or broken -> :class:`InputError`."""
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read JSON report: {exc}", path=path) from None

@@ -66,6 +66,7 @@ import pyarrow.parquet as pq
 from pandas.api.types import is_float_dtype, is_integer_dtype
 
 from clumpscout.errors import InputError
+from clumpscout.io import read_json
 from clumpscout.logs import progress, timed
 
 try:  # optional speed-up: identical results (see count_marks)
@@ -151,58 +152,13 @@ def drawing_marks(value: Any, task_type: Any = None) -> int | None:
 
 
 def _count_parsed(ann: Any, clump_task: str | None, orjson_parse: bool = False) -> tuple[int, int]:
-    """:func:`count_marks` of a parsed ``annotations`` value (one pass, no intermediate lists).
-
-    Gives exactly what ``_flat`` + :func:`drawing_marks` give (the same annotations visited in
-    the same order, so even the TypeError of an unhashable ``taskType`` is the same); a row with
-    a combo task goes through ``_flat`` itself. ``orjson_parse``: ``ann`` comes from orjson,
-    which turns integers beyond 64 bits into floats, so a float ``task`` raises
-    :class:`_Reparse` (the caller parses the row again with :func:`json.loads`).
+    """:func:`count_marks` of a parsed ``annotations`` value (combo tasks unpacked by
+    :func:`_flat`, drawing tasks recognised by :func:`drawing_marks`). ``orjson_parse``:
+    ``ann`` comes from orjson, which turns integers beyond 64 bits into floats, so a float
+    ``task`` raises :class:`_Reparse` (the caller parses the row again with :func:`json.loads`).
     """
     if not isinstance(ann, list):
         raise ValueError("annotations is not a JSON list")
-    clump = other = 0
-    for a in ann:
-        if not isinstance(a, dict):
-            continue
-        v = a.get("value")
-        if not isinstance(v, list):
-            continue  # not a drawing task (and not a combo task)
-        if v:
-            v0 = v[0]
-            if isinstance(v0, dict) and "task" in v0 and "value" in v0:
-                return _count_flat(ann, clump_task, orjson_parse)  # a combo task
-        task_type = a.get("taskType")
-        if task_type is not None:
-            if task_type not in DRAWING_TASK_TYPES:
-                continue
-        elif v:  # classic export: a list of marks, not of answers or survey choices
-            has_mark = survey = False
-            for m in v:
-                if isinstance(m, dict):
-                    if "choice" in m:
-                        survey = True
-                        break
-                    has_mark = True
-            if survey or not has_mark:
-                continue
-        task = a.get("task")
-        if clump_task is None:
-            clump += len(v)
-        elif task is None:
-            other += len(v)
-        else:
-            if orjson_parse and type(task) is float:
-                raise _Reparse
-            if str(task) == clump_task:
-                clump += len(v)
-            else:
-                other += len(v)
-    return clump, other
-
-
-def _count_flat(ann: list, clump_task: str | None, orjson_parse: bool) -> tuple[int, int]:
-    """The general path of :func:`_count_parsed` (combo tasks unpacked by ``_flat``)."""
     clump = other = 0
     for a in _flat(ann):
         k = drawing_marks(a.get("value"), a.get("taskType"))
@@ -1028,13 +984,6 @@ def _read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.Data
         raise InputError(f"cannot read Parquet file: {exc}", path=path) from None
 
 
-def _read_json(path: str | Path) -> dict:
-    try:
-        return json.loads(Path(path).read_text())
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read JSON report: {exc}", path=path) from None
-
-
 def build_ledger(
     classifications_csv: str | Path,
     clicks_report: str | Path,
@@ -1048,7 +997,7 @@ def build_ledger(
     ``assignments`` and ``aggregate_report``. Returns the :class:`Ledger`; use
     :func:`check_ledger` to fail when it does not add up.
     """
-    report = _read_json(clicks_report)
+    report = read_json(clicks_report)
     bx = _read_parquet(boxes, ["classification_id", "x1"])
     export, checks = export_ledger(
         classifications_csv, report, bx, subjects_csv, boxes_path=boxes, report_path=clicks_report
@@ -1059,8 +1008,8 @@ def build_ledger(
         p = {k: str(v) for k, v in per_n[n].items()}
         zn = _read_parquet(p["subsample"], ["classification_id", "x1"])
         asg = _read_parquet(p["assignments"], ["classification_id", "x1", "cluster", "assignment"])
-        zrep = _read_json(p["subsample_report"]) if p.get("subsample_report") else {}
-        arep = _read_json(p["aggregate_report"]) if p.get("aggregate_report") else {}
+        zrep = read_json(p["subsample_report"]) if p.get("subsample_report") else {}
+        arep = read_json(p["aggregate_report"]) if p.get("aggregate_report") else {}
         cols, ch = subsample_ledger(n, bx, zn, zrep, asg, arep, p, box_index)
         ch.append(_total_check(n, export, cols, p["assignments"]))
         ledger.per_n[int(n)] = cols
