@@ -1,12 +1,12 @@
 """Snakemake adapter: rules baseline_counts / baseline_compare_{experts,truth}.
 
-Counts per subject (ours − baseline), and the expert / truth scores of our labels and of both
-baselines in the format of clumpscout.compare, tagged by ``method`` and ``n``.
+baseline_counts: clumps per subject, ours (the paper model) − each baseline.
+baseline_compare_*: the expert / truth scores of every method at n = baseline.n (both models
+and the baselines; ``params.methods`` names the label-table inputs) in the format of
+clumpscout.compare, tagged by ``method`` and ``n``.
 """
 
 from _common import main
-
-METHODS = ("ours", "meanshift", "single_linkage")
 
 
 def _run(sm):
@@ -16,20 +16,23 @@ def _run(sm):
     from clumpscout.compare import read_table, score_points, score_truth, subjects_of
     from clumpscout.io import write_csv
 
-    tables = {m: read_table(sm.input[m]) for m in METHODS}
     keys = set(sm.input.keys())
     if "truth" not in keys and "points" not in keys:
+        baselines = [k for k in sm.input.keys() if k not in ("ours", "subjects")]
         counts = count_difference(
-            tables["ours"], {m: tables[m] for m in METHODS[1:]}, subjects_of(sm.input.subjects)
+            read_table(sm.input.ours),
+            {m: read_table(sm.input[m]) for m in baselines},
+            subjects_of(sm.input.subjects),
         )
         write_csv(counts, sm.output[0])
         return
     outs = {"curve": [], "summary": [], "calibration": []}
-    for method in METHODS:
-        tags = {"method": "clumpscout" if method == "ours" else method, "n": int(sm.params.n)}
+    for method in sm.params.methods:
+        tags = {"method": method, "n": int(sm.params.n)}
+        labels = read_table(sm.input[method])
         if "truth" in keys:
             curve, summary, calib = score_truth(
-                tables[method],
+                labels,
                 read_table(sm.input.truth),
                 thresholds=int(sm.params.thresholds),
                 subjects=subjects_of(sm.input.subjects),
@@ -41,7 +44,7 @@ def _run(sm):
             outs["calibration"].append(calib)
         else:
             curve, summary = score_points(
-                tables[method],
+                labels,
                 read_table(sm.input.points),
                 thresholds=int(sm.params.thresholds),
                 tags=tags,

@@ -1,4 +1,6 @@
-"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.compare (§6.3, SPEC 23)."""
+"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.compare (§6.3, SPEC 23).
+
+The tables are tagged with the consensus model and n (columns ``model``, ``n``)."""
 
 from _common import main
 
@@ -8,7 +10,7 @@ def _run(sm):
     from clumpscout.io import write_csv
 
     labels = read_table(sm.input.labels)
-    tags = {"n": int(sm.params.n)}
+    tags = {"model": str(sm.params.model), "n": int(sm.params.n)}
     if "truth" in sm.input.keys():
         curve, summary, calib = score_truth(
             labels,

@@ -10,7 +10,11 @@ def _run(sm):
     for key in ("labels", "subjects"):  # per-n inputs are lists even for one n
         if isinstance(inputs.get(key), str):
             inputs[key] = [inputs[key]]
-    params = {"ns": list(sm.params.ns), "figures": {"n_ref": sm.params.n_ref}}
+    params = {
+        "ns": list(sm.params.ns),
+        "figures": {"n_ref": sm.params.n_ref},
+        "model": sm.params.get("model", "paper"),
+    }
     build(inputs, sm.output.csv, sm.output.html, params)
 
 

@@ -121,9 +121,11 @@ def test_noise_volunteers_get_worse_skills(result):
     v = result.volunteers.set_index("volunteer")
     assert v.loc["vol08", "p_fp"] > v.loc["vol01", "p_fp"]
     assert v.loc["vol08", "p_fn"] > v.loc["vol01", "p_fn"]
-    assert v.loc["vol08", "n_fp"] == 4 and v.loc["vol01", "n_fp"] == 0
+    # the generative model's counts are expected counts under the posterior
+    assert v.loc["vol08", "n_fp"] == pytest.approx(4, abs=1e-3)
+    assert v.loc["vol01", "n_fp"] == pytest.approx(0, abs=1e-3)
     # vol07's empty classification of subject 0 is two misses and no box
-    assert v.loc["vol07", "n_fn"] == 2 and v.loc["vol07", "n_boxes"] == 6
+    assert v.loc["vol07", "n_fn"] == pytest.approx(2, abs=1e-3) and v.loc["vol07", "n_boxes"] == 6
 
 
 def test_contract_columns(result):

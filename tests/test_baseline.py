@@ -11,6 +11,8 @@ from scipy.cluster.hierarchy import fcluster, linkage
 
 from clumpscout.baseline import (
     count_difference,
+    dbscan_clusters,
+    dbscan_labels,
     meanshift_clusters,
     meanshift_labels,
     single_linkage_clusters,
@@ -148,6 +150,72 @@ def test_single_linkage_equals_scipy_fcluster():
     assert len(np.unique(comp)) < len(xy)
 
 
+def test_dbscan_toy_by_hand():
+    # eps = 0.5 x box side = 10 px. Subject 1 (min_samples 4): cores X around (100, 100)
+    # and Y around (120, 100); b = (110, 100) lies exactly eps from x0 and y0 and is a
+    # border point of both (3 neighbours incl. itself): it joins the cluster found first.
+    X = [(100.0, 100.0), (100.0, 102.0), (100.0, 98.0), (98.0, 100.0)]
+    Y = [(120.0, 100.0), (120.0, 102.0), (120.0, 98.0), (122.0, 100.0)]
+    b = [(110.0, 100.0)]
+    noise = [(200.0, 200.0), (210.0001, 200.0)]  # 10.0001 apart: not neighbours
+    clicks = [(1, f"v{i}", x, y) for i, (x, y) in enumerate(b + X + Y + noise)]
+    labels, rep = dbscan_labels(boxes_from(clicks), min_samples=4)
+    assert rep["n_clumps"] == 2 and rep["n_noise_clicks"] == 2
+    # clusters in scikit-learn's order: X holds the lowest-index core point (row 1)
+    assert labels["n_members"].tolist() == [5, 4]
+    np.testing.assert_allclose(labels[["x", "y"]], [[508 / 5, 100.0], [120.5, 100.0]])
+    assert (labels["bandwidth"] == 10.0).all() and (labels["x2"] - labels["x1"] == SIDE).all()
+    # rows listed Y first: b goes to Y
+    clicks = [(1, f"v{i}", x, y) for i, (x, y) in enumerate(Y + b + X)]
+    labels, _ = dbscan_labels(boxes_from(clicks), min_samples=4)
+    assert labels["n_members"].tolist() == [5, 4]
+    np.testing.assert_allclose(
+        labels[["x", "y"]], [[(120 * 3 + 122 + 110) / 5, 100.0], [99.5, 100.0]]
+    )
+    # min_samples 3 (default): three clicks 10 px apart in a line -> the middle one is
+    # core (3 neighbours at distance <= eps), both ends are its border points; a lone
+    # pair is noise (2 < 3); subject 3's clicks never mix with subject 2's
+    clicks = [(2, "a", 50.0, 50.0), (2, "b", 60.0, 50.0), (2, "c", 70.0, 50.0)]
+    clicks += [(2, "d", 300.0, 300.0), (2, "e", 305.0, 300.0)]
+    clicks += [(3, "f", 300.0, 300.0), (3, "g", 301.0, 300.0), (3, "h", 302.0, 300.0)]
+    labels, rep = dbscan_labels(boxes_from(clicks))
+    assert labels["subject_id"].tolist() == [2, 3] and labels["clump"].tolist() == [0, 0]
+    assert labels["n_members"].tolist() == [3, 3] and labels["n_volunteers"].tolist() == [3, 3]
+    np.testing.assert_allclose(labels[["x", "y"]], [[60.0, 50.0], [301.0, 300.0]])
+    assert rep["n_noise_clicks"] == 2
+    # eps follows each subject's box side
+    assert len(dbscan_labels(boxes_from(clicks[:3], side=19.0))[0]) == 0
+    with pytest.raises(InputError):
+        dbscan_labels(boxes_from(clicks), eps_factor=0)
+
+
+def test_dbscan_equals_scikit_learn_per_subject():
+    from sklearn.cluster import DBSCAN
+
+    rng = np.random.default_rng(11)
+    xy, offsets, _ = _random_subjects(12, 300)
+    # a third of the subjects on integer pixels with integer eps: many pairs exactly eps
+    # apart (3-4-5 triangles, duplicates) and border points reached by several clusters
+    n_sub = len(offsets) - 1
+    integer = np.repeat(np.arange(n_sub) % 3 == 0, np.diff(offsets))
+    xy[integer] = np.round(xy[integer] / 2)
+    eps = np.where(
+        np.arange(n_sub) % 3 == 0, rng.choice([3.0, 5.0], n_sub), rng.uniform(2, 10, n_sub)
+    )
+    ties = 0
+    for min_samples in (3, 5):
+        got = dbscan_clusters(xy, offsets, eps, min_samples, chunk=41)
+        for s in range(n_sub):
+            a, b = offsets[s], offsets[s + 1]
+            ref = DBSCAN(eps=eps[s], min_samples=min_samples).fit(xy[a:b]).labels_
+            assert got[a:b].tolist() == ref.tolist(), (min_samples, s)
+            if min_samples == 3:
+                d2 = ((xy[a:b, None] - xy[None, a:b]) ** 2).sum(-1)
+                ties += int((d2 == eps[s] ** 2).sum())
+    assert ties > 50  # the tie cases are really exercised
+    assert (got >= 0).any() and (got < 0).any()
+
+
 def test_empty_classifications_and_subjects_without_clicks():
     clicks = plus(100.0, 100.0, 1, 0)
     boxes = boxes_from(clicks)
@@ -159,6 +227,10 @@ def test_empty_classifications_and_subjects_without_clicks():
     assert rep["n_rows_without_xy"] == 1 and rep["n_subjects"] == 2 and len(ms) == 1
     sl, _ = single_linkage_labels(boxes)
     assert len(sl) == 1
+    db, rep = dbscan_labels(boxes)
+    assert len(db) == 1 and rep["n_subjects"] == 2
+    none, rep = dbscan_labels(empty)
+    assert len(none) == 0 and rep["n_clumps"] == 0 and list(none.columns) == list(db.columns)
     none, rep = meanshift_labels(empty)
     assert len(none) == 0 and rep["n_clumps"] == 0
     with pytest.raises(InputError, match="box_side"):
@@ -186,3 +258,8 @@ def test_cli(tmp_path):
     assert rc == 0
     assert len(pd.read_parquet(tmp_path / "ms.parquet")) == 2
     assert json.loads((tmp_path / "r.json").read_text())["single_linkage"]["n_clumps"] == 2
+    rc = main(["baseline", "--boxes", str(src), "--method", "dbscan",
+               "--out", str(tmp_path / "db.parquet"), "--report", str(tmp_path / "r2.json")])  # fmt: skip
+    assert rc == 0 and len(pd.read_parquet(tmp_path / "db.parquet")) == 2
+    assert list(json.loads((tmp_path / "r2.json").read_text())) == ["dbscan"]
+    assert main(["baseline", "--boxes", str(src), "--method", "dbscan"]) == 2  # no output

@@ -31,6 +31,7 @@ COPY = ["Snakefile", "config.yaml", "workflow", "scripts", "src", "envs", "profi
 
 
 def tiny_config() -> dict:
+    """60 subjects and two n: every n is aggregated by both models (4 aggregations)."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["simulate"].update(n_subjects=60, n_expert_subjects=20)
     cfg["subsample"]["n"] = [3, 20]
@@ -117,13 +118,32 @@ def test_dag_produces_every_stage(run_a):
     for rel in [
         "boxes/boxes.parquet",
         "clicks/clicks_report.json",
-        "aggregate/n20/labels.parquet",
-        "aggregate/n3/subjects.parquet",
-        "aggregate/n20/clumps.ecsv",
+        *(f"aggregate/{m}/n20/labels.parquet" for m in ("generative", "paper")),
+        *(f"aggregate/{m}/n3/subjects.parquet" for m in ("generative", "paper")),
+        "aggregate/paper/n20/clumps.ecsv",
+        "compare/generative/truth_summary.csv",
+        "compare/paper/experts_summary.csv",
+        "baseline/dbscan_labels.parquet",
+        "baseline/truth_summary.csv",
+        "ledger/generative.csv",
+        "ledger/paper.csv",
+        "figures/method_comparison.png",
     ]:
         assert (res / rel).is_file(), rel
     pngs = list((res / "figures").rglob("*.png"))
     assert len(pngs) >= 10, pngs
+    import pandas as pd
+
+    methods = pd.read_csv(res / "baseline/truth_summary.csv")
+    assert set(methods["method"]) == {
+        "generative",
+        "paper",
+        "single_linkage",
+        "dbscan",
+        "meanshift",
+    }
+    headline = pd.read_csv(res / "headline.csv")
+    assert (headline["section"] == "methods_truth").sum() > 0
 
 
 def test_report_builds(run_a):

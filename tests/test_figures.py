@@ -201,6 +201,40 @@ def summary_table(with_ece: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the side-by-side method tables at n = 20 (subset "all"; "normal" is the same minus 0.1
+#: purity): method -> (optimal p*, C*, P*, C at p* = 1, P at p* = 1, labels at p* = 1,
+#: labels kept at p*). Baselines have no p_fp: one point, optimal = p* = 1.
+METHOD_NUMBERS = {
+    "generative": (0.5, 0.8, 0.9, 0.9, 0.5, 40, 20),
+    "paper": (0.0, 0.6, 0.8, 0.95, 0.3, 60, 30),
+    "single_linkage": (0.0, 0.7, 0.85, 0.7, 0.85, 18, 18),
+    "dbscan": (0.0, 0.75, 0.8, 0.75, 0.8, 22, 22),
+    "meanshift": (0.0, 0.9, 0.2, 0.9, 0.2, 90, 90),
+}
+N_TRUE = 25
+
+
+def method_tables() -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(curve, summary) of baseline_compare_{truth,experts} for the five methods at n = 20."""
+    curves, rows = [], []
+    for m, (t, c, p, c1, p1, n1, nopt) in METHOD_NUMBERS.items():
+        for subset, dp in (("all", 0.0), ("normal", 0.1)):
+            flat = m not in ("generative", "paper")
+            pts = [(0.0, c, p), (1.0, c1, p1)] if not flat else [(0.0, c1, p1), (1.0, c1, p1)]
+            if not flat and t not in (0.0, 1.0):
+                pts.insert(1, (t, c, p))
+            if not flat and t == 0.0:
+                pts[0] = (0.0, c, p)
+            for thr, ci, pi in pts:
+                curves.append({"method": m, "n": 20, "subset": subset, "threshold": thr,
+                               "completeness": ci, "purity": pi - dp})  # fmt: skip
+            rows.append({"method": m, "n": 20, "subset": subset, "n_labels": n1,
+                         "n_points": N_TRUE, "opt_threshold": t, "opt_completeness": c,
+                         "opt_purity": p - dp, "opt_n_tp": nopt - 5, "opt_n_fp": 5,
+                         "completeness_p1": c1, "purity_p1": p1 - dp})  # fmt: skip
+    return pd.DataFrame(curves), pd.DataFrame(rows)
+
+
 def calibration_table() -> pd.DataFrame:
     """Two bins per (n, subset). n = 20 'all': bins (n=10, mean 0.1, frac 0.2) and
     (n=30, mean 0.9, frac 0.8): ECE = (10*0.1 + 30*0.1) / 40 = 0.1."""
@@ -236,7 +270,7 @@ def make_results(root: Path, images: bool = True) -> Path:
     """A results folder laid out as the workflow writes it, with the tables above."""
     root = Path(root)
     for n in NS:
-        d = root / "aggregate" / f"n{n}"
+        d = root / "aggregate" / "paper" / f"n{n}"
         d.mkdir(parents=True, exist_ok=True)
         labels_table(n).to_parquet(d / "labels.parquet")
         subjects_table(n).to_parquet(d / "subjects.parquet")
@@ -254,8 +288,8 @@ def make_results(root: Path, images: bool = True) -> Path:
             "image_height": [100, 400, 400, 400, 400],
         }
     ).to_parquet(root / "subjects" / "subjects.parquet")
-    cmp_ = root / "compare"
-    cmp_.mkdir(exist_ok=True)
+    cmp_ = root / "compare" / "paper"
+    cmp_.mkdir(parents=True, exist_ok=True)
     curve_table(0.1).to_csv(cmp_ / "experts_curve.csv", index=False)
     summary_table().to_csv(cmp_ / "experts_summary.csv", index=False)
     curve_table(0.0).to_csv(cmp_ / "truth_curve.csv", index=False)
@@ -281,6 +315,10 @@ def make_results(root: Path, images: bool = True) -> Path:
             "box_side": 20.0,
         }  # fmt: skip
     ).to_parquet(base / "meanshift_labels.parquet")
+    curve, summary = method_tables()
+    for ref in ("truth", "experts"):
+        curve.to_csv(base / f"{ref}_curve.csv", index=False)
+        summary.to_csv(base / f"{ref}_summary.csv", index=False)
     if images:
         png = root / "images" / "sim" / "png"
         png.mkdir(parents=True, exist_ok=True)
@@ -310,6 +348,7 @@ SIZES = {
     "agg_v_ms_more_examples": (12.0, 3.1 * 2 + 0.3),  # 2 subjects with diff > 0 (< 4 asked)
     "agg_v_ms_less_examples": (12.0, 3.1 * 1 + 0.3),  # 1 subject with diff < 0
     "agg_examples": (12.0, 3.1 * 2),  # subjects 1 and 2: good clump + dummy box
+    "method_comparison": (5.0 * 2 + 5.5, 4.8),  # truth and experts panels + label counts
 }
 
 
@@ -412,6 +451,30 @@ def test_purity_completeness_markers_from_summary(built):
     assert m["max_p"]["completeness"] == pytest.approx(0.2)
     assert s["all"]["3"]["optimal"]["completeness"] == pytest.approx(0.72)
     assert set(s) - {"figure"} == {"all", "normal"}
+
+
+def test_method_comparison_numbers(built):
+    s = stats_of(built, "method_comparison")
+    assert s["methods"] == ["generative", "paper", "single_linkage", "dbscan", "meanshift"]
+    assert s["n"] == 20 and s["subset"] == "all" and s["n_true_clumps"] == N_TRUE
+    for ref in ("truth", "experts"):
+        for m, (t, c, p, c1, p1, n1, nopt) in METHOD_NUMBERS.items():
+            v = s[ref][m]
+            assert (v["opt_threshold"], v["opt_completeness"], v["opt_purity"]) == (t, c, p)
+            assert (v["completeness_p1"], v["purity_p1"]) == (c1, p1)
+            assert (v["n_labels_p1"], v["n_labels_opt"]) == (n1, nopt)
+    labels = F.report_labels("method_comparison", built / "method_comparison.json")
+    assert "generative model C 0.8 P 0.9" in labels["ours"]
+
+
+def test_method_comparison_with_the_experts_only(tmp_path):
+    curve, summary = method_tables()
+    s = F.plot_method_comparison({"experts": curve}, {"experts": summary}, tmp_path / "m", dpi=DPI)
+    assert set(s) >= {"experts"} and "truth" not in s and math.isnan(s["n_true_clumps"])
+    with Image.open(tmp_path / "m.png") as im:
+        assert im.size == (round((5.0 + 5.5) * DPI), round(4.8 * DPI))
+    with pytest.raises(InputError, match="neither"):
+        F.plot_method_comparison({}, {}, tmp_path / "x", dpi=DPI)
 
 
 def test_curve_markers_by_hand():
@@ -623,7 +686,7 @@ def test_cli_data_error_is_one_line(tmp_path, capsys):
     from clumpscout.cli import main
 
     root = make_results(tmp_path / "r", images=False)
-    labels_table(20).drop(columns="p_sigma").to_parquet(root / "aggregate/n20/labels.parquet")
+    labels_table(20).drop(columns="p_sigma").to_parquet(root / "aggregate/paper/n20/labels.parquet")
     rc = main(["figures", "--results", str(root), "--out", str(tmp_path / "f"), "--n", "3", "20",
                "--only", "clump_variance_dist"])  # fmt: skip
     assert rc == 2

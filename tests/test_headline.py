@@ -219,6 +219,45 @@ def test_html_holds_the_numbers(table):
     assert "truth ece (normal)" in wide.columns
 
 
+def test_methods_side_by_side_by_hand():
+    from test_figures import METHOD_NUMBERS, N_TRUE, method_tables
+
+    _, summary = method_tables()
+    experts = summary.assign(n_points=40)
+    t = H.headline_table(
+        clicks=toy_clicks(), labels=toy_labels(), subjects=toy_subjects(), n_ref=5,
+        methods_truth=summary, methods_experts=experts,
+    )  # fmt: skip
+    for section in ("methods_truth", "methods_experts"):
+        sec = t[t["section"] == section]
+        assert (sec["paper"] == "").all() and (sec["n"] == 20).all()
+        for m, (thr, c, p, c1, p1, n1, nopt) in METHOD_NUMBERS.items():
+            got = sec[(sec["method"] == m) & (sec["subset"] == "all")].set_index("quantity")
+            assert got.loc["opt_threshold", "value"] == thr
+            assert got.loc["opt_completeness", "value"] == c
+            assert got.loc["opt_purity", "value"] == p
+            assert got.loc["completeness_p1", "value"] == c1
+            assert got.loc["purity_p1", "value"] == p1
+            assert got.loc["n_labels_p1", "value"] == n1
+            assert got.loc["n_labels_opt", "value"] == nopt
+        normal = sec[(sec["method"] == "dbscan") & (sec["subset"] == "normal")]
+        assert normal.set_index("quantity").loc["opt_purity", "value"] == pytest.approx(0.7)
+    ref = t[t["method"].isna() & t["section"].str.startswith("methods_")]
+    assert ref.set_index(["section", "subset"]).loc[("methods_truth", "all"), "quantity"] == (
+        "n_true_clumps"
+    )
+    assert value(t, "n_true_clumps", 20, "all") == N_TRUE
+    assert value(t, "n_expert_clicks", 20, "all") == 40
+    # the paper's sections are the paper model's
+    assert set(t.loc[t["section"] == "per_n", "method"]) == {"paper"}
+    wide = H.methods_wide(t)
+    assert list(wide.index) == list(METHOD_NUMBERS)
+    assert wide.loc["generative", "truth opt_purity"] == 0.9
+    assert wide.loc["meanshift", "experts n_labels_p1"] == 90
+    page = H.to_html(t)
+    assert "side by side (n = 20)" in page and "single_linkage" in page
+
+
 def test_missing_clicks_column_is_an_input_error():
     with pytest.raises(InputError, match="volunteer"):
         H.dataset_counts(toy_clicks().drop(columns="volunteer"))
@@ -240,6 +279,13 @@ def test_cli_on_a_results_folder(tmp_path):
     row = t[(t["quantity"] == "clumps") & (t["n"] == 20)]
     assert row["value"].iloc[0] == 10  # the 10 clumps of test_figures' n = 20 labels
     assert (t["section"] == "truth").sum() > 0  # truth_summary.csv present
+    assert set(t.loc[t["section"] == "methods_truth", "method"].dropna()) == {
+        "generative",
+        "paper",
+        "single_linkage",
+        "dbscan",
+        "meanshift",
+    }
     assert (tmp_path / "h.html").read_text().count("<tr>") > 10
 
 

@@ -47,7 +47,7 @@ SUBJECT_COLUMNS = [
 OUTPUTS = [
     "classifications.csv", "subjects_export.csv", "galaxies.csv", "truth_clumps.csv",
     "truth_distractors.csv", "expert_classifications.csv", "volunteers_truth.csv",
-    "truth_clicks.parquet", "simulate_report.json",
+    "truth_clicks.parquet", "simulate_report.json", "truth_objects.csv",
 ]  # fmt: skip
 SMALL = {"n_subjects": 300, "n_expert_subjects": 25}
 
@@ -100,6 +100,18 @@ def test_same_seed_gives_identical_files_and_other_seed_differs(tmp_path, univer
         assert _sha(a / name) == _sha(universe / name), name
     assert _sha(b / "classifications.csv") != _sha(a / "classifications.csv")
     assert _sha(b / "truth_clumps.csv") != _sha(a / "truth_clumps.csv")
+
+
+def test_spammer_and_counting_knobs_are_inert_when_off(tmp_path, universe):
+    """With no spammers and kind galaxy, the other new knobs change no byte."""
+    cfg = dict(
+        SMALL, spammer_spurious_mean=9.0, spammer_hit_scale=0.1, kind="galaxy",
+        counting={"objects_max": 3, "p_mark_mean": 0.2},
+    )  # fmt: skip
+    simulate_universe(cfg, 11, tmp_path / "u")
+    for name in OUTPUTS:
+        if name != "simulate_report.json":  # it records the config
+            assert _sha(tmp_path / "u" / name) == _sha(universe / name), name
 
 
 # --------------------------------------------------------------------------- export format
@@ -292,6 +304,110 @@ def test_truth_files_consistent_with_export(universe, export):
         prev["classification_id"].to_numpy() == tv.loc[dbl, "classification_id"].to_numpy()
     ).all()
     assert (sep < 2 * f + 0.02).all()
+
+
+def test_truth_objects_name_every_real_object(universe):
+    obj = pd.read_csv(universe / "truth_objects.csv")
+    assert list(obj.columns) == [
+        "subject_id", "object", "kind", "x", "y", "unusual", "clump", "distractor",
+        "flux_g", "flux_r", "flux_i", "n_viewers", "n_marked",
+    ]  # fmt: skip
+    tc = pd.read_csv(universe / "truth_clumps.csv")
+    td = pd.read_csv(universe / "truth_distractors.csv")
+    assert len(obj) == len(tc) + len(td)
+    assert set(obj["kind"]) == {"clump", "faint_feature", "star", "bulge"}
+    assert obj.groupby("subject_id")["object"].apply(lambda o: list(o) == list(range(len(o)))).all()
+    c = obj[obj["kind"] == "clump"].merge(tc, on=["subject_id", "clump"], suffixes=("", "_t"))
+    assert (
+        len(c) == len(tc)
+        and np.allclose(c["x"], c["x_t"])
+        and (c["unusual"] == c["unusual_t"]).all()
+    )
+    d = obj[obj["kind"] != "clump"].merge(td, on=["subject_id", "distractor"], suffixes=("", "_t"))
+    assert len(d) == len(td) and (d["kind"] == d["kind_t"]).all() and not d["unusual"].any()
+    # n_marked: distinct volunteer classifications with a click on the object
+    cl = pd.read_parquet(universe / "truth_clicks.parquet")
+    cl = cl[~cl["expert"] & (cl["task"].astype(str) == "T1")]
+    on = cl[(cl["clump"] >= 0) | (cl["distractor"] >= 0)]
+    n = on.groupby(["subject_id", "clump", "distractor"])["classification_id"].nunique()
+    got = obj.set_index(["subject_id", "clump", "distractor"])["n_marked"]
+    assert (got.reindex(n.index) == n).all()
+    assert got.drop(n.index).eq(0).all()
+    per_subject = cl.groupby("subject_id")["classification_id"].nunique()
+    assert (obj["n_viewers"] >= 20).all()
+    assert (obj["n_marked"] <= obj["n_viewers"]).all()
+    assert per_subject.max() <= obj["n_viewers"].max()
+
+
+def test_spammers_fill_every_block_of_activity_ranks():
+    p = resolve_config({"spammer_fraction": 0.1, "spammer_spurious_mean": 4.0})
+    rng = np.random.default_rng(2)
+    vols = make_volunteers(40_000, 2000, p, rng, np.random.default_rng(3))
+    assert vols["spammer"].mean() == pytest.approx(0.1, abs=1e-3)
+    ranked = vols.sort_values("n_planned", ascending=False, kind="stable")
+    top = ranked["spammer"].to_numpy()[:100]
+    assert 5 <= top.sum() <= 15  # the most active volunteers include spammers
+    assert (vols.loc[vols["spammer"], "spurious_rate"] == 4.0).all()
+    assert (vols.loc[vols["spammer"], "hit_scale"] == p["spammer_hit_scale"]).all()
+    assert (vols.loc[~vols["spammer"], "hit_scale"] == 1.0).all()
+    # the same volunteers are not all anonymous or all logged in
+    assert 0.05 < (~vols.loc[vols["spammer"], "logged_in"]).mean() < 0.4
+    # every block of 10 activity ranks holds exactly one spammer (checked where no tie of
+    # planned counts crosses the block's edges, since ties are broken at random)
+    n = ranked["n_planned"].to_numpy()
+    spam = ranked["spammer"].to_numpy()
+    assert spam.sum() == -(-len(vols) // 10)
+    checked = 0
+    for lo in range(0, len(n) - 10, 10):
+        if (lo == 0 or n[lo - 1] > n[lo]) and n[lo + 9] > n[lo + 10]:
+            assert spam[lo : lo + 10].sum() == 1, lo
+            checked += 1
+    assert checked >= 5
+
+
+def test_counting_config_errors_are_one_line(tmp_path, capsys):
+    for bad in (
+        {"kind": "penguins"},
+        {"kind": "counting", "counting": {"objects_max": 3, "objects_min": 5}},
+        {"counting": {"no_such_knob": 1}},
+        {"counting": {"p_mark_mean": 1.5}},
+        {"counting": "nope"},
+    ):
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump({"simulate": bad}))
+        capsys.readouterr()
+        assert cli.main(["simulate", "--config", str(path), "--out", str(tmp_path / "o")]) == 2
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and "bad.yaml" in err[0], (bad, err)
+
+
+def test_counting_universe_is_deterministic_and_consistent(tmp_path):
+    cfg = {"kind": "counting", "n_subjects": 60, "n_expert_subjects": 5}
+    simulate_universe(cfg, 3, tmp_path / "a")
+    simulate_universe(dict(cfg), 3, tmp_path / "b")
+    for name in OUTPUTS:
+        assert _sha(tmp_path / "a" / name) == _sha(tmp_path / "b" / name), name
+    u = tmp_path / "a"
+    rows = _rows(u / "classifications.csv")
+    clicks = _clicks(rows)
+    assert set(clicks["task"]) <= {"T0"} and set(clicks["tool_label"]) <= {"Object"}
+    assert {r["workflow_id"] for r in rows} == {"20001"}
+    meta = json.loads(rows[0]["metadata"])["subject_dimensions"][0]
+    assert (meta["naturalWidth"], meta["naturalHeight"]) == (800, 600)
+    tv = pd.read_parquet(u / "truth_clicks.parquet")
+    tv = tv[~tv["expert"]].reset_index(drop=True)
+    assert len(tv) == len(clicks) and np.allclose(tv["x"], clicks["x"])
+    obj = pd.read_csv(u / "truth_objects.csv")
+    assert obj[["x", "y"]].min().min() >= 10
+    assert obj["x"].max() <= 790 and obj["y"].max() <= 590
+    hit = tv[tv["source"] == "object"].merge(
+        obj, left_on=["subject_id", "clump"], right_on=["subject_id", "object"]
+    )
+    assert np.median(np.hypot(hit["x_x"] - hit["x_y"], hit["y_x"] - hit["y_y"])) < 6
+    ex = _rows(u / "expert_classifications.csv")
+    assert len(ex) == 3 * 5
+    rep = json.loads((u / "simulate_report.json").read_text())
+    assert rep["objects"] == len(obj) and rep["clicks_total"] == len(clicks)
 
 
 def test_report_counts_match_files(universe, export):

@@ -66,6 +66,55 @@ def test_dry_run_default_config_plans_the_data_stages(tmp_path):
         assert rule in r.stdout, f"rule {rule} not planned:\n{r.stdout}"
 
 
+def _dry_run_jobs(tmp_path) -> list[tuple[str, dict[str, str], str]]:
+    """(rule, wildcards, the job's block of text) of every job a dry run of the default
+    config plans."""
+    r = _run([*SNAKEMAKE, "-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"),
+              "--configfile", str(REPO / "config.yaml")])  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    jobs = []
+    for block in r.stdout.split("\nrule ")[1:]:
+        rule = block.split(":", 1)[0].strip()
+        wc = {}
+        for line in block.splitlines():
+            if line.strip().startswith("wildcards:"):
+                for item in line.split(":", 1)[1].split(","):
+                    k, v = item.strip().split("=", 1)
+                    wc[k] = v
+        jobs.append((rule, wc, block))
+    return jobs
+
+
+def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(tmp_path):
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    ns = {str(n) for n in cfg["subsample"]["n"]}
+    jobs = _dry_run_jobs(tmp_path)
+    for rule in ("aggregate", "compare_experts", "compare_truth"):
+        got = {(wc["model"], wc["n"]) for r, wc, _ in jobs if r == rule}
+        assert got == {(m, n) for m in ("generative", "paper") for n in ns}, rule
+    for rule in ("compare_experts_collect", "compare_truth_collect", "ledger"):
+        assert {wc["model"] for r, wc, _ in jobs if r == rule} == {"generative", "paper"}, rule
+    blocks = {r: b for r, _, b in jobs}
+    for rule in ("baseline_dbscan", "baseline_compare_experts", "baseline_compare_truth",
+                 "fig_method_comparison", "headline"):  # fmt: skip
+        assert rule in blocks, rule
+    n = cfg["baseline"]["n"]
+    assert f"results/subsamples/n{n}/boxes.parquet" in blocks["baseline_dbscan"]
+    for rule in ("baseline_compare_experts", "baseline_compare_truth"):
+        for path in (f"results/aggregate/generative/n{n}/labels.parquet",
+                     f"results/aggregate/paper/n{n}/labels.parquet",
+                     "results/baseline/dbscan_labels.parquet",
+                     "results/baseline/single_linkage_labels.parquet",
+                     "results/baseline/meanshift_labels.parquet"):  # fmt: skip
+            assert path in blocks[rule], (rule, path)
+    # the paper's figures, the appendix counts and the photometry read the paper model
+    for rule, b in blocks.items():
+        if rule.startswith("fig_") or rule in ("baseline_counts", "photometry_labels"):
+            assert "aggregate/generative" not in b, rule
+    assert "results/aggregate/paper/n" in blocks["fig_clump_fpp_dist"]
+    assert "results/compare/paper/experts_curve.csv" in blocks["fig_pseudo_roc_volunteer_counts"]
+
+
 @pytest.mark.parametrize(
     "override, complaint",
     [
@@ -73,6 +122,8 @@ def test_dry_run_default_config_plans_the_data_stages(tmp_path):
         ({"aggregate": {"tau": -1.0}}, "tau"),
         ({"aggregate": {"distance_likelihood": "manhattan"}}, "manhattan"),
         ({"source": "elsewhere"}, "elsewhere"),
+        ({"baseline": {"dbscan_eps_factor": 0}}, "dbscan_eps_factor"),
+        ({"baseline": {"dbscan_min_samples": 0}}, "dbscan_min_samples"),
     ],
 )
 def test_config_schema_rejects_bad_values(tmp_path, override, complaint):

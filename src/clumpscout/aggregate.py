@@ -100,8 +100,9 @@ import numba
 import numpy as np
 import pandas as pd
 
-from clumpscout import __version__
+from clumpscout import __version__, health
 from clumpscout import facility_location as fl
+from clumpscout import generative as gen
 from clumpscout.distance import jaccard_distance
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
@@ -181,6 +182,7 @@ _BOUNDS: dict[str, tuple[float, float | None, bool, bool]] = {
     "min_batch_classifications": (0, None, False, False),
     "min_volunteers_batch": (1, None, False, False),
     "min_volunteers_empty": (1, None, False, False),
+    "eb_weight": (0.0, None, False, False),
 }
 
 
@@ -220,6 +222,13 @@ class Params:
     n_sigma_max: float = 3.0
     tau: float = 5.0
     max_cycles: int = 10
+    # which likelihood: ``generative`` (the well-posed default, clumpscout.generative) or
+    # ``paper`` (eq. anno_model as published, kept for the reproduction)
+    model: str = "generative"
+    # EM stopping rule: converge (keep the best state) | paper_code (the authors' rule:
+    # stop at the first iteration whose log-likelihood does not fall, keep the last state) |
+    # auto (converge for generative, paper_code for paper)
+    em_stop: str = "auto"
     # model choices (SPEC 6, 13, 16, 21)
     distance_likelihood: str = "d"
     merge: str = "mean"
@@ -231,8 +240,18 @@ class Params:
     min_volunteers_batch: int = 3
     min_volunteers_empty: int = 5
     final_classifications: bool = True  # see clumpscout.retirement (our decision)
+    # generative model: weight (pseudo-trials) of the table values above as hyper-priors of the
+    # population means (p0_fn, p0_fp read as false boxes per classification, sigma2_0_V)
+    eb_weight: float = 10.0
+    # generative model: a second class of real objects that volunteers mark less often
+    # (faint features, partly hidden animals), with its own rate and detection probability
+    weak_objects: bool = True
 
     def __post_init__(self):
+        if self.model not in ("generative", "paper"):
+            raise ValueError(f"model must be generative or paper, not {self.model!r}")
+        if self.em_stop not in ("auto", "converge", "paper_code"):
+            raise ValueError(f"em_stop must be auto, converge or paper_code, not {self.em_stop!r}")
         if self.distance_likelihood not in ("d", "d_squared"):
             raise ValueError(
                 f"distance_likelihood must be d or d_squared, not {self.distance_likelihood!r}"
@@ -278,6 +297,13 @@ class Params:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def em_stop_rule(self) -> str:
+        """The effective EM stopping rule (``auto`` resolved by the model)."""
+        if self.em_stop != "auto":
+            return self.em_stop
+        return "paper_code" if self.model == "paper" else "converge"
 
 
 # ------------------------------------------------------------------- the input
@@ -624,6 +650,7 @@ class Clustering:
     difficulty: np.ndarray
     ll: dict
     n_unassigned: int = 0
+    extra: dict = field(default_factory=dict)
 
 
 def _clusters_from_facilities(facility_of: np.ndarray):
@@ -756,9 +783,21 @@ class _Engine:
         )
 
     # -------------------------------------------------------------- EM (SPEC 16)
-    def em(self, b: Batch, prev: SkillCounts, tag: str) -> tuple[Clustering, list[dict]]:
+    def initial_skills(self, prev):
+        """Skills before the first clustering of a cycle (from the cached evidence)."""
+        return volunteer_skills(prev, self.p)
+
+    def em(self, b: Batch, prev, tag: str) -> tuple[Clustering, list[dict]]:
+        """EM over clusterings (docs/decisions.md#em-stopping).
+
+        ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
+        (relative) or ``em_max_iter`` nominal clusterings, keep the best state.
+        ``paper_code`` (what the authors' code does): stop at the first nominal iteration
+        whose log-likelihood does not fall below the previous one, keep the last state.
+        """
         p = self.p
-        skills0 = volunteer_skills(prev, p)
+        rule = p.em_stop_rule
+        skills0 = self.initial_skills(prev)
         history = []
         t0 = time.perf_counter()
         fac = self._solve(b, skills0, init=True, min_cluster_size=p.min_cluster_size)
@@ -768,16 +807,60 @@ class _Engine:
         for it in range(1, p.em_max_iter + 1):
             t0 = time.perf_counter()
             fac = self._solve(b, state.skills, init=False, min_cluster_size=p.min_cluster_size)
+            if rule == "converge" and it > 1 and np.array_equal(fac, state.facility_of):
+                log.info("%s EM iteration %d: same clustering as the last one, converged", tag, it)
+                break
             new = self._estimate(b, fac, prev, state.skills)
             history.append(self._log_iter(tag, it, new, t0))
             if new.ll["total"] > best.ll["total"]:
                 best = new
             old_ll = state.ll["total"]
             state = new
-            if abs(new.ll["total"] - old_ll) <= p.em_rtol * abs(old_ll):
+            if rule == "paper_code":
+                if new.ll["total"] >= old_ll:
+                    break
+            elif abs(new.ll["total"] - old_ll) <= p.em_rtol * abs(old_ll):
                 break
-        log.info("%s: best log-likelihood %.6g", tag, best.ll["total"])
+        if rule == "paper_code":
+            best = state
+        log.info("%s: kept log-likelihood %.6g (%s)", tag, best.ll["total"], rule)
         return best, history
+
+    # ------------------------------------------- evidence carried between cycles
+    def empty_counts(self):
+        return SkillCounts.zeros(self.n_vol)
+
+    def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
+        """The skill evidence of the classifications with ``cls_weight`` 1 (retired subjects)."""
+        counts, _ = batch_counts(
+            b.box_vol,
+            b.box_cls,
+            s.box_cluster,
+            s.box_d,
+            b.cls_vol,
+            b.cls_subject,
+            s.n_clusters_subject,
+            self.n_vol,
+            cls_weight=cls_weight,
+        )
+        return counts
+
+    def volunteer_table(self, counts) -> dict[str, np.ndarray]:
+        """Columns of volunteers.parquet that come from the model."""
+        sk = volunteer_skills(counts, self.p)
+        return {
+            "p_fp": sk.p_fp,
+            "p_fn": sk.p_fn,
+            "sigma2": sk.sigma2,
+            "n_boxes": counts.n_boxes.astype(np.int64),
+            "n_tp": counts.n_tp.astype(np.int64),
+            "n_fp": counts.n_fp.astype(np.int64),
+            "n_fn": counts.n_fn.astype(np.int64),
+        }
+
+    def summary(self) -> dict:
+        """Model-specific numbers for report.json."""
+        return {}
 
     def _log_iter(self, tag, it, s: Clustering, t0) -> dict:
         rec = {
@@ -884,6 +967,49 @@ class _Engine:
         return cc.cluster_cost, cc.cluster_dummy_cost, cc.cluster_subject
 
 
+def _merge_candidates(b: Batch, fac: np.ndarray, max_distance: float) -> np.ndarray | None:
+    """``facility_of`` with, in every subject, its closest pair of overlapping clusters merged.
+
+    The smaller cluster's boxes join the larger one's facility, except a box whose
+    classification is already in the larger one, which goes to the dummy (−1). None when
+    no subject has a pair of clusters with label Jaccard distance below ``max_distance``.
+    """
+    cl, fac_rows, _ = _clusters_from_facilities(fac)
+    n_cl = len(fac_rows)
+    if n_cl < 2:
+        return None
+    cs = b.box_subject[fac_rows]
+    labels = merge_labels(b.xyxy, cl, n_cl)
+    size = np.bincount(cl[cl >= 0], minlength=n_cl)
+    end = np.searchsorted(cs, cs, side="right")  # clusters are sorted by subject
+    first = np.arange(n_cl)
+    second = _ranges(first + 1, end)
+    first = np.repeat(first, end - first - 1)
+    if len(first) == 0:
+        return None
+    d = jaccard_distance(labels[first], labels[second])
+    keep = d < max_distance
+    if not keep.any():
+        return None
+    first, second, d = first[keep], second[keep], d[keep]
+    order = np.lexsort((second, first, d, cs[first]))
+    first, second, sub = first[order], second[order], cs[first[order]]
+    one = np.r_[True, sub[1:] != sub[:-1]]  # the closest pair of each subject
+    first, second = first[one], second[one]
+    big = np.where(size[second] > size[first], second, first)
+    small = np.where(big == first, second, first)
+    target = np.full(n_cl, -1, np.int64)
+    target[small] = big
+    moving = (cl >= 0) & (target[np.maximum(cl, 0)] >= 0)
+    out = fac.copy()
+    dest = target[cl[moving]]
+    n_cls = int(b.box_cls.max()) + 1
+    held = np.unique(cl[cl >= 0] * n_cls + b.box_cls[cl >= 0])
+    clash = np.isin(dest * n_cls + b.box_cls[moving], held)
+    out[moving] = np.where(clash, -1, fac_rows[dest])
+    return out
+
+
 def open_cost_per_subject(b: Batch, skills: Skills) -> np.ndarray:
     """``C_f,i = −Σ_{j∈V_i} ln p_fn_j`` (eq. fac_cost) per batch subject."""
     return np.bincount(
@@ -892,6 +1018,311 @@ def open_cost_per_subject(b: Batch, skills: Skills) -> np.ndarray:
 
 
 # ------------------------------------------------------------- the result
+
+
+@dataclass
+class GenSkills:
+    """The generative model's parameters as the EM carries them (see clumpscout.generative)."""
+
+    vp: gen.VolunteerParams
+    pop: gen.Population
+
+    @property
+    def sigma2(self) -> np.ndarray:
+        return self.vp.sigma2
+
+
+class _GenerativeEngine(_Engine):
+    """The same working batches, EM loop and retirement, with the generative likelihood.
+
+    The partition step is the facility-location kernel with the costs of
+    :func:`clumpscout.generative.facility_costs`; the M step is the soft
+    (posterior-weighted) empirical-Bayes update of :mod:`clumpscout.generative`, iterated
+    ``_INNER`` times for a fixed partition; the risk uses the posterior p_fp, N_fp and N_fn.
+    """
+
+    _INNER = 4
+
+    def __init__(self, prep: Prepared, params: Params, seed: int):
+        super().__init__(prep, params, seed)
+        self.area = gen.box_area(prep.box_xyxy)
+        self.last_pop: gen.Population | None = None
+
+    @property
+    def _distance_kw(self) -> dict:
+        """Jaccard distance with the location density truncated at d_max."""
+        return {"d_max": self.p.d_max, "likelihood": "d_truncated"}
+
+    def _log_u(self, b: Batch) -> np.ndarray:
+        """ln of the background density of false boxes (uniform over the image: 0)."""
+        return np.zeros(len(b.box_idx))
+
+    def _population0(self) -> gen.Population:
+        p = self.p
+        return gen.initial_population(
+            p.p0_fn, p.p0_fp, p.sigma2_0_V, p.n_chi_V, weak=p.weak_objects
+        )
+
+    def empty_counts(self):
+        return gen.SoftCounts.zeros(self.n_vol)
+
+    def initial_skills(self, prev: gen.SoftCounts) -> GenSkills:
+        pop = self._population0() if self.last_pop is None else self.last_pop
+        return GenSkills(gen.volunteer_params(prev, pop), pop)
+
+    def _solve(self, b: Batch, skills, *, init: bool, **kw) -> np.ndarray:
+        # the first clustering uses the same costs with the parameters before any evidence
+        # (the weak hyper-prior values, or the cached skills of a later cycle)
+        costs = self._gen_costs(b, skills)
+        fac = self._solve_costs(b, costs, init=False, **kw)
+        fac = self._merge_overlapping(b, fac, costs)
+        if skills.pop.rho_w <= 0:
+            return fac
+        # weak objects among the boxes left alone: the same step with the weak class's costs
+        lone = fac < 0
+        if not lone.any():
+            return fac
+        weak = self._gen_costs(b, skills, weak=True)
+        fac2 = self._solve_costs(b, weak, init=False, can_be_facility=lone, can_be_city=lone, **kw)
+        return np.where(lone, fac2, fac)
+
+    _MERGE_DISTANCE = 0.5
+    _MERGE_PASSES = 10
+
+    def _merge_overlapping(self, b: Batch, fac: np.ndarray, costs: tuple) -> np.ndarray:
+        """Local search on the same costs: merge clusters whose labels overlap.
+
+        Two objects at one spot are improbable, but the greedy can split one object into
+        two clusters (for example around a volunteer's double click, whose second box
+        cannot join the first cluster). Per subject and pass, the pair of clusters with the
+        closest labels (Jaccard distance < 0.5) is merged into the larger one (a box whose
+        classification the larger one already holds goes to the dummy); the merge is kept
+        when it lowers the subject's cost.
+        """
+        for _ in range(self._MERGE_PASSES):
+            cand = _merge_candidates(b, fac, self._MERGE_DISTANCE)
+            if cand is None:
+                break
+            before = self._subject_costs(b, fac, costs)
+            after = self._subject_costs(b, cand, costs)
+            better = after < before - 1e-9
+            if not better.any():
+                break
+            take = better[b.box_subject]
+            fac = np.where(take, cand, fac)
+        return fac
+
+    def _subject_costs(self, b: Batch, fac: np.ndarray, costs: tuple) -> np.ndarray:
+        cc = fl.cluster_costs(b.box_off, b.xyxy, fac, *costs, init_phase=False, **self._distance_kw)
+        return cc.subject_cost
+
+    def _gen_costs(self, b: Batch, sk: GenSkills, weak: bool = False) -> tuple:
+        return gen.facility_costs(
+            box_vol=b.box_vol,
+            box_subject=b.box_subject,
+            box_area_=self.area[b.box_idx],
+            cls_vol=b.cls_vol,
+            cls_subject=b.cls_subject,
+            n_subjects=len(b.subjects),
+            vp=sk.vp,
+            rho=sk.pop.rho_w if weak else sk.pop.rho,
+            log_u=self._log_u(b),
+            d_max=self.p.d_max,
+            q=sk.pop.q_w if weak else 1.0,
+        )
+
+    def _posterior(self, b, box_cluster, box_d, cluster_subject, labels, sk: GenSkills):
+        return gen.posterior(
+            box_cluster=box_cluster,
+            box_vol=b.box_vol,
+            box_subject=b.box_subject,
+            box_d=box_d,
+            box_area_=self.area[b.box_idx],
+            log_u=self._log_u(b),
+            cls_vol=b.cls_vol,
+            cls_subject=b.cls_subject,
+            cluster_subject=cluster_subject,
+            label_area=gen.box_area(labels) if len(labels) else np.zeros(0),
+            n_subjects=len(b.subjects),
+            vp=sk.vp,
+            pop=sk.pop,
+            d_max=self.p.d_max,
+        )
+
+    def _soft(self, b, post, box_cluster, box_d, n_cl, cls_weight=None) -> gen.SoftCounts:
+        tp = box_cluster >= 0
+        size = np.bincount(box_cluster[tp], minlength=n_cl)
+        return gen.soft_counts(
+            post=post,
+            box_cluster=box_cluster,
+            box_cls=b.box_cls,
+            box_subject=b.box_subject,
+            box_d=box_d,
+            cluster_size=size,
+            cls_vol=b.cls_vol,
+            cls_subject=b.cls_subject,
+            n_volunteers=self.n_vol,
+            cls_weight=cls_weight,
+        )
+
+    def _estimate(self, b: Batch, facility_of: np.ndarray, prev, skills_in: GenSkills):
+        p = self.p
+        box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
+        n_cl = len(fac_rows)
+        cluster_subject = b.box_subject[fac_rows]
+        n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
+        weights = 1.0 / skills_in.sigma2[b.box_vol] if p.merge == "inverse_variance" else None
+        labels = merge_labels(b.xyxy, box_cluster, n_cl, weights)
+        tp = box_cluster >= 0
+        box_d = np.full(len(box_cluster), np.nan)
+        box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
+        sk = skills_in
+        for _ in range(self._INNER):
+            post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
+            counts = self._soft(b, post, box_cluster, box_d, n_cl)
+            sk = self._m_step(b, post, box_cluster, prev + counts, sk)
+        post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
+        ll = gen.log_likelihood(
+            post=post,
+            box_vol=b.box_vol,
+            box_cluster=box_cluster,
+            log_u=self._log_u(b),
+            cls_vol=b.cls_vol,
+            vp=sk.vp,
+            pop=sk.pop,
+            batch_volunteers=b.volunteers,
+        )
+        self.last_pop = sk.pop
+        return Clustering(
+            facility_of=facility_of,
+            box_cluster=box_cluster,
+            cluster_subject=cluster_subject,
+            cluster_facility=fac_rows,
+            labels=labels,
+            box_d=box_d,
+            n_clusters_subject=n_clusters_subject,
+            counts=counts,
+            cls_n_fn=np.zeros(len(b.cls_idx)),
+            skills=sk,
+            difficulty=np.full(n_cl, np.nan),
+            ll=ll,
+            n_unassigned=int((facility_of == -2).sum()),
+            extra={"post": post},
+        )
+
+    def _m_step(self, b, post, box_cluster, total: gen.SoftCounts, sk: GenSkills) -> GenSkills:
+        """Population and volunteer parameters from the expected counts (empirical Bayes)."""
+        p = self.p
+        det_s, det_w = gen.detected_by_class(post, box_cluster)
+        cls = (b.cls_vol, b.cls_subject, len(b.subjects), sk.vp.p_fn)
+        q_w = sk.pop.q_w
+        if sk.pop.rho_w > 0:
+            q_w = gen.fit_weak_detection(
+                post=post,
+                box_cluster=box_cluster,
+                box_vol=b.box_vol,
+                box_subject=b.box_subject,
+                cls_vol=b.cls_vol,
+                cls_subject=b.cls_subject,
+                n_subjects=len(b.subjects),
+                vp=sk.vp,
+                rho_w=sk.pop.rho_w,
+            )
+        weak = (det_w, gen.detection_exposure(*cls, q_w)) if sk.pop.rho_w > 0 else None
+        pop = gen.estimate_population(
+            total,
+            strong=(det_s, gen.detection_exposure(*cls, 1.0)),
+            weak=weak,
+            q_w=q_w,
+            p0_fn=p.p0_fn,
+            lam0=p.p0_fp,
+            sigma2_0=p.sigma2_0_V,
+            nu_s2=p.n_chi_V,
+            eb_weight=p.eb_weight,
+        )
+        return GenSkills(gen.volunteer_params(total, pop), pop)
+
+    def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
+        p = self.p
+        post: gen.Posterior = s.extra["post"]
+        n_cl = len(s.cluster_subject)
+        tp = s.box_cluster >= 0
+        box_s2 = np.where(tp, s.skills.sigma2[b.box_vol], np.nan)
+        sigma2_l = clump_location_variance(s.box_cluster, box_s2, n_cl)
+        p_sigma_l = clump_sigma_prob(sigma2_l, p.delta)
+        n_sigma = np.bincount(s.cluster_subject, weights=p_sigma_l, minlength=len(b.subjects))
+        lone = np.bincount(b.box_subject, weights=post.r_box, minlength=len(b.subjects))
+        return {
+            "p_fp": post.p_fp,
+            "p_weak": post.p_weak,
+            "p_sigma": p_sigma_l,
+            "sigma2_l": sigma2_l,
+            "n_fp": post.n_fp,
+            "n_fn": post.n_fn,
+            "n_fn_init": post.undetected,
+            "n_fn_coincidence": lone,
+            "n_sigma": n_sigma,
+            "risk": subject_risk(
+                post.n_fp, post.n_fn, n_sigma, p.alpha_fp, p.alpha_fn, p.alpha_sigma
+            ),
+            "n_retained": 0,
+        }
+
+    def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
+        return self._soft(
+            b, s.extra["post"], s.box_cluster, s.box_d, len(s.cluster_subject), cls_weight
+        )
+
+    def _committed_population(self, counts: gen.SoftCounts) -> gen.Population:
+        """The population estimated from the committed (finalised) evidence only."""
+        p = self.p
+        last = self.last_pop or self._population0()
+        pop = gen.estimate_population(
+            counts,
+            strong=(0.0, 0.0),
+            weak=None,
+            q_w=last.q_w,
+            p0_fn=p.p0_fn,
+            lam0=p.p0_fp,
+            sigma2_0=p.sigma2_0_V,
+            nu_s2=p.n_chi_V,
+            eb_weight=p.eb_weight,
+        )
+        pop.rho, pop.rho_w = last.rho, last.rho_w
+        return pop
+
+    def volunteer_table(self, counts: gen.SoftCounts) -> dict[str, np.ndarray]:
+        pop = self._committed_population(counts)
+        vp = gen.volunteer_params(counts, pop)
+        w = self.p.eb_weight
+        share = (w * self.p.p0_fp + counts.n_fp.sum()) / (w + counts.n_boxes.sum())
+        return {
+            # the share of the volunteer's boxes expected to be false (shrunk to the pool's)
+            "p_fp": (10.0 * share + counts.n_fp) / (10.0 + counts.n_boxes),
+            "p_fn": vp.p_fn,
+            "sigma2": vp.sigma2,
+            "n_boxes": counts.n_boxes.astype(np.int64),
+            "n_tp": counts.n_tp,
+            "n_fp": counts.n_fp,
+            "n_fn": counts.n_fn,
+            "fp_rate": vp.lam,
+        }
+
+    def empty_subject_misses(self, subjects: np.ndarray, counts: gen.SoftCounts) -> np.ndarray:
+        """Expected objects nobody marked, ``rho e^{G_i(1)} + rho_w e^{G_i(q_w)}``, for
+        subjects that never entered a batch (nobody marked anything)."""
+        pop = self._committed_population(counts)
+        vp = gen.volunteer_params(counts, pop)
+        prep = self.prep
+        cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
+        idx = _ranges(cs, ce)
+        which = np.repeat(np.arange(len(subjects)), ce - cs)
+        args = (prep.cls_vol[idx], which, len(subjects), vp.p_fn)
+        strong = pop.rho * np.exp(gen.subject_all_miss(*args))
+        return strong + pop.rho_w * gen.subject_unrecognised(*args, pop.q_w)
+
+    def summary(self) -> dict:
+        return {"population": (self.last_pop or self._population0()).to_dict()}
 
 
 @dataclass
@@ -956,7 +1387,7 @@ class Aggregator:
         p = self.params
         with timed(f"preparing {len(boxes):,} rows"):
             prep = prepare(boxes, path=path)
-        engine = _Engine(prep, p, self.seed)
+        engine = (_GenerativeEngine if p.model == "generative" else _Engine)(prep, p, self.seed)
         n_s = len(prep.subject_ids)
         n_b = len(prep.box_row)
 
@@ -980,7 +1411,7 @@ class Aggregator:
         n_clumps = np.zeros(n_s, np.int64)
         box_assign = np.full(n_b, -3, np.int64)  # −3 not aggregated, −1 dummy, ≥0 clump
         label_parts: list[pd.DataFrame] = []
-        cache = SkillCache(len(prep.volunteer_names))
+        cache = SkillCache(len(prep.volunteer_names), engine.empty_counts())
 
         queue_idx = np.flatnonzero(eligible)
         queue = queue_idx[np.lexsort((prep.subject_ids[queue_idx], prep.subj_order_key[queue_idx]))]
@@ -1046,17 +1477,7 @@ class Aggregator:
             upd = retire | (stale & p.stale_updates_skills)
             if upd.any():
                 w = upd[b.cls_subject].astype(np.float64)
-                counts, _ = batch_counts(
-                    b.box_vol,
-                    b.box_cls,
-                    state.box_cluster,
-                    state.box_d,
-                    b.cls_vol,
-                    b.cls_subject,
-                    state.n_clusters_subject,
-                    len(prep.volunteer_names),
-                    cls_weight=w,
-                )
+                counts = engine.counts_for(b, state, w)
                 n_subj_vol = np.bincount(b.cls_vol, weights=w, minlength=len(prep.volunteer_names))
                 cache.commit(counts, n_subj_vol)
             batch_reports.append(
@@ -1089,20 +1510,23 @@ class Aggregator:
         labels = labels[labels["final"]].drop(columns="final")
         labels = labels.sort_values(["subject_id", "clump"], kind="stable").reset_index(drop=True)
 
-        skills_final = volunteer_skills(cache.counts, p)
+        if isinstance(engine, _GenerativeEngine) and empty.any():
+            # nobody marked anything: the objects everyone missed are all that can be there
+            idx = np.flatnonzero(empty)
+            subj_out["n_fn"][idx] = engine.empty_subject_misses(idx, cache.counts)
+            subj_out["risk"][idx] = p.alpha_fn * subj_out["n_fn"][idx]
+        vt = engine.volunteer_table(cache.counts)
         volunteers = pd.DataFrame(
             {
                 "volunteer": prep.volunteer_names.astype(object),
-                "p_fp": skills_final.p_fp,
-                "p_fn": skills_final.p_fn,
-                "sigma2": skills_final.sigma2,
+                "p_fp": vt.pop("p_fp"),
+                "p_fn": vt.pop("p_fn"),
+                "sigma2": vt.pop("sigma2"),
                 "n_subjects": prep.vol_n_subjects.astype(np.int64),
-                "n_boxes": cache.counts.n_boxes.astype(np.int64),
-                "n_tp": cache.counts.n_tp.astype(np.int64),
-                "n_fp": cache.counts.n_fp.astype(np.int64),
-                "n_fn": cache.counts.n_fn.astype(np.int64),
+                **{k: vt.pop(k) for k in ("n_boxes", "n_tp", "n_fp", "n_fn")},
                 "n_subjects_counted": cache.n_subjects,
                 "n_classifications": prep.vol_n_classifications.astype(np.int64),
+                **vt,
             }
         )
         subjects = pd.DataFrame(
@@ -1122,6 +1546,8 @@ class Aggregator:
                 "n_fn_init": subj_out["n_fn_init"],
                 "n_fn_coincidence": subj_out["n_fn_coincidence"],
                 "batch": batch_no,
+                # Σ (1 − p_fp) over the labels + N_fn: the expected number of real objects
+                "expected_count": n_clumps - subj_out["n_fp"] + subj_out["n_fn"],
             }
         )
         assignments = self._assignments(boxes, prep, box_assign)
@@ -1139,9 +1565,15 @@ class Aggregator:
                 "boxes_on_dummy": int((box_assign == -1).sum()),
                 "boxes_not_aggregated": int((box_assign == -3).sum()),
                 "cycles": batch_reports,
-                "seconds": round(time.perf_counter() - t_start, 3),
+                "model": {"name": p.model, "em_stop": p.em_stop_rule, **engine.summary()},
             }
         )
+        with timed("checking the run's health"):
+            diag = health.diagnose(assignments, labels)
+        health.log_warnings(diag, log)
+        report["health"] = diag
+        report["warnings"] = list(diag["warnings"])
+        report["seconds"] = round(time.perf_counter() - t_start, 3)
         log.info(
             "aggregated %d subjects (%s) into %d label clumps in %.1f s",
             n_s,
@@ -1182,6 +1614,8 @@ class Aggregator:
                 "frac_unusual": unus / np.maximum(n_marks, 1),
                 "sigma2": rk["sigma2_l"],
                 "difficulty": state.difficulty,
+                # generative model: P(a weakly marked object | real); NaN for the paper's
+                "p_weak": rk.get("p_weak", np.full(n_cl, np.nan)),
                 "final": final[state.cluster_subject],
             }
         )
@@ -1213,7 +1647,7 @@ def _clump_index_in_subject(s: Clustering) -> np.ndarray:
 def _empty_labels() -> pd.DataFrame:
     cols = [
         "subject_id", "clump", "x1", "y1", "x2", "y2", "x", "y", "p_fp", "p_sigma",
-        "n_marks", "frac_unusual", "sigma2", "difficulty", "final",
+        "n_marks", "frac_unusual", "sigma2", "difficulty", "p_weak", "final",
     ]  # fmt: skip
     return pd.DataFrame({c: pd.Series(dtype=bool if c == "final" else float) for c in cols})
 

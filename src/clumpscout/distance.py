@@ -30,7 +30,11 @@ import numba
 import numpy as np
 
 #: ``kind`` of the distance likelihood (SPEC 6) -> integer code used inside numba kernels.
-LIKELIHOOD_CODES: dict[str, int] = {"d": 0, "d_squared": 1}
+#: distance likelihoods: "d" and "d_squared" (the paper's model, SPEC 6 readings) and
+#: "d_truncated" (the generative model: as "d", but a box farther than d_max from a
+#: facility cannot join it, so the location density stays normalised where the Jaccard
+#: distance saturates at 1; the truncation is applied by the facility-location code)
+LIKELIHOOD_CODES: dict[str, int] = {"d": 0, "d_squared": 1, "d_truncated": 2}
 
 _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 

@@ -906,6 +906,8 @@ def _solve_subject(lo, hi, rows, opts, out):
             d = D[f, b]
             if init_phase:
                 w = 0.0 if d <= d_max else _INF
+            elif kind == 2 and d > d_max:
+                w = _INF  # truncated location density (generative model)
             else:
                 x = d * d
                 if kind == 1:
@@ -1251,6 +1253,8 @@ def cluster_costs(
         conn[member] = conn_const[member] + neg_log_distance_likelihood(
             d, sigma2[member], likelihood
         )
+        if likelihood == "d_truncated":
+            conn[member] = np.where(d <= d_max, conn[member], np.inf)
     facility = np.flatnonzero(facility_of == np.arange(n))
     cluster_of = np.full(n, UNASSIGNED, np.int64)
     cluster_of[dummy] = DUMMY

@@ -79,6 +79,8 @@ DEFAULTS: dict[str, Any] = {
     "position_radius": 0.25,
     "tp_cut": 0.3,
 }
+#: the consensus model the paper's figures show (the reproduction)
+PAPER_MODEL = "paper"
 #: a white, half-transparent box behind text drawn over data
 WHITE_BOX = {"fc": "white", "alpha": 0.7, "lw": 0}
 
@@ -549,6 +551,139 @@ def plot_purity_completeness(
     fig.colorbar(ScalarMappable(norm=norm, cmap=cmap), ax=list(axes), label="n")
     save_figure(fig, stem)
     return stats
+
+
+# ---------------------------------------------- both models and the baselines side by side
+
+#: the methods of the side-by-side comparison, in display order: the two consensus models
+#: (with a p_fp per label: a curve over p*) and the three clustering baselines (one point)
+METHODS: dict[str, tuple[str, str]] = {
+    "generative": ("generative model", "tab:red"),
+    "paper": ("paper model", "tab:blue"),
+    "single_linkage": ("single linkage", "tab:green"),
+    "dbscan": ("DBSCAN", "tab:purple"),
+    "meanshift": ("MeanShift", "tab:orange"),
+}
+METHOD_SUMMARY_COLS = {
+    "opt_threshold": "opt_threshold",
+    "opt_completeness": "opt_completeness",
+    "opt_purity": "opt_purity",
+    "completeness_p1": "completeness_p1",
+    "purity_p1": "purity_p1",
+    "n_labels_p1": "n_labels",
+}
+
+
+def method_numbers(summary: pd.DataFrame, subset: str = "all") -> dict[str, dict[str, float]]:
+    """Per method (compare summary rows tagged ``method``): the optimal p*, C and P there,
+    C and P at p* = 1, the labels kept at p* = 1 (``n_labels``: every label of the
+    scored subjects) and at the optimal p* (``opt_n_tp + opt_n_fp``), and the
+    reference points (``n_points``: true clumps or expert clicks). A baseline has no
+    p_fp: every p* keeps all its labels, so its optimal and p* = 1 numbers coincide."""
+    require(summary, ["method", "subset"], "method comparison summary")
+    out: dict[str, dict[str, float]] = {}
+    rows = summary[summary["subset"] == subset]
+    for r in rows.to_dict(orient="records"):
+        vals = {k: float(r.get(c, np.nan)) for k, c in METHOD_SUMMARY_COLS.items()}
+        tp, fp = r.get("opt_n_tp", np.nan), r.get("opt_n_fp", np.nan)
+        vals["n_labels_opt"] = float(tp) + float(fp) if not pd.isna(tp) else float("nan")
+        vals["n_points"] = float(r.get("n_points", np.nan))
+        out[str(r["method"])] = vals
+    return out
+
+
+def _method_order(methods) -> list[str]:
+    known = [m for m in METHODS if m in set(methods)]
+    return known + sorted(set(methods) - set(known))
+
+
+def plot_method_comparison(
+    curves: Mapping[str, pd.DataFrame],
+    summaries: Mapping[str, pd.DataFrame],
+    stem: str | Path,
+    *,
+    subset: str = "all",
+    dpi: int = 150,
+) -> dict:
+    """Both consensus models and the three baselines against the truth and the experts.
+
+    ``curves`` / ``summaries``: per reference (``truth``, ``experts``; either may be
+    absent) the comparison tables of every method at one n (clumpscout.compare
+    columns tagged ``method``). One purity–completeness panel per reference: each
+    model's curve over p* with a cross at its optimal p* and a circle at p* = 1;
+    each baseline as one diamond (it has no p_fp). The last panel counts the labels
+    per method at p* = 1 and at the optimal p* (hatched), with the number of true
+    clumps as a dashed line (from the truth when present, else over the expert
+    subjects, without a line). Returns the numbers per reference and method
+    (:func:`method_numbers`)."""
+    refs = [r for r in ("truth", "experts") if r in summaries and summaries[r] is not None]
+    if not refs:
+        raise InputError("method comparison: neither a truth nor an expert summary")
+    numbers = {r: method_numbers(summaries[r], subset) for r in refs}
+    ns = sorted({int(n) for r in refs for n in summaries[r].get("n", pd.Series(dtype=int))})
+    methods = _method_order({m for r in refs for m in numbers[r]})
+    fig = new_figure(5.0 * len(refs) + 5.5, 4.8, dpi)
+    axes = np.atleast_1d(fig.subplots(1, len(refs) + 1))
+    for ax, ref in zip(axes, refs, strict=False):
+        cur = curves.get(ref)
+        for m in methods:
+            if m not in numbers[ref]:
+                continue
+            name, colour = METHODS.get(m, (m, "0.3"))
+            v = numbers[ref][m]
+            c = None
+            if cur is not None and len(cur):
+                c = cur[(cur["method"] == m) & (cur["subset"] == subset)].sort_values("threshold")
+            flat = c is None or c[["completeness", "purity"]].drop_duplicates().shape[0] <= 1
+            if flat:
+                ax.scatter(v["completeness_p1"], v["purity_p1"], marker="D", s=42, color=colour,
+                           edgecolors="k", linewidths=0.6, zorder=4, label=name)  # fmt: skip
+                continue
+            ax.plot(c["completeness"], c["purity"], "-", color=colour, lw=1.3, label=name)
+            ax.scatter(v["opt_completeness"], v["opt_purity"], marker="x", s=60, color=colour,
+                       linewidths=1.6, zorder=4)  # fmt: skip
+            ax.scatter(v["completeness_p1"], v["purity_p1"], marker="o", s=30, color="w",
+                       edgecolors=colour, linewidths=1.4, zorder=4)  # fmt: skip
+        ax.set_xlim(0.0, 1.02)
+        ax.set_ylim(0.0, 1.02)
+        ax.set_xlabel("completeness")
+        ax.set_ylabel("purity")
+        who = "the simulated truth" if ref == "truth" else "the experts"
+        ax.set_title(f"{subset} clumps vs {who}" + (f", n = {ns[0]}" if len(ns) == 1 else ""))
+        ax.grid(alpha=0.3)
+    handles, _ = axes[0].get_legend_handles_labels()
+    handles += [
+        axes[0].scatter([], [], marker="x", color="k", label="optimal p*"),
+        axes[0].scatter([], [], marker="o", color="w", edgecolors="k", label="p* = 1"),
+    ]
+    axes[0].legend(handles=handles, loc="lower left", fontsize=7)
+    # label counts
+    ax = axes[-1]
+    ref = refs[0]
+    x = np.arange(len(methods))
+    p1 = [numbers[ref].get(m, {}).get("n_labels_p1", np.nan) for m in methods]
+    opt = [numbers[ref].get(m, {}).get("n_labels_opt", np.nan) for m in methods]
+    colours = [METHODS.get(m, (m, "0.3"))[1] for m in methods]
+    ax.bar(x - 0.2, p1, width=0.4, color=colours, edgecolor="k", lw=0.5, label="p* = 1")
+    ax.bar(x + 0.2, opt, width=0.4, color=colours, edgecolor="k", lw=0.5, hatch="//",
+           alpha=0.6, label="optimal p*")  # fmt: skip
+    n_true = float("nan")
+    if ref == "truth" and methods:
+        n_true = next(iter(numbers[ref].values()))["n_points"]
+        ax.axhline(n_true, color="k", ls="--", lw=1.0, label="true clumps")
+    ax.set_xticks(x, [METHODS.get(m, (m, ""))[0] for m in methods], rotation=30, ha="right")
+    ax.set_ylabel("label clumps")
+    where = "all subjects" if ref == "truth" else "expert subjects"
+    ax.set_title(f"labels ({where})")
+    ax.legend(fontsize=7)
+    save_figure(fig, stem)
+    return {
+        "subset": subset,
+        "n": ns[0] if len(ns) == 1 else ns,
+        "methods": methods,
+        "n_true_clumps": n_true,
+        **numbers,
+    }
 
 
 # ---------------------------------------------- p_fp of empirical true/false positives
@@ -1471,6 +1606,16 @@ def _labels_ms(s):
     return ours, "our framework finds more clumps for the majority of subjects"
 
 
+def _labels_methods(s):
+    ref = "truth" if s.get("truth") else "experts"
+    per = s.get(ref, {})
+    parts = [
+        f"{METHODS.get(m, (m,))[0]} C {_g(v.get('opt_completeness'))} P {_g(v.get('opt_purity'))}"
+        for m, v in per.items()
+    ]
+    return f"vs {ref}, optimal p*: " + "; ".join(parts), "not in the paper (MeanShift counts only)"
+
+
 def _labels_examples(s):
     ids = [str(r["subject_id"]) for r in s.get("subjects", [])]
     return "subjects " + (", ".join(ids) or "–"), "representative examples"
@@ -1495,6 +1640,7 @@ REPORT_LABELS: dict[str, Callable[[dict], tuple[str, str]]] = {
     "agg_v_ms_more_examples": _labels_examples,
     "agg_v_ms_less_examples": _labels_examples,
     "agg_examples": _labels_examples,
+    "method_comparison": _labels_methods,
 }
 
 
@@ -1747,6 +1893,20 @@ def _build_ms_fewer(inp, stem, params):
     return _ms_examples(inp, stem, params, -1)
 
 
+def _build_method_comparison(inp, stem, params):
+    cfg = _cfg(params)
+    curves, summaries = {}, {}
+    for ref in ("truth", "experts"):
+        if inp.get(f"{ref}_summary"):
+            summaries[ref] = read_table(
+                inp[f"{ref}_summary"], ["method", "n", "subset"], f"{ref} method summary"
+            )
+        if inp.get(f"{ref}_curves"):
+            need = ["method", "subset", "threshold", "completeness", "purity"]
+            curves[ref] = read_table(inp[f"{ref}_curves"], need, f"{ref} method curves", [])
+    return plot_method_comparison(curves, summaries, stem, dpi=cfg["dpi"])
+
+
 def annotation_candidates(assignments: pd.DataFrame, labels: pd.DataFrame) -> list[int]:
     """Subjects that show what the figure is about: ≥ 1 label clump with p_fp < 0.5
     and ≥ 1 box assigned to the dummy facility; else any subject with a clump."""
@@ -1796,6 +1956,7 @@ FIGURES: dict[str, Callable[[Mapping[str, Any], Path, Mapping[str, Any]], dict]]
     "agg_v_ms_more_examples": _build_ms_more,
     "agg_v_ms_less_examples": _build_ms_fewer,
     "agg_examples": _build_agg_examples,
+    "method_comparison": _build_method_comparison,
 }
 
 
@@ -1819,14 +1980,21 @@ def build(
 
 
 def results_inputs(results: Path, ns: list[int], nr: int, n_base: int | None = None):
-    """The inputs of every figure in a results folder laid out as the workflow does."""
+    """The inputs of every figure in a results folder laid out as the workflow does
+    (the paper's figures from the paper model, results/aggregate/paper/n{n}/...)."""
     n_base = nr if n_base is None else n_base
-    agg = results / "aggregate"
+    agg = results / "aggregate" / PAPER_MODEL
     per_n = {k: [agg / f"n{n}" / f"{k}.parquet" for n in ns] for k in ("labels", "subjects")}
     ref = {k: agg / f"n{nr}" / f"{k}.parquet" for k in ("labels", "volunteers", "assignments")}
     images = sorted(results.glob("images/**/cutouts.parquet"))
     base = results / "baseline"
-    cmp_ = results / "compare"
+    cmp_ = results / "compare" / PAPER_MODEL
+    methods = {
+        f"{ref}_{key}": base / f"{ref}_{name}.csv"
+        for ref in ("truth", "experts")
+        for key, name in (("curves", "curve"), ("summary", "summary"))
+        if (base / f"{ref}_summary.csv").exists()
+    }
     ms = {
         "count_difference": base / "count_difference.csv",
         "boxes": results / "subsamples" / f"n{n_base}" / "boxes.parquet",
@@ -1866,6 +2034,7 @@ def results_inputs(results: Path, ns: list[int], nr: int, n_base: int | None = N
             "labels": ref["labels"],
             "images": images,
         },
+        "method_comparison": methods or {"truth_summary": base / "truth_summary.csv"},
     }
 
 

@@ -2,7 +2,11 @@
 
 One long table (``results/headline.csv``), one row per number:
 
-``section, quantity, n, subset, value, paper, note``
+``section, quantity, method, n, subset, value, paper, note``
+
+``method`` names the consensus model or baseline a number belongs to: the
+paper's sections below describe the *paper* model (the reproduction; the
+paper's values are for it), except ``dataset`` and ``truth`` counts (no method).
 
 - ``dataset``: subjects, annotations (classifications), clump clicks, clicks of
   every task (clicks_all_tasks), volunteers of the full extracted dataset Z
@@ -19,6 +23,14 @@ One long table (``results/headline.csv``), one row per number:
   calibration error (ECE) of p_fp, which the paper could not measure;
 - ``baseline``: fractions of subjects where our framework finds more / as
   many / fewer clumps than MeanShift (appendix);
+- ``methods_truth`` / ``methods_experts``: both consensus models (``generative``,
+  ``paper``) and the three baselines (``single_linkage``, ``dbscan``,
+  ``meanshift``) side by side at n = ``baseline.n``: purity and completeness at
+  the optimal p* and at p* = 1 (a baseline has no p_fp: both are the same),
+  the optimal p*, and the labels kept at p* = 1 and at the optimal p*
+  (``n_labels_p1``, ``n_labels_opt``; against the truth over every subject,
+  against the experts over the expert subjects), plus the reference count
+  (``n_true_clumps`` / ``n_expert_clicks``, method empty);
 - ``trends``: each trend §6 describes, checked on our numbers: ``value`` 1 if ours
   agrees, 0 if not, NaN if it cannot be checked; ``paper`` states the trend and
   ``note`` gives our numbers (:func:`trend_rows`).
@@ -45,7 +57,18 @@ from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
 
-COLUMNS = ["section", "quantity", "n", "subset", "value", "paper", "note"]
+COLUMNS = ["section", "quantity", "method", "n", "subset", "value", "paper", "note"]
+#: the methods of the side-by-side sections, in display order
+METHODS = ("generative", "paper", "single_linkage", "dbscan", "meanshift")
+#: quantity -> summary column of the side-by-side sections (clumpscout.compare summaries)
+METHOD_QUANTITIES = {
+    "opt_threshold": "opt_threshold",
+    "opt_completeness": "opt_completeness",
+    "opt_purity": "opt_purity",
+    "completeness_p1": "completeness_p1",
+    "purity_p1": "purity_p1",
+    "n_labels_p1": "n_labels",
+}
 STATUSES = ("retired", "retired_empty", "stale", "unretired")
 
 #: what the paper says (§6), by (quantity, n, subset); n / subset None = any
@@ -102,6 +125,10 @@ NOTES: dict[str, str] = {
     "fraction_ours_more": "subjects where we find more clumps than MeanShift",
     "fraction_equal": "subjects with as many clumps as MeanShift",
     "fraction_meanshift_more": "subjects where MeanShift finds more clumps",
+    "n_labels_p1": "labels kept at p* = 1 (every label) in the scored subjects",
+    "n_labels_opt": "labels kept at the optimal p* in the scored subjects",
+    "n_true_clumps": "true clumps in the scored subjects (every subject of Z~_n)",
+    "n_expert_clicks": "expert clicks in the expert subjects",
 }
 
 SUMMARY_QUANTITIES = (
@@ -115,15 +142,24 @@ SUMMARY_QUANTITIES = (
 )
 
 
-def _row(section: str, quantity: str, value: Any, n: int | None = None, subset: str | None = None):
+def _row(
+    section: str,
+    quantity: str,
+    value: Any,
+    n: int | None = None,
+    subset: str | None = None,
+    method: str | None = None,
+):
     paper = ""
-    if section != "truth":  # the paper had no truth to compare with
+    # the paper had no truth to compare with, and no other methods side by side
+    if section != "truth" and not section.startswith("methods"):
         keys = [(quantity, n, subset), (quantity, None, subset), (quantity, n, None)]
         keys.append((quantity, None, None))
         paper = next((PAPER[k] for k in keys if k in PAPER), "")
     return {
         "section": section,
         "quantity": quantity,
+        "method": method,
         "n": n,
         "subset": subset,
         "value": float(value) if value is not None and not pd.isna(value) else float("nan"),
@@ -207,7 +243,7 @@ def per_n_numbers(labels: pd.DataFrame, subjects: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index()
 
 
-def summary_rows(summary: pd.DataFrame, section: str) -> list[dict]:
+def summary_rows(summary: pd.DataFrame, section: str, method: str | None = None) -> list[dict]:
     """Rows for a compare summary (clumpscout.compare columns: n, subset, opt_*, …, ece)."""
     rows = []
     quantities = [q for q in SUMMARY_QUANTITIES if q in summary.columns]
@@ -217,7 +253,33 @@ def summary_rows(summary: pd.DataFrame, section: str) -> list[dict]:
         summary = summary[summary["method"].isin(["clumpscout", "ours"])]
     for r in summary.sort_values(["n", "subset"], kind="stable").itertuples(index=False):
         for q in quantities:
-            rows.append(_row(section, q, getattr(r, q), int(r.n), str(r.subset)))
+            rows.append(_row(section, q, getattr(r, q), int(r.n), str(r.subset), method))
+    return rows
+
+
+def method_rows(summary: pd.DataFrame, reference: str) -> list[dict]:
+    """Rows of section ``methods_<reference>``: every method of a side-by-side summary
+    (clumpscout.compare summary rows tagged ``method`` and ``n``), see the module docstring."""
+    for col in ("method", "n", "subset"):
+        if col not in summary.columns:
+            raise InputError(f"{reference} method summary: missing column {col}")
+    section = f"methods_{reference}"
+    order = {m: i for i, m in enumerate(METHODS)}
+    summary = summary.assign(_o=summary["method"].map(order).fillna(len(order)))
+    summary = summary.sort_values(["n", "subset", "_o"], kind="stable")
+    rows = []
+    for r in summary.to_dict(orient="records"):
+        n, subset, method = int(r["n"]), str(r["subset"]), str(r["method"])
+        for q, col in METHOD_QUANTITIES.items():
+            rows.append(_row(section, q, r.get(col), n, subset, method))
+        tp, fp = r.get("opt_n_tp"), r.get("opt_n_fp")
+        kept = float(tp) + float(fp) if tp is not None and not pd.isna(tp) else None
+        rows.append(_row(section, "n_labels_opt", kept, n, subset, method))
+    ref_q = "n_true_clumps" if reference == "truth" else "n_expert_clicks"
+    if "n_points" in summary.columns:
+        first = summary.drop_duplicates(["n", "subset"])
+        for r in first.to_dict(orient="records"):
+            rows.append(_row(section, ref_q, r["n_points"], int(r["n"]), str(r["subset"])))
     return rows
 
 
@@ -246,27 +308,41 @@ def headline_table(
     truth: pd.DataFrame | None = None,
     count_difference: pd.DataFrame | None = None,
     clicks_report: Mapping[str, Any] | None = None,
+    methods_truth: pd.DataFrame | None = None,
+    methods_experts: pd.DataFrame | None = None,
+    model: str = "paper",
 ) -> pd.DataFrame:
-    """The headline numbers as a long table (see the module docstring)."""
+    """The headline numbers as a long table (see the module docstring).
+
+    ``labels``, ``subjects``, ``volunteers``, ``experts_summary``, ``truth_summary`` and
+    ``count_difference`` are those of consensus model ``model`` (the paper's sections);
+    ``methods_truth`` / ``methods_experts`` the side-by-side summaries of every method."""
+    m = model
     rows = [_row("dataset", q, v) for q, v in dataset_counts(clicks).items()]
     if clicks_report is not None:
         rows.append(_row("dataset", "clicks_all_tasks", export_click_total(clicks_report)))
     ref = labels[labels["n"] == n_ref]
-    rows += [_row("labels", q, v, n_ref) for q, v in label_counts(ref).items()]
+    rows += [_row("labels", q, v, n_ref, method=m) for q, v in label_counts(ref).items()]
     if volunteers is not None:
-        rows += [_row("labels", q, v, n_ref) for q, v in volunteer_activity(volunteers).items()]
+        act = volunteer_activity(volunteers)
+        rows += [_row("labels", q, v, n_ref, method=m) for q, v in act.items()]
     if truth is not None:
         rows += [_row("truth", q, v) for q, v in truth_counts(truth).items()]
     per_n = per_n_numbers(labels, subjects)
     for r in per_n.to_dict(orient="records"):
         n = int(r.pop("n"))
-        rows += [_row("per_n", q, v, n) for q, v in r.items()]
+        rows += [_row("per_n", q, v, n, method=m) for q, v in r.items()]
     if experts_summary is not None:
-        rows += summary_rows(experts_summary, "experts")
+        rows += summary_rows(experts_summary, "experts", m)
     if truth_summary is not None:
-        rows += summary_rows(truth_summary, "truth")
+        rows += summary_rows(truth_summary, "truth", m)
     if count_difference is not None:
-        rows += [_row("baseline", q, v) for q, v in baseline_fractions(count_difference).items()]
+        fr = baseline_fractions(count_difference)
+        rows += [_row("baseline", q, v, method=m) for q, v in fr.items()]
+    if methods_truth is not None:
+        rows += method_rows(methods_truth, "truth")
+    if methods_experts is not None:
+        rows += method_rows(methods_experts, "experts")
     rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["n"] = out["n"].astype("Int64")
@@ -292,6 +368,7 @@ def _trend(quantity: str, ok: bool | None, paper: str, note: str) -> dict:
     return {
         "section": "trends",
         "quantity": quantity,
+        "method": None,
         "n": None,
         "subset": None,
         "value": float("nan") if ok is None else float(bool(ok)),
@@ -419,10 +496,27 @@ def per_n_wide(table: pd.DataFrame) -> pd.DataFrame:
     return t.pivot_table(index="n", columns="column", values="value", aggfunc="first")[order]
 
 
+def methods_wide(table: pd.DataFrame, subset: str = "all") -> pd.DataFrame:
+    """The side-by-side sections as one row per method (display order) and one column
+    per reference and quantity, e.g. ``truth opt_purity``."""
+    t = table[table["section"].str.startswith("methods_") & table["method"].notna()]
+    t = t[t["subset"] == subset]
+    if t.empty:
+        return pd.DataFrame()
+    t = t.assign(column=t["section"].str.removeprefix("methods_") + " " + t["quantity"])
+    order = list(dict.fromkeys(t["column"]))
+    wide = t.pivot_table(index="method", columns="column", values="value", aggfunc="first")
+    methods = [m for m in METHODS if m in wide.index]
+    methods += sorted(set(wide.index) - set(methods))
+    return wide.loc[methods, order]
+
+
 def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
-    """A self-contained HTML page: the global numbers and a per-n table."""
+    """A self-contained HTML page: the global numbers, the methods side by side and a
+    per-n table."""
     esc = html.escape
-    glob = table[table["n"].isna() | table["section"].isin(["labels"])]
+    is_methods = table["section"].str.startswith("methods_")
+    glob = table[(table["n"].isna() | table["section"].isin(["labels"])) & ~is_methods]
     parts = [
         "<!DOCTYPE html><html><head><meta charset='utf-8'>",
         f"<title>{esc(title)}</title>",
@@ -442,6 +536,30 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
             f"<td class='l'>{esc(str(r.note))}</td></tr>"
         )
     parts.append("</table>")
+    side = methods_wide(table)
+    if not side.empty:
+        ns = table.loc[is_methods, "n"].dropna().unique()
+        n_txt = f" (n = {int(ns[0])})" if len(ns) == 1 else ""
+        refs = table.loc[is_methods & table["method"].isna()]
+        parts.append(
+            f"<h3>Both models and the baselines side by side{n_txt}, all clumps</h3>"
+            "<p>optimal p* = the p_fp threshold maximising √(C² + P²); a baseline keeps every "
+            "label at every p*. "
+            + "; ".join(
+                f"{esc(str(r.section).removeprefix('methods_'))}: {esc(r.quantity)} = {_fmt(r.value)}"
+                for r in refs[refs["subset"] == "all"].itertuples(index=False)
+            )
+            + "</p><table><tr><th>method</th>"
+        )
+        parts += [f"<th>{esc(c)}</th>" for c in side.columns]
+        parts.append("</tr>")
+        for method, r in side.iterrows():
+            parts.append(
+                f"<tr><th>{esc(str(method))}</th>"
+                + "".join(f"<td>{_fmt(v)}</td>" for v in r)
+                + "</tr>"
+            )
+        parts.append("</table>")
     wide = per_n_wide(table)
     if not wide.empty:
         parts.append("<h3>Per number of annotations per subject n</h3><table><tr><th>n</th>")
@@ -502,6 +620,11 @@ def build(
         truth=_read(inputs.get("truth"), "truth clumps", ["subject_id"]),
         count_difference=_read(inputs.get("count_difference"), "count difference", ["subject_id"]),
         clicks_report=read_json(inputs["clicks_report"]) if inputs.get("clicks_report") else None,
+        methods_truth=_read(inputs.get("methods_truth"), "truth method summary", ["method", "n"]),
+        methods_experts=_read(
+            inputs.get("methods_experts"), "experts method summary", ["method", "n"]
+        ),
+        model=str(params.get("model", "paper")),
     )
     write_csv(table, out_csv)
     if out_html:
@@ -516,6 +639,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-ref", type=int, default=None, help="reference n (default: largest)")
     parser.add_argument("--out", required=True, help="headline CSV")
     parser.add_argument("--html", default=None, help="also write this HTML table")
+    parser.add_argument(
+        "--model",
+        choices=("paper", "generative"),
+        default="paper",
+        help="consensus model of the paper's sections (results/aggregate/<model>/)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -526,18 +655,22 @@ def run(args: argparse.Namespace) -> int:
     def opt(p: Path):
         return p if p.exists() else None
 
+    agg, cmp_ = res / "aggregate" / args.model, res / "compare" / args.model
     inputs = {
         "clicks": res / "clicks" / "clicks.parquet",
-        "labels": [res / "aggregate" / f"n{n}" / "labels.parquet" for n in ns],
-        "subjects": [res / "aggregate" / f"n{n}" / "subjects.parquet" for n in ns],
-        "volunteers": opt(res / "aggregate" / f"n{n_ref}" / "volunteers.parquet"),
-        "experts_summary": opt(res / "compare" / "experts_summary.csv"),
-        "truth_summary": opt(res / "compare" / "truth_summary.csv"),
+        "labels": [agg / f"n{n}" / "labels.parquet" for n in ns],
+        "subjects": [agg / f"n{n}" / "subjects.parquet" for n in ns],
+        "volunteers": opt(agg / f"n{n_ref}" / "volunteers.parquet"),
+        "experts_summary": opt(cmp_ / "experts_summary.csv"),
+        "truth_summary": opt(cmp_ / "truth_summary.csv"),
         "truth": opt(res / "universe" / "truth_clumps.csv"),
         "count_difference": opt(res / "baseline" / "count_difference.csv"),
         "clicks_report": opt(res / "clicks" / "clicks_report.json"),
+        "methods_truth": opt(res / "baseline" / "truth_summary.csv"),
+        "methods_experts": opt(res / "baseline" / "experts_summary.csv"),
     }
     if not inputs["clicks"].exists():
         raise InputError("clicks table not found", path=inputs["clicks"])
-    build(inputs, args.out, args.html, {"ns": ns, "figures": {"n_ref": n_ref}})
+    params = {"ns": ns, "figures": {"n_ref": n_ref}, "model": args.model}
+    build(inputs, args.out, args.html, params)
     return 0

@@ -111,8 +111,8 @@ class SkillCache:
     are restored and re-updated from the retired subjects only.
     """
 
-    def __init__(self, n_volunteers: int):
-        self.counts = SkillCounts.zeros(n_volunteers)
+    def __init__(self, n_volunteers: int, counts=None):
+        self.counts = SkillCounts.zeros(n_volunteers) if counts is None else counts
         self.n_subjects = np.zeros(n_volunteers, dtype=np.int64)
         self.version = 0
 

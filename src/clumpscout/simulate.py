@@ -17,11 +17,19 @@ three experts; they write (contract 1 of the team brief)
   psffwhm_r [arcsec], sample) plus galaxy shape/flux columns;
 * ``truth_clumps.csv`` (real clumps only), ``truth_distractors.csv`` (faint
   features, foreground stars, the bulge: things volunteers may mark in T1);
+* ``truth_objects.csv``: every real object a volunteer may mark in T1, one row
+  each (subject_id, object = index within the subject, kind = clump |
+  faint_feature | star | bulge, x, y, unusual, clump / distractor = its index
+  in the two tables above or -1, flux_g/r/i, n_viewers = volunteer
+  classifications of the subject, n_marked = those that clicked the object), so
+  that labels can be scored against the clumps and against any real object;
 * ``volunteers_truth.csv``: every volunteer's (and expert's) skills and activity;
 * ``truth_clicks.parquet`` (``write_click_truth``): the origin of every click;
 * ``simulate_report.json``: realised totals and every count of things dropped.
 
-The same config and seed give byte-identical files. All sizes are in subject
+The same config and seed give byte-identical files. ``kind: counting`` draws a
+point-marking project without galaxies instead, written as the same files
+(:mod:`clumpscout.simulate_counting`). All sizes are in subject
 pixels of the 400 x 400 subject image (x right, y down, origin at the top-left
 corner) unless said otherwise; magnitudes are AB, fluxes nanomaggies
 (``flux = 10 ** (-0.4 (m - 22.5))``).
@@ -148,6 +156,15 @@ clump ``p_unusual_hit_mean`` [0.6] and for anything else
 ``p_unusual_false_mean`` [0.08] (stars 0.5), marking a foreground star
 ``p_star_mean`` [0.04], marking nothing in T1 ``p_skip_mean`` [0.05].
 
+*Spammers* (off by default). A share ``spammer_fraction`` [0] of the cohort
+are spammers, the same share at every activity level (so some of the most
+active volunteers too; see :func:`assign_spammers`): they make
+Poisson(``spammer_spurious_mean``) [4] spurious clicks per classification and
+mark each real object with ``spammer_hit_scale`` [0.5] x their usual
+probability, so ~90% of their clump clicks are spurious. Late volunteers and
+experts are never spammers. volunteers_truth.csv then has the columns
+``spammer`` and ``hit_scale``.
+
 **Who sees what, and when.** Each subject needs ``volunteers_per_subject`` +
 Poisson(``extra_classifications_mean``) classifications [20, 0.4] (paper:
 1,739,259 / 85,286 = 20.39). The project runs ``duration_days`` [420] from
@@ -190,7 +207,8 @@ spurious spots; 3% above the paper); see simulate_report.json.
 
 Random streams: one ``numpy.random.SeedSequence(seed)`` child per stage
 (galaxies, clumps, distractors, volunteers, schedule, clicks, experts, expert
-clicks, export), so changing one stage's knobs does not reshuffle the others.
+clicks, export, spammers), so changing one stage's knobs does not reshuffle the
+others.
 """
 
 from __future__ import annotations
@@ -210,6 +228,7 @@ from scipy.stats import norm
 
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
+from clumpscout.simulate_counting import COUNTING_DEFAULTS, resolve_counting
 
 log = logging.getLogger("clumpscout.simulate")
 
@@ -323,7 +342,16 @@ DEFAULTS: dict[str, Any] = {
     "active_subjects": 1000,
     # output
     "write_click_truth": True,
+    # spammers (0 = none)
+    "spammer_fraction": 0.0,
+    "spammer_spurious_mean": 4.0,
+    "spammer_hit_scale": 0.5,
+    # what kind of project: galaxy (Clump Scout) | counting (clumpscout.simulate_counting)
+    "kind": "galaxy",
+    "counting": COUNTING_DEFAULTS,
 }
+#: values of ``kind``
+KINDS = ("galaxy", "counting")
 
 #: keys whose value must lie in [0, 1]
 _FRACTIONS = {
@@ -345,6 +373,8 @@ _FRACTIONS = {
     "p_unusual_false_mean",
     "p_star_mean",
     "p_skip_mean",
+    "spammer_fraction",
+    "spammer_hit_scale",
 }
 #: keys that may be negative
 _SIGNED = {
@@ -368,6 +398,7 @@ _STREAMS = (
     "experts",
     "expert_clicks",
     "export",
+    "spammers",
 )
 
 
@@ -404,6 +435,8 @@ def resolve_config(cfg: dict | None, path: object = None) -> dict:
                     raise ValueError
             elif isinstance(default, str):
                 value = str(value)
+            elif isinstance(default, dict):
+                value = resolve_counting(value, path)
         except (TypeError, ValueError):
             raise InputError(f"simulate.{key}: bad value {value!r}", path=path) from None
         out[key] = value
@@ -414,6 +447,11 @@ def resolve_config(cfg: dict | None, path: object = None) -> dict:
             raise InputError(f"simulate.{key} must be in [0, 1], got {value}", path=path)
         if key not in _SIGNED and value < 0:
             raise InputError(f"simulate.{key} must be >= 0, got {value}", path=path)
+    out["counting"] = dict(out["counting"])  # never share the defaults' mapping
+    if out["kind"] not in KINDS:
+        raise InputError(
+            f"simulate.kind must be one of {', '.join(KINDS)}, got {out['kind']!r}", path=path
+        )
     if out["n_subjects"] < 1:
         raise InputError("simulate.n_subjects must be >= 1", path=path)
     if out["volunteers_per_subject"] < 1:
@@ -887,8 +925,8 @@ def draw_skills(n_vol: int, p: dict, rng) -> pd.DataFrame:
     )
 
 
-def make_volunteers(n_slots: int, n_subjects: int, p: dict, rng) -> pd.DataFrame:
-    """The volunteer cohort: planned activity, login state and skills.
+def make_cohort(n_slots: int, n_subjects: int, p: dict, rng) -> pd.DataFrame:
+    """The volunteer cohort without skills: planned activity and login state.
 
     The cohort size is ``n_slots`` / (mean of the activity model); committed
     volunteers' counts are rescaled so that the plan sums to ``n_slots``. Not
@@ -906,12 +944,66 @@ def make_volunteers(n_slots: int, n_subjects: int, p: dict, rng) -> pd.DataFrame
     rank = np.arange(n_vol)
     anon = np.empty(n_vol, bool)
     anon[order] = np.floor((rank + 1) * f + start) > np.floor(rank * f + start)
-    df = pd.DataFrame({"n_planned": n, "committed": heavy, "late": False, "logged_in": ~anon})
-    return pd.concat([df, draw_skills(n_vol, p, rng)], axis=1)
+    return pd.DataFrame({"n_planned": n, "committed": heavy, "late": False, "logged_in": ~anon})
 
 
-def make_late_volunteers(n_slots: int, n_subjects: int, p: dict, rng) -> pd.DataFrame:
-    """Newly arriving casual volunteers who finish the last subjects (the mop-up phase)."""
+def make_volunteers(n_slots: int, n_subjects: int, p: dict, rng, rng_spammers=None) -> pd.DataFrame:
+    """The volunteer cohort (:func:`make_cohort`) with skills (:func:`draw_skills`)
+    and, when ``spammer_fraction`` > 0, spammers (:func:`assign_spammers`, drawn
+    from ``rng_spammers``)."""
+    df = make_cohort(n_slots, n_subjects, p, rng)
+    vols = pd.concat([df, draw_skills(len(df), p, rng)], axis=1)
+    if p["spammer_fraction"] > 0:
+        vols = assign_spammers(vols, p, rng_spammers or rng)
+    return vols
+
+
+def assign_spammers(vols: pd.DataFrame, p: dict, rng) -> pd.DataFrame:
+    """Mark ``spammer_fraction`` of the cohort as spammers, at every activity level.
+
+    Volunteers ranked by planned activity are cut into blocks of round(1 /
+    spammer_fraction) ranks; block k holds floor((k + 1) B f + u) - floor(k B f + u)
+    spammers (u uniform, so the share is f on average and in every block) at random
+    positions in the block. So the committed volunteers, down to the most active
+    one, are spammers in the same proportion as the casual ones. A spammer makes
+    Poisson(``spammer_spurious_mean``) spurious clicks per classification and marks
+    each real object with ``spammer_hit_scale`` x their usual probability; columns
+    ``spammer`` and ``hit_scale`` record it.
+    """
+    f = p["spammer_fraction"]
+    n_vol = len(vols)
+    n = vols["n_planned"].to_numpy()
+    width = max(1, int(round(1.0 / f)))
+    rank = np.empty(n_vol, np.int64)
+    rank[np.lexsort((rng.random(n_vol), -n))] = np.arange(n_vol)
+    block = rank // width
+    u = rng.random()
+    k = np.arange(block.max() + 1 if n_vol else 0)
+    per_block = np.floor((k + 1) * width * f + u) - np.floor(k * width * f + u)
+    pos = np.empty(n_vol, np.int64)
+    pos[np.lexsort((rng.random(n_vol), block))] = _local_index(np.bincount(block))
+    spam = pos < per_block[block]
+    out = vols.copy()
+    out["spurious_rate"] = np.where(spam, p["spammer_spurious_mean"], out["spurious_rate"])
+    out["spammer"] = spam
+    out["hit_scale"] = np.where(spam, p["spammer_hit_scale"], 1.0)
+    return out
+
+
+def fill_spammer_columns(table: pd.DataFrame, cohort: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the cohort's spammer columns: late volunteers and experts are
+    never spammers. Unchanged when the cohort has no spammer columns."""
+    if "spammer" not in cohort.columns:
+        return table
+    t = table.copy()
+    t["spammer"] = t["spammer"].eq(True) if "spammer" in t.columns else False
+    t["hit_scale"] = t["hit_scale"].fillna(1.0) if "hit_scale" in t.columns else 1.0
+    return t
+
+
+def make_late_volunteers(n_slots: int, n_subjects: int, p: dict, rng, skills=None) -> pd.DataFrame:
+    """Newly arriving casual volunteers who finish the last subjects (the mop-up
+    phase); ``skills(n, p, rng)`` draws their skills (default :func:`draw_skills`)."""
     n_list, total = [], 0
     while total < n_slots:
         n, _ = _activity(max(16, n_slots // 2), n_subjects, p, rng, heavy_fraction=0.0)
@@ -924,7 +1016,7 @@ def make_late_volunteers(n_slots: int, n_subjects: int, p: dict, rng) -> pd.Data
     df = pd.DataFrame(
         {"n_planned": n, "committed": np.zeros(n_vol, bool), "late": True, "logged_in": ~anon}
     )
-    return pd.concat([df, draw_skills(n_vol, p, rng)], axis=1)
+    return pd.concat([df, (skills or draw_skills)(n_vol, p, rng)], axis=1)
 
 
 def make_experts(n_experts: int, p: dict, rng) -> pd.DataFrame:
@@ -1074,14 +1166,15 @@ def _serve_subjects(
     return out
 
 
-def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng) -> dict:
+def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=None) -> dict:
     """Who classifies which subject, and when (module docstring, "Who sees what").
 
     Phase 1 replays the cohort's planned classifications; while subjects are
     still short of their target, newly arriving casual volunteers (``late``)
     classify them right after the last planned classification. Returns the
     (possibly extended) volunteer table and the realised classifications
-    (volunteer, subject, time, session) in time order, plus counts.
+    (volunteer, subject, time, session) in time order, plus counts. ``skills``
+    draws the late volunteers' skills (default :func:`draw_skills`).
     """
     n_sub = len(need)
     queue = rng.permutation(n_sub).astype(np.int64)
@@ -1103,7 +1196,7 @@ def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng) -> dict:
             left = int((need - cnt).sum())
             if state[0] == 0 or left <= 0:
                 break
-            late = make_late_volunteers(int(math.ceil(1.1 * left)) + 5, n_sub, p, rng)
+            late = make_late_volunteers(int(math.ceil(1.1 * left)) + 5, n_sub, p, rng, skills)
             late.index = late.index + len(vols)
             vols = pd.concat([vols, late])
             t_last = float(parts[-1]["t"].max()) if parts and len(parts[-1]["t"]) else 0.0
@@ -1205,6 +1298,8 @@ def draw_clicks(
     prob[m] = sk["p_star"][pv[m]]
     m = kind == 3
     prob[m] = sk["p_bulge_t1"][pv[m]]
+    if "hit_scale" in sk:  # spammers mark real objects less often
+        prob = prob * sk["hit_scale"][pv]
     hit = rng.random(len(pc)) < prob
     pc, po, pv, kind = pc[hit], po[hit], pv[hit], kind[hit]
     p_unu = np.where(
@@ -1397,27 +1492,28 @@ def _summary_clicks(clicks: pd.DataFrame, n_cls: int) -> dict:
 
 
 def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
-    """Simulate a Clump Scout universe and write it to ``out_dir`` (contract 1).
+    """Simulate a universe and write it to ``out_dir`` (contract 1).
 
     ``cfg`` is the ``simulate:`` config section (missing keys take
     :data:`DEFAULTS`); ``seed`` seeds every random step (same cfg and seed ->
-    byte-identical files). Returns the report written to simulate_report.json.
+    byte-identical files). ``kind: counting`` simulates a point-marking project
+    without galaxies instead (:mod:`clumpscout.simulate_counting`). Returns the
+    report written to simulate_report.json.
     """
-    from clumpscout import simulate_export as sx
-    from clumpscout.io import write_json, write_parquet
-
     p = resolve_config(cfg)
+    if p["kind"] == "counting":
+        from clumpscout.simulate_counting import simulate_counting
+
+        return simulate_counting(p, seed, out_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rng = _streams(seed)
     start = pd.Timestamp(p["start_date"])
-    report: dict[str, Any] = {"seed": int(seed), "config": p}
 
     with timed(f"simulate: {p['n_subjects']} galaxies, clumps and distractors", log):
         gal = make_galaxies(p, rng["galaxies"])
         n_gal = len(gal)
-        sid_base = 90_000_000
-        gal.insert(0, "subject_id", sid_base + np.cumsum(1 + rng["galaxies"].poisson(0.5, n_gal)))
+        gal.insert(0, "subject_id", subject_ids(n_gal, rng["galaxies"]))
         clumps, n_clump_dropped = make_clumps(gal, p, rng["clumps"])
         clumpy = np.bincount(clumps["_gal"].to_numpy(), minlength=n_gal) > 0
         distractors = make_distractors(gal, clumpy, p, rng["distractors"])
@@ -1425,195 +1521,355 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     with timed("simulate: volunteers and the subject queue", log):
         r = rng["schedule"]
         need = p["volunteers_per_subject"] + r.poisson(p["extra_classifications_mean"], n_gal)
-        n_slots = int(need.sum())
-        n_plan = n_slots
-        vols = make_volunteers(n_plan, n_gal, p, rng["volunteers"])
-        served = serve_subjects(vols, need, p, r)
-        vols = served["volunteers"]
-        cls_vol, cls_gal, cls_t, cls_sess = (
-            served["vol"],
-            served["sub"],
-            served["t"],
-            served["session"],
+        vols = make_volunteers(int(need.sum()), n_gal, p, rng["volunteers"], rng["spammers"])
+        q = run_queue(vols, need, p, r)
+        q["volunteers"] = fill_spammer_columns(q["volunteers"], vols)
+
+    with timed(f"simulate: clicks of {len(q['vol'])} classifications", log):
+        clicks = draw_clicks(
+            q["sub"], q["vol"], q["volunteers"], gal, clumps, distractors, p, rng["clicks"]
         )
-        n_sessions = served["n_sessions"]
-        n_classified, retire_cls = served["n_classified"], served["retire_cls"]
-        n_cls = len(cls_vol)
-        cls_id = _classification_ids(n_cls, 200_000_000, r)
-        dur_s = np.minimum(
-            r.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600
+
+    ex = plan_experts(p, n_gal, rng["experts"], make_experts)
+    ex["skills"] = fill_spammer_columns(ex["skills"], vols)
+    with timed(f"simulate: {ex['n']} experts x {ex['n_subjects']} subjects", log):
+        ex["clicks"] = draw_clicks(
+            ex["sub"], ex["vol"], ex["skills"], gal, clumps, distractors, p, rng["expert_clicks"]
         )
-        cls_start = cls_t - dur_s
-        retired = n_classified >= need
 
-    with timed(f"simulate: clicks of {n_cls} classifications", log):
-        clicks = draw_clicks(cls_gal, cls_vol, vols, gal, clumps, distractors, p, rng["clicks"])
-
-    # ---- experts
-    re_ = rng["experts"]
-    n_exp = p["n_experts"]
-    n_es = min(p["n_expert_subjects"], n_gal) if n_exp > 0 else 0
-    if n_exp > 0 and n_es < p["n_expert_subjects"]:
-        log.warning(
-            "simulate: n_expert_subjects %d > n_subjects %d: the experts see every subject",
-            p["n_expert_subjects"], n_gal,
-        )  # fmt: skip
-    expert_subjects = (
-        np.sort(re_.choice(n_gal, size=n_es, replace=False)) if n_es else np.zeros(0, np.int64)
-    )
-    experts = make_experts(n_exp, p, re_)
-    e_vol, e_gal, e_t, e_sess, e_nsess = _expert_schedule(n_exp, expert_subjects, p, re_)
-    with timed(f"simulate: {n_exp} experts x {n_es} subjects", log):
-        e_clicks = draw_clicks(
-            e_gal, e_vol, experts, gal, clumps, distractors, p, rng["expert_clicks"]
-        )
-    e_id = _classification_ids(len(e_vol), 900_000_000, re_)
-
-    # ---- subjects table for the exports
-    last_t = np.full(n_gal, np.nan)
-    if n_cls:
-        np.fmax.at(last_t, cls_gal, cls_t)
-    rx = rng["export"]
-    created_s = -86400.0 * rx.uniform(1.0, 14.0, n_gal)
-    subjects = pd.DataFrame(
-        {
-            "subject_id": gal["subject_id"].to_numpy(),
-            "ra": gal["ra"].to_numpy(),
-            "dec": gal["dec"].to_numpy(),
-            "sample": gal["sample"].to_numpy(),
-            "_sample": gal["_sample"].to_numpy(),
-            "retired": retired,
-            "n_classified": n_classified,
-            "retirement_id": 30_000_000 + np.arange(n_gal),
-            "created_s": created_s,
-            "updated_s": np.where(np.isnan(last_t), created_s, last_t),
-            "retired_s": np.where(
-                retired, cls_t[np.maximum(retire_cls, 0)] if n_cls else 0.0, np.nan
-            ),
-        }
-    )
-    sub_meta, sub_data = sx.subject_json(subjects, start)
-
+    extra = {c: gal[c].to_numpy() for c in ("ra", "dec", "sample", "_sample")}
+    subjects = subjects_frame(gal["subject_id"].to_numpy(), q, rng["export"], extra)
     with timed("simulate: writing the Zooniverse exports", log):
-        names, uids, ips = volunteer_identities(vols["logged_in"].to_numpy(), rx)
-        vmeta = sx.volunteer_strings(len(vols), rx)
-        sess_hex = sx.hex_strings(n_sessions, 32, rx)
-        table = pd.DataFrame(
-            {"classification_id": cls_id, "vol": cls_vol, "gal": cls_gal,
-             "t_end": cls_t, "t_start": cls_start, "session": cls_sess}
-        )  # fmt: skip
-        sx.write_classifications(
-            out / "classifications.csv", table, clicks, names, uids, ips, vmeta,
-            vols["logged_in"].to_numpy(), sess_hex, sub_data, gal["subject_id"].to_numpy(), start,
-        )  # fmt: skip
-        sx.write_subjects_export(out / "subjects_export.csv", subjects, sub_meta, start)
-        e_names = [f"expert_{i + 1}" for i in range(n_exp)]
-        e_uids = [str(EXPERT_USER_ID0 + i) for i in range(n_exp)]
-        e_ips = sx.hex_strings(n_exp, 10, rx)
-        e_meta = sx.volunteer_strings(n_exp, rx)
-        e_hex = sx.hex_strings(e_nsess, 32, rx)
-        e_table = pd.DataFrame(
-            {"classification_id": e_id, "vol": e_vol, "gal": e_gal, "t_end": e_t,
-             "t_start": e_t - 30.0, "session": e_sess}
-        )  # fmt: skip
-        sx.write_classifications(
-            out / "expert_classifications.csv", e_table, e_clicks, e_names, e_uids, e_ips,
-            e_meta, np.ones(n_exp, bool), e_hex, sub_data, gal["subject_id"].to_numpy(), start,
-            expert=True,
-        )  # fmt: skip
+        ids = write_exports(out, rng["export"], start, subjects, q, clicks, ex)
 
     with timed("simulate: writing the truth", log):
         sid = gal["subject_id"].to_numpy()
-        pos = {"x": ".3f", "y": ".3f"}
-        cat = [c for c in gal.columns if not c.startswith("_") and c != "mag_r"]
-        sx.write_table_csv(gal[cat], out / "galaxies.csv", GALAXY_FORMATS)
-        tc = clumps.assign(subject_id=sid[clumps["_gal"].to_numpy()])
-        sx.write_table_csv(
-            tc[["subject_id", "clump", "x", "y", "flux_g", "flux_r", "flux_i", "unusual"]],
-            out / "truth_clumps.csv",
-            pos,
+        _write_galaxy_truth(out, gal, clumps, distractors)
+        objects = write_common_truth(
+            out, p, galaxy_objects(sid, clumps, distractors), q, clicks, ex, ids, sid, start
         )
-        td = distractors.assign(subject_id=sid[distractors["_gal"].to_numpy()])
-        sx.write_table_csv(
-            td[["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i", "distractor"]],
-            out / "truth_distractors.csv",
-            pos,
-        )
-        vt = _volunteer_truth(
-            vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start
-        )
-        sx.write_table_csv(vt, out / "volunteers_truth.csv", {})
-        if p["write_click_truth"]:
-            ct = pd.concat(
-                [
-                    _click_truth(clicks, cls_id, cls_gal, sid, False),
-                    _click_truth(e_clicks, e_id, e_gal, sid, True),
-                ],
-                ignore_index=True,
-            )
-            for c in ("task", "source"):
-                ct[c] = ct[c].astype("category")
-            write_parquet(ct, out / "truth_clicks.parquet")
-        else:
-            (out / "truth_clicks.parquet").unlink(missing_ok=True)  # no stale truth
 
-    # ---- report
-    n_vol_active = int(np.unique(cls_vol).size)
-    per_vol = np.bincount(cls_vol, minlength=len(vols))
-    per_vol = per_vol[per_vol > 0]
-    fwhm = gal["_fwhm"].to_numpy()
-    report.update(
+    report: dict[str, Any] = {"seed": int(seed), "config": p}
+    report.update(queue_report(q, sid, ex))
+    report.update(_galaxy_report(gal, clumps, distractors, clumpy, n_clump_dropped))
+    report.update(_summary_clicks(clicks, len(q["vol"])))
+    report.update(objects_report(objects, q["volunteers"], q["vol"], clicks))
+    _finish(report, out)
+    return report
+
+
+def subject_ids(n: int, rng) -> np.ndarray:
+    """Made-up, increasing Zooniverse subject ids."""
+    return 90_000_000 + np.cumsum(1 + rng.poisson(0.5, n))
+
+
+def run_queue(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=None) -> dict:
+    """:func:`serve_subjects` plus classification ids and start times.
+
+    Keys: volunteers (cohort plus late volunteers), vol, sub, t (end), t_start,
+    session, cls_id (per classification, time order), n_sessions, n_classified,
+    retire_cls, retired, need (per subject), planned, not_done, late_phases.
+    """
+    served = serve_subjects(vols, need, p, rng, skills)
+    n_cls = len(served["vol"])
+    cls_id = _classification_ids(n_cls, 200_000_000, rng)
+    dur_s = np.minimum(
+        rng.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600
+    )
+    q = dict(served)
+    q.update(
+        cls_id=cls_id,
+        t_start=served["t"] - dur_s,
+        retired=served["n_classified"] >= need,
+        need=need,
+    )
+    return q
+
+
+def plan_experts(p: dict, n_sub: int, rng, make) -> dict:
+    """Which subjects the experts classify, when, and their skills (``make(n, p, rng)``).
+
+    Keys: n, n_subjects, skills, vol, sub, t, session, n_sessions, cls_id.
+    """
+    n_exp = p["n_experts"]
+    n_es = min(p["n_expert_subjects"], n_sub) if n_exp > 0 else 0
+    if n_exp > 0 and n_es < p["n_expert_subjects"]:
+        log.warning(
+            "simulate: n_expert_subjects %d > n_subjects %d: the experts see every subject",
+            p["n_expert_subjects"], n_sub,
+        )  # fmt: skip
+    chosen = np.sort(rng.choice(n_sub, size=n_es, replace=False)) if n_es else np.zeros(0, int)
+    skills = make(n_exp, p, rng)
+    e_vol, e_sub, e_t, e_sess, e_nsess = _expert_schedule(n_exp, chosen, p, rng)
+    return {
+        "n": n_exp,
+        "n_subjects": n_es,
+        "requested": p["n_expert_subjects"] if n_exp > 0 else 0,
+        "skills": skills,
+        "vol": e_vol,
+        "sub": e_sub,
+        "t": e_t,
+        "session": e_sess,
+        "n_sessions": e_nsess,
+        "cls_id": _classification_ids(len(e_vol), 900_000_000, rng),
+    }
+
+
+def subjects_frame(sid: np.ndarray, q: dict, rng, extra: dict | None = None) -> pd.DataFrame:
+    """The subject table of the exports: retirement state and times (+ ``extra`` columns)."""
+    n = len(sid)
+    cls_gal, cls_t, retired, retire_cls = q["sub"], q["t"], q["retired"], q["retire_cls"]
+    last_t = np.full(n, np.nan)
+    if len(cls_t):
+        np.fmax.at(last_t, cls_gal, cls_t)
+    created_s = -86400.0 * rng.uniform(1.0, 14.0, n)
+    cols = {"subject_id": sid, **(extra or {})}
+    cols.update(
         {
-            "subjects": n_gal,
-            "subjects_by_sample": {s: int((gal["sample"] == s).sum()) for s in SAMPLES},
-            "subjects_retired": int(retired.sum()),
-            "subjects_unretired": int((~retired).sum()),
-            "classification_slots": n_slots,
-            "planned_classifications": served["planned"],
-            "planned_classifications_not_done": served["not_done"],
-            "late_volunteer_phases": served["late_phases"],
-            "late_volunteers": int(vols["late"].sum()),
-            "classifications": n_cls,
-            "classifications_per_subject_mean": float(n_cls / n_gal),
-            "classifications_per_subject_min": int(n_classified.min()),
-            "classifications_per_subject_max": int(n_classified.max()),
-            "subjects_below_20_classifications": int((n_classified < 20).sum()),
-            "not_logged_in_classifications_fraction": float(
-                (~vols["logged_in"].to_numpy()[cls_vol]).mean() if n_cls else 0.0
+            "retired": retired,
+            "n_classified": q["n_classified"],
+            "retirement_id": 30_000_000 + np.arange(n),
+            "created_s": created_s,
+            "updated_s": np.where(np.isnan(last_t), created_s, last_t),
+            "retired_s": np.where(
+                retired, cls_t[np.maximum(retire_cls, 0)] if len(cls_t) else 0.0, np.nan
             ),
-            "volunteers_planned": int(len(vols)),
-            "volunteers": n_vol_active,
-            "volunteers_not_logged_in": int(
-                (~vols["logged_in"].to_numpy()[np.unique(cls_vol)]).sum()
-            ),
-            "subjects_per_volunteer_median": float(np.median(per_vol)) if len(per_vol) else 0.0,
-            "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean())
-            if len(per_vol)
-            else 0.0,
-            "volunteers_above_200_subjects": int((per_vol > 200).sum()),
-            "subjects_per_volunteer_max": int(per_vol.max()) if len(per_vol) else 0,
-            "fwhm_subject_px_median": float(np.median(fwhm)),
-            "fwhm_subject_px_range": [float(fwhm.min()), float(fwhm.max())],
-            "galaxies_with_clumps": int(clumpy.sum()),
-            "true_clumps": int(len(clumps)),
-            "true_clumps_unusual_fraction": float(clumps["unusual"].mean()) if len(clumps) else 0.0,
-            "true_clumps_dropped_no_room": n_clump_dropped,
-            "distractors_by_kind": {
-                str(k): int(v) for k, v in distractors["kind"].value_counts().sort_index().items()
-            },
-            "expert_subjects": n_es,
-            "expert_subjects_requested": p["n_expert_subjects"] if n_exp > 0 else 0,
-            "expert_classifications": int(len(e_vol)),
-            "expert_clicks_t1": int((e_clicks["task"] == 1).sum()),
         }
     )
-    report.update(_summary_clicks(clicks, n_cls))
+    return pd.DataFrame(cols)
+
+
+def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=None) -> dict:
+    """Write classifications.csv, subjects_export.csv and expert_classifications.csv.
+
+    ``layout``: the project's :class:`~clumpscout.simulate_export.ExportLayout`
+    (default Clump Scout); ``meta``: subject metadata JSON (default: galaxies').
+    Returns the identities: names, uids (volunteers), e_names, e_uids (experts).
+    """
+    from clumpscout import simulate_export as sx
+
+    layout = layout or sx.CLUMP_SCOUT
+    w, h = layout.image_width, layout.image_height
+    sub_meta, sub_data = sx.subject_json(subjects, start, meta, layout)
+    sid = subjects["subject_id"].to_numpy()
+    vols = q["volunteers"]
+    logged_in = vols["logged_in"].to_numpy()
+    names, uids, ips = volunteer_identities(logged_in, rng)
+    vmeta = sx.volunteer_strings(len(vols), rng, w, h)
+    sess_hex = sx.hex_strings(q["n_sessions"], 32, rng)
+    table = pd.DataFrame(
+        {"classification_id": q["cls_id"], "vol": q["vol"], "gal": q["sub"],
+         "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]}
+    )  # fmt: skip
+    sx.write_classifications(
+        out / "classifications.csv", table, clicks, names, uids, ips, vmeta, logged_in,
+        sess_hex, sub_data, sid, start, layout=layout,
+    )  # fmt: skip
+    sx.write_subjects_export(out / "subjects_export.csv", subjects, sub_meta, start, layout)
+    n_exp = ex["n"]
+    e_names = [f"expert_{i + 1}" for i in range(n_exp)]
+    e_uids = [str(EXPERT_USER_ID0 + i) for i in range(n_exp)]
+    e_ips = sx.hex_strings(n_exp, 10, rng)
+    e_meta = sx.volunteer_strings(n_exp, rng, w, h)
+    e_hex = sx.hex_strings(ex["n_sessions"], 32, rng)
+    e_table = pd.DataFrame(
+        {"classification_id": ex["cls_id"], "vol": ex["vol"], "gal": ex["sub"],
+         "t_end": ex["t"], "t_start": ex["t"] - 30.0, "session": ex["session"]}
+    )  # fmt: skip
+    sx.write_classifications(
+        out / "expert_classifications.csv", e_table, ex["clicks"], e_names, e_uids, e_ips,
+        e_meta, np.ones(n_exp, bool), e_hex, sub_data, sid, start, expert=True, layout=layout,
+    )  # fmt: skip
+    return {"names": names, "uids": uids, "e_names": e_names, "e_uids": e_uids}
+
+
+def _write_galaxy_truth(out: Path, gal, clumps, distractors) -> None:
+    from clumpscout.simulate_export import write_table_csv
+
+    sid = gal["subject_id"].to_numpy()
+    pos = {"x": ".3f", "y": ".3f"}
+    cat = [c for c in gal.columns if not c.startswith("_") and c != "mag_r"]
+    write_table_csv(gal[cat], out / "galaxies.csv", GALAXY_FORMATS)
+    tc = clumps.assign(subject_id=sid[clumps["_gal"].to_numpy()])
+    write_table_csv(
+        tc[["subject_id", "clump", "x", "y", "flux_g", "flux_r", "flux_i", "unusual"]],
+        out / "truth_clumps.csv",
+        pos,
+    )
+    td = distractors.assign(subject_id=sid[distractors["_gal"].to_numpy()])
+    write_table_csv(
+        td[["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i", "distractor"]],
+        out / "truth_distractors.csv",
+        pos,
+    )
+
+
+#: columns of truth_objects.csv
+OBJECT_COLUMNS = (
+    "subject_id", "object", "kind", "x", "y", "unusual", "clump", "distractor",
+    "flux_g", "flux_r", "flux_i", "n_viewers", "n_marked",
+)  # fmt: skip
+
+
+def galaxy_objects(sid: np.ndarray, clumps: pd.DataFrame, distractors: pd.DataFrame):
+    """Every real object a volunteer may mark in T1: the clumps, then the distractors
+    (faint features, stars, bulges) of each subject. Columns as truth_objects.csv,
+    without n_viewers / n_marked, plus ``_gal``."""
+    c = pd.DataFrame(
+        {"_gal": clumps["_gal"].to_numpy(), "kind": "clump", "x": clumps["x"].to_numpy(),
+         "y": clumps["y"].to_numpy(), "unusual": clumps["unusual"].to_numpy(bool),
+         "clump": clumps["clump"].to_numpy(), "distractor": -1}
+    )  # fmt: skip
+    d = pd.DataFrame(
+        {"_gal": distractors["_gal"].to_numpy(), "kind": distractors["kind"].to_numpy(),
+         "x": distractors["x"].to_numpy(), "y": distractors["y"].to_numpy(), "unusual": False,
+         "clump": -1, "distractor": distractors["distractor"].to_numpy()}
+    )  # fmt: skip
+    for df, src in ((c, clumps), (d, distractors)):
+        for band in ("flux_g", "flux_r", "flux_i"):
+            df[band] = src[band].to_numpy()
+    obj = pd.concat([c, d], ignore_index=True).sort_values("_gal", kind="stable")
+    obj = obj.reset_index(drop=True)
+    obj.insert(0, "subject_id", sid[obj["_gal"].to_numpy()])
+    obj.insert(1, "object", _local_index(np.bincount(obj["_gal"].to_numpy(), minlength=len(sid))))
+    return obj
+
+
+def _marks_per_object(obj: pd.DataFrame, clicks: pd.DataFrame, cls_sub: np.ndarray):
+    """Distinct classifications that clicked each object (real-object clicks only)."""
+    n = np.zeros(len(obj), np.int64)
+    key = pd.MultiIndex.from_arrays([obj["_gal"].to_numpy(), obj["clump"], obj["distractor"]])
+    hit = (clicks["clump"].to_numpy() >= 0) | (clicks["distractor"].to_numpy() >= 0)
+    cl = clicks.loc[hit, ["cls", "clump", "distractor"]].drop_duplicates()
+    if len(cl):
+        idx = key.get_indexer(
+            pd.MultiIndex.from_arrays(
+                [cls_sub[cl["cls"].to_numpy()], cl["clump"], cl["distractor"]]
+            )
+        )
+        n += np.bincount(idx[idx >= 0], minlength=len(obj))
+    return n
+
+
+def write_common_truth(out: Path, p, objects, q, clicks, ex, ids, sid, start) -> pd.DataFrame:
+    """Write truth_objects.csv, volunteers_truth.csv and truth_clicks.parquet; returns
+    the objects with ``n_viewers`` (volunteer classifications of the subject) and
+    ``n_marked`` (those that clicked the object)."""
+    from clumpscout.io import write_parquet
+    from clumpscout.simulate_export import write_table_csv
+
+    obj = objects.copy()
+    obj["n_viewers"] = q["n_classified"][obj["_gal"].to_numpy()]
+    obj["n_marked"] = _marks_per_object(obj, clicks, q["sub"])
+    write_table_csv(obj[list(OBJECT_COLUMNS)], out / "truth_objects.csv", {"x": ".3f", "y": ".3f"})
+    vt = _volunteer_truth(
+        q["volunteers"], ids["names"], ids["uids"], q["vol"], q["t"], ex["skills"],
+        ids["e_names"], ids["e_uids"], ex["vol"], ex["t"], start,
+    )  # fmt: skip
+    write_table_csv(vt, out / "volunteers_truth.csv", {})
+    if p["write_click_truth"]:
+        ct = pd.concat(
+            [
+                _click_truth(clicks, q["cls_id"], q["sub"], sid, False),
+                _click_truth(ex["clicks"], ex["cls_id"], ex["sub"], sid, True),
+            ],
+            ignore_index=True,
+        )
+        for c in ("task", "source"):
+            ct[c] = ct[c].astype("category")
+        write_parquet(ct, out / "truth_clicks.parquet")
+    else:
+        (out / "truth_clicks.parquet").unlink(missing_ok=True)  # no stale truth
+    return obj
+
+
+def queue_report(q: dict, sid: np.ndarray, ex: dict) -> dict:
+    """Realised totals of the subject queue, the cohort and the experts."""
+    vols, cls_vol, n_classified = q["volunteers"], q["vol"], q["n_classified"]
+    n_cls, n_gal = len(cls_vol), len(sid)
+    per_vol = np.bincount(cls_vol, minlength=len(vols))
+    per_vol = per_vol[per_vol > 0]
+    logged_in = vols["logged_in"].to_numpy()
+    return {
+        "subjects": n_gal,
+        "subjects_retired": int(q["retired"].sum()),
+        "subjects_unretired": int((~q["retired"]).sum()),
+        "classification_slots": int(q["need"].sum()),
+        "planned_classifications": q["planned"],
+        "planned_classifications_not_done": q["not_done"],
+        "late_volunteer_phases": q["late_phases"],
+        "late_volunteers": int(vols["late"].sum()),
+        "classifications": n_cls,
+        "classifications_per_subject_mean": float(n_cls / n_gal),
+        "classifications_per_subject_min": int(n_classified.min()),
+        "classifications_per_subject_max": int(n_classified.max()),
+        "subjects_below_20_classifications": int((n_classified < 20).sum()),
+        "not_logged_in_classifications_fraction": float(
+            (~logged_in[cls_vol]).mean() if n_cls else 0.0
+        ),
+        "volunteers_planned": int((~vols["late"]).sum()),
+        "volunteers": int(np.unique(cls_vol).size),
+        "volunteers_not_logged_in": int((~logged_in[np.unique(cls_vol)]).sum()),
+        "subjects_per_volunteer_median": float(np.median(per_vol)) if len(per_vol) else 0.0,
+        "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean())
+        if len(per_vol)
+        else 0.0,
+        "volunteers_above_200_subjects": int((per_vol > 200).sum()),
+        "subjects_per_volunteer_max": int(per_vol.max()) if len(per_vol) else 0,
+        "expert_subjects": ex["n_subjects"],
+        "expert_subjects_requested": ex["requested"],
+        "expert_classifications": int(len(ex["vol"])),
+        "expert_clicks_t1": int((ex["clicks"]["task"] == ex.get("clump_task", 1)).sum()),
+    }
+
+
+def _galaxy_report(gal, clumps, distractors, clumpy, n_dropped) -> dict:
+    fwhm = gal["_fwhm"].to_numpy()
+    return {
+        "subjects_by_sample": {s: int((gal["sample"] == s).sum()) for s in SAMPLES},
+        "fwhm_subject_px_median": float(np.median(fwhm)),
+        "fwhm_subject_px_range": [float(fwhm.min()), float(fwhm.max())],
+        "galaxies_with_clumps": int(clumpy.sum()),
+        "true_clumps": int(len(clumps)),
+        "true_clumps_unusual_fraction": float(clumps["unusual"].mean()) if len(clumps) else 0.0,
+        "true_clumps_dropped_no_room": n_dropped,
+        "distractors_by_kind": {
+            str(k): int(v) for k, v in distractors["kind"].value_counts().sort_index().items()
+        },
+    }
+
+
+def objects_report(objects, vols, cls_vol, clicks, task: int = 1) -> dict:
+    """Real objects by kind, the share of spurious clump-task clicks and the spammers."""
+    t = clicks["task"].to_numpy() == task
+    src = clicks["source"].to_numpy()[t]
+    spurious = np.isin(src, ("spurious", "star", "bulge"))
+    rep: dict[str, Any] = {
+        "truth_objects_by_kind": {
+            str(k): int(v) for k, v in objects["kind"].value_counts().sort_index().items()
+        },
+        "clump_task_clicks_spurious_share": float(spurious.mean()) if len(src) else 0.0,
+    }
+    if "spammer" in vols.columns:
+        spam = vols["spammer"].to_numpy(bool)
+        by_spam = spam[cls_vol[clicks["cls"].to_numpy()[t]]]
+        rep["spammers"] = int(spam[np.unique(cls_vol)].sum())
+        rep["spammer_classifications_fraction"] = float(spam[cls_vol].mean())
+        rep["spammer_clicks_spurious_share"] = (
+            float(spurious[by_spam].mean()) if by_spam.any() else 0.0
+        )
+    return rep
+
+
+def _finish(report: dict, out: Path) -> None:
+    from clumpscout.io import write_json
+
     write_json(report, out / "simulate_report.json")
     log.info(
-        "simulate: %d subjects, %d classifications, %d clicks (%d T1), %d volunteers -> %s",
-        n_gal, n_cls, report["clicks_total"], report["clicks_t1"], n_vol_active, out,
+        "simulate: %d subjects, %d classifications, %d clicks, %d volunteers -> %s",
+        report["subjects"], report["classifications"], report["clicks_total"],
+        report["volunteers"], out,
     )  # fmt: skip
-    return report
 
 
 def _volunteer_truth(

@@ -14,6 +14,9 @@ user_agent, utc_offset, finished_at, live_project, user_language and
 Timestamps: created_at ``YYYY-MM-DD HH:MM:SS UTC``, JSON times ISO 8601 with
 milliseconds and ``Z``. user_id is empty for volunteers who are not logged in.
 
+The workflow, its tasks and tools and the image size come from an
+:class:`ExportLayout` (default :data:`CLUMP_SCOUT`; the counting universe of
+:mod:`clumpscout.simulate_counting` has one task T0 and 800 x 600 images).
 Click coordinates are written with two decimals. The JSON strings are built
 with templates (every value is a number, a fixed label or a hex string, so no
 escaping is needed) and the CSV is written in chunks, so memory stays bounded
@@ -25,6 +28,7 @@ from __future__ import annotations
 import csv
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
@@ -40,6 +44,35 @@ SUBJECT_SET_IDS = (81001, 81002, 81003)  # one per sample; made up
 T0_LABEL = "Mark the centre of the galaxy's bulge, if you can see one."
 T1_LABEL = "Mark each clump you can see; use the unusual tool for odd ones."
 TOOL_LABELS = {("T0", 0): "Bulge", ("T1", 0): "Normal clump", ("T1", 1): "Unusual clump"}
+
+
+@dataclass(frozen=True)
+class ExportLayout:
+    """What an export says about its project: workflow, drawing tasks, tools and images.
+
+    ``tasks``: (task key, label) in annotation order; a click's ``task`` column is
+    the index into it. ``tools``: (task index, tool index, tool label) of every
+    point tool. ``location``: the subject image URL, ``{sid}`` = subject id.
+    """
+
+    workflow_id: int = WORKFLOW_ID
+    workflow_name: str = WORKFLOW_NAME
+    workflow_version: str = WORKFLOW_VERSION
+    project_id: int = PROJECT_ID
+    tasks: tuple[tuple[str, str], ...] = (("T0", T0_LABEL), ("T1", T1_LABEL))
+    tools: tuple[tuple[int, int, str], ...] = (
+        (0, 0, "Bulge"),
+        (1, 0, "Normal clump"),
+        (1, 1, "Unusual clump"),
+    )
+    image_width: int = 400
+    image_height: int = 400
+    subject_set_ids: tuple[int, ...] = SUBJECT_SET_IDS
+    location: str = "https://example.org/clumpscout-sim/{sid}.png"
+
+
+#: the simulated Clump Scout workflow (T0 bulge, T1 clumps)
+CLUMP_SCOUT = ExportLayout()
 
 CLASSIFICATION_COLUMNS = (
     "classification_id",
@@ -122,14 +155,24 @@ def format_coords(v: np.ndarray) -> list[str]:
     return out
 
 
-def click_items(task: np.ndarray, x: np.ndarray, y: np.ndarray, tool: np.ndarray) -> list[str]:
+def click_items(
+    task: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    tool: np.ndarray,
+    layout: ExportLayout = CLUMP_SCOUT,
+) -> list[str]:
     """One ``{"x", "y", "tool", "frame", "details", "tool_label"}`` object per click,
     already CSV-escaped (built from an escaped template: no per-row escaping)."""
     tails = [
-        _esc(f',"tool":{t},"frame":0,"details":[],"tool_label":"{TOOL_LABELS[k]}"}}')
-        for k, t in ((("T0", 0), 0), (("T1", 0), 0), (("T1", 1), 1))
+        _esc(f',"tool":{t},"frame":0,"details":[],"tool_label":"{label}"}}')
+        for _, t, label in layout.tools
     ]
-    kind = np.where(task == 0, 0, np.where(tool == 1, 2, 1)).tolist()
+    width = 1 + max(t for _, t, _ in layout.tools)
+    lut = np.zeros(len(layout.tasks) * width, np.int64)
+    for k, (ti, t, _) in enumerate(layout.tools):
+        lut[ti * width + t] = k
+    kind = lut[np.asarray(task, np.int64) * width + np.asarray(tool, np.int64)].tolist()
     return [
         f'{{""x"":{xx},""y"":{yy}{tails[k]}'
         for xx, yy, k in zip(format_coords(x), format_coords(y), kind, strict=True)
@@ -137,28 +180,48 @@ def click_items(task: np.ndarray, x: np.ndarray, y: np.ndarray, tool: np.ndarray
 
 
 def annotations_fields(
-    n_cls: int, cls: np.ndarray, task: np.ndarray, items: list[str]
+    n_cls: int,
+    cls: np.ndarray,
+    task: np.ndarray,
+    items: list[str],
+    layout: ExportLayout = CLUMP_SCOUT,
 ) -> list[str]:
-    """The ``annotations`` CSV field of each classification: T0 then T1, each with
-    its clicks (possibly none). ``cls``/``task`` are sorted by classification,
-    then task, then click order; ``items`` come from :func:`click_items`."""
-    key = cls.astype(np.int64) * 2 + task.astype(np.int64)
-    b = np.searchsorted(key, np.arange(2 * n_cls + 1)).tolist()
-    head0 = '"' + _esc(f'[{{"task":"T0","task_label":"{T0_LABEL}","value":[')
-    head1 = _esc(f']}},{{"task":"T1","task_label":"{T1_LABEL}","value":[')
+    """The ``annotations`` CSV field of each classification: every task of ``layout``
+    in order, each with its clicks (possibly none). ``cls``/``task`` are sorted by
+    classification, then task, then click order; ``items`` come from :func:`click_items`."""
+    n_t = len(layout.tasks)
+    key = cls.astype(np.int64) * n_t + task.astype(np.int64)
+    b = np.searchsorted(key, np.arange(n_t * n_cls + 1)).tolist()
+    heads = [
+        _esc(f']}},{{"task":"{name}","task_label":"{label}","value":[')
+        for name, label in layout.tasks
+    ]
+    heads[0] = '"[' + heads[0][3:]  # the first task opens the list
     tail = ']}]"'
+    if n_t == 2:
+        head0, head1 = heads
+        return [
+            head0
+            + ",".join(items[b[2 * c] : b[2 * c + 1]])
+            + head1
+            + ",".join(items[b[2 * c + 1] : b[2 * c + 2]])
+            + tail
+            for c in range(n_cls)
+        ]
     return [
-        head0
-        + ",".join(items[b[2 * c] : b[2 * c + 1]])
-        + head1
-        + ",".join(items[b[2 * c + 1] : b[2 * c + 2]])
+        "".join(
+            h + ",".join(items[b[n_t * c + k] : b[n_t * c + k + 1]]) for k, h in enumerate(heads)
+        )
         + tail
         for c in range(n_cls)
     ]
 
 
-def volunteer_strings(n: int, rng: np.random.Generator) -> dict[str, list[str]]:
-    """Per-volunteer browser details: the fixed parts of the metadata JSON (CSV-escaped)."""
+def volunteer_strings(
+    n: int, rng: np.random.Generator, width: int = 400, height: int = 400
+) -> dict[str, list[str]]:
+    """Per-volunteer browser details: the fixed parts of the metadata JSON (CSV-escaped);
+    ``width`` x ``height`` is the subject image size the browser reports."""
     ua = rng.integers(0, len(USER_AGENTS), n)
     vp = rng.integers(0, len(VIEWPORTS), n)
     off = rng.integers(0, len(UTC_OFFSETS), n)
@@ -166,12 +229,13 @@ def volunteer_strings(n: int, rng: np.random.Generator) -> dict[str, list[str]]:
     for a, v, o in zip(ua.tolist(), vp.tolist(), off.tolist(), strict=True):
         w, h = VIEWPORTS[v]
         cw = min(int(0.45 * w), 700)
+        ch = int(round(cw * height / width))
         out_vp.append(_esc(f'{{"width":{w},"height":{h}}}'))
         out_mid.append(_esc(f'"user_agent":"{USER_AGENTS[a]}","utc_offset":"{UTC_OFFSETS[o]}"'))
         out_dims.append(
             _esc(
-                f'[{{"clientWidth":{cw},"clientHeight":{cw},"naturalWidth":400,'
-                '"naturalHeight":400}]'
+                f'[{{"clientWidth":{cw},"clientHeight":{ch},"naturalWidth":{width},'
+                f'"naturalHeight":{height}}}]'
             )
         )
     return {"viewport": out_vp, "mid": out_mid, "dims": out_dims}
@@ -184,21 +248,43 @@ def hex_strings(n: int, nbytes: int, rng: np.random.Generator) -> list[str]:
     return [h[i * w : (i + 1) * w] for i in range(n)]
 
 
-def subject_json(subjects: pd.DataFrame, start: pd.Timestamp) -> tuple[list[str], list[str]]:
-    """(subject metadata JSON, subject_data JSON) per subject.
-
-    ``subjects`` needs subject_id, ra, dec, sample, retired (bool), n_classified,
-    created_s, updated_s, retired_s (seconds since ``start``).
-    """
-    _, created = format_times(subjects["created_s"].to_numpy(), start)
-    _, updated = format_times(subjects["updated_s"].to_numpy(), start)
-    _, retired = format_times(subjects["retired_s"].fillna(0.0).to_numpy(), start)
-    meta, data = [], []
+def galaxy_metadata(subjects: pd.DataFrame) -> list[str]:
+    """Subject metadata JSON of the simulated Clump Scout subjects (ra, dec, sample)."""
     rows = zip(
         subjects["subject_id"].tolist(),
         subjects["ra"].tolist(),
         subjects["dec"].tolist(),
         subjects["sample"].tolist(),
+        strict=True,
+    )
+    return [
+        f'{{"ra":{ra:.6f},"dec":{dec:.6f},"image_width":400,"image_height":400,'
+        f'"#sample":"{sample}","#filename":"{sid}.png"}}'
+        for sid, ra, dec, sample in rows
+    ]
+
+
+def subject_json(
+    subjects: pd.DataFrame,
+    start: pd.Timestamp,
+    meta: Sequence[str] | None = None,
+    layout: ExportLayout = CLUMP_SCOUT,
+) -> tuple[list[str], list[str]]:
+    """(subject metadata JSON, subject_data JSON) per subject.
+
+    ``subjects`` needs subject_id, retired (bool), n_classified, retirement_id,
+    created_s, updated_s, retired_s (seconds since ``start``); ``meta`` is each
+    subject's metadata JSON object (default: :func:`galaxy_metadata`, which needs
+    ra, dec and sample too).
+    """
+    _, created = format_times(subjects["created_s"].to_numpy(), start)
+    _, updated = format_times(subjects["updated_s"].to_numpy(), start)
+    _, retired = format_times(subjects["retired_s"].fillna(0.0).to_numpy(), start)
+    meta = list(galaxy_metadata(subjects) if meta is None else meta)
+    data = []
+    rows = zip(
+        subjects["subject_id"].tolist(),
+        meta,
         subjects["retired"].tolist(),
         subjects["n_classified"].tolist(),
         subjects["retirement_id"].tolist(),
@@ -207,15 +293,10 @@ def subject_json(subjects: pd.DataFrame, start: pd.Timestamp) -> tuple[list[str]
         retired,
         strict=True,
     )
-    for sid, ra, dec, sample, is_ret, ncl, rid, cr, up, rt in rows:
-        m = (
-            f'{{"ra":{ra:.6f},"dec":{dec:.6f},"image_width":400,"image_height":400,'
-            f'"#sample":"{sample}","#filename":"{sid}.png"}}'
-        )
-        meta.append(m)
+    for sid, m, is_ret, ncl, rid, cr, up, rt in rows:
         if is_ret:
             ret = (
-                f'{{"id":{rid},"workflow_id":{WORKFLOW_ID},"classifications_count":{ncl},'
+                f'{{"id":{rid},"workflow_id":{layout.workflow_id},"classifications_count":{ncl},'
                 f'"created_at":"{cr}","updated_at":"{up}","retired_at":"{rt}",'
                 f'"subject_id":{sid},"retirement_reason":"classification_count"}}'
             )
@@ -239,13 +320,15 @@ def write_classifications(
     subject_ids: np.ndarray,
     start: pd.Timestamp,
     expert: bool = False,
+    layout: ExportLayout = CLUMP_SCOUT,
 ) -> None:
     """Write a classification export.
 
     ``table``: one row per classification in output order with classification_id,
     vol (volunteer index), gal (subject index), t_end, t_start (seconds since
     ``start``), session (index into ``session_hex``). ``clicks``: cls (row of
-    ``table``), task (0/1), x, y, tool; sorted by cls, task, click order.
+    ``table``), task (index into ``layout.tasks``), x, y, tool; sorted by cls,
+    task, click order.
     """
     n = len(table)
     cls = clicks["cls"].to_numpy()
@@ -254,7 +337,7 @@ def write_classifications(
     exp = "expert" if expert else ""
     # the fixed leading fields of each volunteer, and each subject's data, CSV-quoted once
     vprefix = [
-        f"{nm},{uid},{ip},{WORKFLOW_ID},{WORKFLOW_NAME},{WORKFLOW_VERSION},"
+        f"{nm},{uid},{ip},{layout.workflow_id},{layout.workflow_name},{layout.workflow_version},"
         for nm, uid, ip in zip(vol_names, vol_ids, vol_ips, strict=True)
     ]
     vgroups = ['""user_group_ids"":[],' if li else "" for li in np.asarray(vol_logged_in).tolist()]
@@ -269,9 +352,9 @@ def write_classifications(
             a, b = int(cptr[c0]), int(cptr[c1])
             items = click_items(
                 task[a:b], clicks["x"].to_numpy()[a:b], clicks["y"].to_numpy()[a:b],
-                clicks["tool"].to_numpy()[a:b],
+                clicks["tool"].to_numpy()[a:b], layout,
             )  # fmt: skip
-            ann = annotations_fields(c1 - c0, cls[a:b] - c0, task[a:b], items)
+            ann = annotations_fields(c1 - c0, cls[a:b] - c0, task[a:b], items, layout)
             created, fin = format_times(part["t_end"].to_numpy(), start)
             _, started = format_times(part["t_start"].to_numpy(), start)
             rows = zip(
@@ -308,8 +391,10 @@ def write_subjects_export(
     subjects: pd.DataFrame,
     meta: Sequence[str],
     start: pd.Timestamp,
+    layout: ExportLayout = CLUMP_SCOUT,
 ) -> None:
-    """Write the subject export (one row per subject of the workflow)."""
+    """Write the subject export (one row per subject of the workflow); ``subjects``
+    needs ``_sample`` (index into ``layout.subject_set_ids``)."""
     created, _ = format_times(subjects["created_s"].to_numpy(), start)
     updated, _ = format_times(subjects["updated_s"].to_numpy(), start)
     retired, _ = format_times(subjects["retired_s"].fillna(0.0).to_numpy(), start)
@@ -317,12 +402,12 @@ def write_subjects_export(
     df = pd.DataFrame(
         {
             "subject_id": subjects["subject_id"].to_numpy(),
-            "project_id": PROJECT_ID,
-            "workflow_id": WORKFLOW_ID,
-            "subject_set_id": np.asarray(SUBJECT_SET_IDS)[subjects["_sample"].to_numpy()],
+            "project_id": layout.project_id,
+            "workflow_id": layout.workflow_id,
+            "subject_set_id": np.asarray(layout.subject_set_ids)[subjects["_sample"].to_numpy()],
             "metadata": list(meta),
             "locations": [
-                f'{{"0":"https://example.org/clumpscout-sim/{sid}.png"}}'
+                f'{{"0":"{layout.location.format(sid=sid)}"}}'
                 for sid in subjects["subject_id"].tolist()
             ],
             "classifications_count": subjects["n_classified"].to_numpy(),

@@ -1,4 +1,6 @@
-# Issue 3: the aggregation engine (§4-5, appendix) on each subsample Z~_n.
+# Issue 3: the aggregation engine (§4-5, appendix) on each subsample Z~_n, once per
+# consensus model (MODELS: generative and paper); everything in the `aggregate:` section
+# but `model` is shared by both.
 # One thread per job: the EM's skill and risk steps are serial, so with many n two
 # single-thread jobs finish the set sooner than one two-thread job at a time (the
 # facility-location kernel is multi-threaded and thread-count independent: give one
@@ -9,18 +11,19 @@ rule aggregate:
     input:
         f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
     output:
-        labels=f"{RESULTS}/aggregate/n{{n}}/labels.parquet",
-        subjects=f"{RESULTS}/aggregate/n{{n}}/subjects.parquet",
-        volunteers=f"{RESULTS}/aggregate/n{{n}}/volunteers.parquet",
-        assignments=f"{RESULTS}/aggregate/n{{n}}/assignments.parquet",
-        clumps=f"{RESULTS}/aggregate/n{{n}}/clumps.ecsv",
-        report=f"{RESULTS}/aggregate/n{{n}}/report.json",
+        labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
+        subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",
+        volunteers=f"{RESULTS}/aggregate/{{model}}/n{{n}}/volunteers.parquet",
+        assignments=f"{RESULTS}/aggregate/{{model}}/n{{n}}/assignments.parquet",
+        clumps=f"{RESULTS}/aggregate/{{model}}/n{{n}}/clumps.ecsv",
+        report=f"{RESULTS}/aggregate/{{model}}/n{{n}}/report.json",
     log:
-        f"{RESULTS}/logs/aggregate/n{{n}}.log",
+        f"{RESULTS}/logs/aggregate/{{model}}/n{{n}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/aggregate_n{{n}}.tsv"
+        f"{RESULTS}/benchmarks/aggregate_{{model}}_n{{n}}.tsv"
     wildcard_constraints:
         n=r"\d+",
+        model=MODEL_RE,
     conda:
         "../../envs/aggregate.yaml"
     threads: 1
@@ -28,10 +31,12 @@ rule aggregate:
         mem_mb=4000,
         runtime=30,
     params:
-        aggregate=section("aggregate"),
+        aggregate=aggregate_params,
         seed=seed_for("aggregate"),
         code=code_digest(
             "aggregate",
+            "generative",
+            "health",
             "skills",
             "risk",
             "retirement",
@@ -43,7 +48,8 @@ rule aggregate:
 
 
 extra_targets += expand(
-    f"{RESULTS}/aggregate/n{{n}}/{{f}}",
+    f"{RESULTS}/aggregate/{{model}}/n{{n}}/{{f}}",
+    model=MODELS,
     n=NS,
     f=[
         "labels.parquet",

@@ -39,6 +39,23 @@ HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))
 NS = list(section("subsample").get("n", [20]))
 IMAGES = SIMULATED and bool(section("images").get("enabled", False))
 
+# Both consensus models run for every n (aggregate.model only sets the CLI / API default):
+# generative (the well-posed model) and paper (the paper's likelihood, the reproduction).
+MODELS = ["generative", "paper"]
+MODEL_RE = "|".join(MODELS)
+# the model behind the paper's figures, the photometry and the count comparison (appendix)
+PAPER_MODEL = "paper"
+
+
+def aggregate_params(wildcards):
+    """The validated `aggregate:` section with `model` set from the wildcard."""
+    return {**section("aggregate"), "model": wildcards.model}
+
+
+def agg_path(model, n, name):
+    """An aggregation output: results/aggregate/{model}/n{n}/{name}."""
+    return f"{RESULTS}/aggregate/{model}/n{n}/{name}"
+
 
 def universe(name):
     return f"{RESULTS}/universe/{name}"

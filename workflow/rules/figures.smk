@@ -302,8 +302,8 @@ if HAS_EXPERTS:
 
     rule fig_pseudo_roc_volunteer_counts:
         input:
-            curves=f"{RESULTS}/compare/experts_curve.csv",
-            summary=f"{RESULTS}/compare/experts_summary.csv",
+            curves=compare_table("experts", "curve"),
+            summary=compare_table("experts", "summary"),
         output:
             **fig_out("pseudo_roc_volunteer_counts", CAT_EXPERTS),
         log:
@@ -352,8 +352,8 @@ if SIMULATED:
 
     rule fig_pseudo_roc_truth:
         input:
-            curves=f"{RESULTS}/compare/truth_curve.csv",
-            summary=f"{RESULTS}/compare/truth_summary.csv",
+            curves=compare_table("truth", "curve"),
+            summary=compare_table("truth", "summary"),
         output:
             **fig_out("pseudo_roc_truth", CAT_TRUTH),
         log:
@@ -375,7 +375,7 @@ if SIMULATED:
 
     rule fig_pfp_calibration_truth:
         input:
-            calibration=f"{RESULTS}/compare/truth_calibration.csv",
+            calibration=compare_table("truth", "calibration"),
         output:
             **fig_out("pfp_calibration_truth", CAT_TRUTH),
         log:
@@ -397,6 +397,39 @@ if SIMULATED:
     fig_targets += ["pseudo_roc_truth", "pfp_calibration_truth"]
 
 
+# both models and the three baselines side by side at n = baseline.n (not in the paper)
+METHOD_TABLES = {
+    f"{ref}_{key}": f"{RESULTS}/baseline/{ref}_{name}.csv"
+    for ref, present in (("truth", SIMULATED), ("experts", HAS_EXPERTS))
+    if present
+    for key, name in (("curves", "curve"), ("summary", "summary"))
+}
+if METHOD_TABLES:
+
+    rule fig_method_comparison:
+        input:
+            **METHOD_TABLES,
+        output:
+            **fig_out("method_comparison", CAT_METHODS),
+        log:
+            f"{RESULTS}/logs/figures/method_comparison.log",
+        conda:
+            "../../envs/figures.yaml"
+        threads: 1
+        resources:
+            mem_mb=1000,
+            runtime=10,
+        params:
+            figure="method_comparison",
+            ns=NS,
+            figures=fig_cfg(),
+            code=code_digest("figures"),
+        script:
+            "../../scripts/figures.py"
+
+    fig_targets += ["method_comparison"]
+
+
 rule headline:
     input:
         clicks=f"{RESULTS}/clicks/clicks.parquet",
@@ -405,11 +438,13 @@ rule headline:
         subjects=per_n("subjects.parquet"),
         volunteers=agg_ref("volunteers.parquet"),
         count_difference=f"{RESULTS}/baseline/count_difference.csv",
-        experts_summary=(
-            f"{RESULTS}/compare/experts_summary.csv" if HAS_EXPERTS else []
-        ),
-        truth_summary=f"{RESULTS}/compare/truth_summary.csv" if SIMULATED else [],
+        experts_summary=(compare_table("experts", "summary") if HAS_EXPERTS else []),
+        truth_summary=compare_table("truth", "summary") if SIMULATED else [],
         truth=universe("truth_clumps.csv") if SIMULATED else [],
+        methods_experts=(
+            f"{RESULTS}/baseline/experts_summary.csv" if HAS_EXPERTS else []
+        ),
+        methods_truth=f"{RESULTS}/baseline/truth_summary.csv" if SIMULATED else [],
     output:
         csv=f"{RESULTS}/headline.csv",
         html=report(
@@ -428,6 +463,7 @@ rule headline:
     params:
         ns=NS,
         n_ref=FIG_N_REF,
+        model=PAPER_MODEL,
         code=code_digest("headline", "figures"),
     script:
         "../../scripts/headline.py"

@@ -14,6 +14,7 @@ CAT_RISK = "4. Subject risk and retirement (§6.5)"
 CAT_EXAMPLES = "5. Examples (§6, fig. agg_examples)"
 CAT_MEANSHIFT = "6. MeanShift comparison (appendix)"
 CAT_TRUTH = "7. Against the simulated truth (not in the paper)"
+CAT_METHODS = "8. Both models and the baselines side by side (not in the paper)"
 CAT_HEADLINE = "0. Headline numbers"
 
 
@@ -55,12 +56,19 @@ def fig_out(name, category):
     }
 
 
-def per_n(path):
-    return expand(f"{RESULTS}/aggregate/n{{n}}/{path}", n=NS)
+# The paper's figures show the paper model (the reproduction); the method comparison
+# figure puts both models and the baselines side by side.
+def per_n(path, model=PAPER_MODEL):
+    return [agg_path(model, n, path) for n in NS]
 
 
-def agg_ref(name, n=None):
-    return f"{RESULTS}/aggregate/n{FIG_N_REF if n is None else n}/{name}"
+def agg_ref(name, n=None, model=PAPER_MODEL):
+    return agg_path(model, FIG_N_REF if n is None else n, name)
+
+
+def compare_table(reference, name, model=PAPER_MODEL):
+    """A collected comparison table: results/compare/{model}/{reference}_{name}.csv."""
+    return f"{RESULTS}/compare/{model}/{reference}_{name}.csv"
 
 
 def subject_images():

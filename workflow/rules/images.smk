@@ -109,7 +109,7 @@ if IMAGES:
             input:
                 table=f"{IMG}/sim/cutouts.parquet",
                 bands=f"{IMG}/sim/bands.npy",
-                labels=f"{RESULTS}/aggregate/n{PHOT_N}/labels.parquet",
+                labels=agg_path(PAPER_MODEL, PHOT_N, "labels.parquet"),
                 experts=(
                     f"{RESULTS}/clicks/expert_clicks.parquet" if HAS_EXPERTS else []
                 ),

@@ -1,5 +1,6 @@
 # The click ledger (issue 6 item 2): every input click accounted for, from the export to the
-# assignments of every Z~_n; the rule fails (one line naming n and category) if anything is lost.
+# assignments of every Z~_n, once per consensus model; the rule fails (one line naming n and
+# category) if anything is lost.
 
 
 rule ledger:
@@ -10,15 +11,21 @@ rule ledger:
         boxes=f"{RESULTS}/boxes/boxes.parquet",
         subsamples=expand(f"{RESULTS}/subsamples/n{{n}}/boxes.parquet", n=NS),
         subsample_reports=expand(f"{RESULTS}/subsamples/n{{n}}/report.json", n=NS),
-        assignments=expand(f"{RESULTS}/aggregate/n{{n}}/assignments.parquet", n=NS),
-        aggregate_reports=expand(f"{RESULTS}/aggregate/n{{n}}/report.json", n=NS),
+        assignments=expand(
+            f"{RESULTS}/aggregate/{{{{model}}}}/n{{n}}/assignments.parquet", n=NS
+        ),
+        aggregate_reports=expand(
+            f"{RESULTS}/aggregate/{{{{model}}}}/n{{n}}/report.json", n=NS
+        ),
     output:
-        csv=f"{RESULTS}/ledger.csv",
-        json=f"{RESULTS}/ledger.json",
+        csv=f"{RESULTS}/ledger/{{model}}.csv",
+        json=f"{RESULTS}/ledger/{{model}}.json",
     log:
-        f"{RESULTS}/logs/ledger.log",
+        f"{RESULTS}/logs/ledger/{{model}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/ledger.tsv"
+        f"{RESULTS}/benchmarks/ledger_{{model}}.tsv"
+    wildcard_constraints:
+        model=MODEL_RE,
     conda:
         "../../envs/data.yaml"
     threads: 1
@@ -32,4 +39,6 @@ rule ledger:
         "../../scripts/ledger.py"
 
 
-extra_targets += [f"{RESULTS}/ledger.csv", f"{RESULTS}/ledger.json"]
+extra_targets += expand(
+    f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
+)

@@ -1,0 +1,647 @@
+"""The regime grid: every consensus method on every simulated noise regime, scored on the truth.
+
+    .venv/bin/python benchmarks/regimes.py --subjects 1000 --out results/regimes \
+        [--regimes clean,paper,noisy,spammers,counting] [--n 20] [--seed S] [--old-vs-new]
+
+For each regime (``resources/regimes/{regime}.yaml``, merged over config.yaml like
+``snakemake --configfile``; ``paper`` falls back to config.yaml alone while the file is
+absent) the script runs the workflow's Python API, stage by stage:
+
+1. ``clumpscout.simulate.simulate_universe`` (``simulate.n_subjects`` = ``--subjects``);
+2. ``clumpscout.zooniverse.extract_clicks`` (the ``extract:`` section) →
+   ``clumpscout.subjects.build_subjects`` (as the workflow: ``source: simulate`` reads
+   galaxies.csv as the catalogue; ``source: export``, the counting regime, takes the
+   subject export and ``export.box_side``) → ``clumpscout.boxes.make_boxes`` →
+   ``clumpscout.subsample.draw_subsample`` to ``n`` classifications per subject;
+3. the methods, all on the same subsample:
+
+   - ``generative`` and ``paper``: ``Aggregator(Params(model=...), seed).fit(boxes)`` with
+     the regime's ``aggregate:`` section (only the model differs);
+   - ``single_linkage``: ``clumpscout.baseline.single_linkage_labels`` (cut
+     ``baseline.single_linkage_cut`` FWHM) with ``min_volunteers`` tuned on a *different*
+     universe: the regime simulated again with seed + 1, the value in 2..10 with the
+     largest √(C² + P²) there (ties: the smaller value), tuned separately for each truth;
+   - ``dbscan``: ``clumpscout.baseline.dbscan_labels`` with ``baseline.dbscan_eps_factor``
+     and ``baseline.dbscan_min_samples`` (default 0.5 and 3: eps = half the box side);
+   - ``meanshift``: ``clumpscout.baseline.meanshift_labels`` (bandwidth = the subject's FWHM).
+
+Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); the
+simulate, subsample and aggregate stages take the workflow's stage seeds
+(``clumpscout.simulate.stage_seed(S, stage)``), so a run is deterministic.
+
+Scoring (:mod:`clumpscout.evaluation` on top of :mod:`clumpscout.compare`): a label is
+true when its box contains the centre of a real object of its subject. ``regimes.csv``
+scores against the true clumps, ``regimes_any_object.csv`` against any real object
+(clumps, faint features, foreground stars, bulges). Only the subjects of the subsample
+count. Columns:
+
+- ``purity``, ``completeness``, ``p_star``: for the two models at the **optimal** p_fp
+  threshold p*, the one maximising √(C² + P²) over 101 thresholds in [0, 1]
+  (``clumpscout.compare.summarise_curve``; a label is kept when p_fp ≤ p*); for the
+  baselines at their own settings (every label; ``p_star`` empty);
+- ``ece``: expected calibration error of p_fp (10 bins), "false" = the label contains no
+  real object's centre; empty for the baselines;
+- ``labels``: all labels (p* = 1); ``true_objects``: real objects of the scored subjects;
+- ``sum_n_fp`` / ``sum_n_fn``: Σ N_fp and Σ N_fn of subjects.parquet over the subjects
+  with a finite N_fn; ``realised_fp``: labels (p* = 1) that contain no real object's
+  centre; ``realised_fn``: real objects inside no label (for the models, of the subjects
+  with a finite N_fn, like Σ N_fn);
+- ``count_mae``: mean over subjects of |labels with p_fp < 0.5 (all labels for the
+  baselines) − real objects|.
+
+``regimes_acceptance.csv`` (one row per regime, truth and model) holds the acceptance
+checks of the consensus-model issue, each as a value and an ``ok_*`` flag:
+
+- ``label_ratio`` = ``labels_p1`` / ``objects_30pct`` in 0.8-1.5 (no collapse), where
+  ``objects_30pct`` counts the real objects that at least 30% of their subject's
+  classifications in the subsample marked (truth_clicks.parquet; for the ``clumps``
+  rows only objects that are not faint features, stars or bulges);
+- ``purity_margin``, ``completeness_margin``: the model's value minus the better of
+  single linkage and DBSCAN, each ≥ −0.01; ``hypot_margin``: √(C² + P²) minus the better
+  of the two, ≥ 0.02 in ``noisy`` and ``spammers`` (not checked elsewhere);
+- ``ece`` ≤ 0.05;
+- ``n_fp_ratio`` = Σ N_fp / realised_fp and ``n_fn_ratio`` = Σ N_fn / realised_fn: the
+  sums within 25% of the realised numbers (0 and 0 counts as within);
+- ``expected_count_error``: mean signed error per subject of the expected count
+  (``expected_count`` of subjects.parquet, else Σ (1 − p_fp) + N_fn) against the true
+  count, within ±0.1 (over ``expected_count_subjects``, those with a finite value);
+  ``expected_count_error_marked``, for information only: the same against the real
+  objects that at least one classification of the subsample marked;
+- in ``counting``: ``count_mae`` ≤ ``count_mae_dbscan``.
+
+The ``any_object`` rows are the ones the acceptance reads: a model that sees only the
+clicks cannot tell a clump from a faint feature that volunteers mark like one, so
+against the clumps alone every method has the faint features as false labels. Note
+that "any real object" includes objects few volunteers ever mark (most stars), which
+caps every method's completeness on that truth.
+
+``--old-vs-new`` adds ``paper_old``: the ``paper`` regime with the simulator's earlier
+settings (faint_features_mean 2.0, faint_features_secondary 0.6, threshold_mean −0.65,
+faint_boost_mean 0.4, spurious_median 0.3, scatter_median 0.2), next to ``paper``.
+
+Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_acceptance.csv,
+regimes_curves.csv (the models' C/P curves and the baselines' points), regimes.png and
+regimes_any_object.png (purity vs completeness, a panel per regime), regimes_report.json
+(seeds, tuned min_volunteers, per-stage timings, realised universe totals), regimes.log;
+the simulated universes under ``work/`` (deleted unless ``--keep-work``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import logging
+import math
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO / "src") not in sys.path:
+    sys.path.insert(0, str(REPO / "src"))
+
+log = logging.getLogger("clumpscout.regimes")
+
+REGIMES = ("clean", "paper", "noisy", "spammers", "counting")
+METHODS = ("generative", "paper", "single_linkage", "dbscan", "meanshift")
+MODELS = ("generative", "paper")
+COLUMNS = [
+    "regime",
+    "method",
+    "purity",
+    "completeness",
+    "p_star",
+    "ece",
+    "labels",
+    "true_objects",
+    "sum_n_fp",
+    "realised_fp",
+    "sum_n_fn",
+    "realised_fn",
+    "count_mae",
+]
+TRUTHS = ("clumps", "any_object")
+#: the simulator's settings before its recalibration (regime ``paper_old``)
+OLD_SETTINGS = {
+    "faint_features_mean": 2.0,
+    "faint_features_secondary": 0.6,
+    "threshold_mean": -0.65,
+    "faint_boost_mean": 0.4,
+    "spurious_median": 0.3,
+    "scatter_median": 0.2,
+}
+MIN_VOLUNTEERS = range(2, 11)
+#: DBSCAN settings when the config's baseline section has none
+DBSCAN = {"eps_factor": 0.5, "min_samples": 3}
+HARD_REGIMES = ("noisy", "spammers")
+MARKED_FRACTION = 0.3
+
+
+# ---------------------------------------------------------------- configs
+def _deep_update(base: dict, over: dict) -> dict:
+    out = copy.deepcopy(base)
+    for k, v in (over or {}).items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = _deep_update(out[k], v)
+        else:
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def _load_yaml(path: Path) -> dict:
+    with open(path) as fh:
+        return yaml.safe_load(fh) or {}
+
+
+def regime_path(name: str, root: Path = REPO) -> Path:
+    return root / "resources" / "regimes" / f"{name}.yaml"
+
+
+def available_regimes(root: Path = REPO) -> list[str]:
+    """The grid's regimes whose config exists (``paper`` always: config.yaml)."""
+    return [r for r in REGIMES if r == "paper" or regime_path(r, root).exists()]
+
+
+def regime_config(name: str, root: Path = REPO) -> dict:
+    """The full config of a regime: its YAML merged over config.yaml (``paper_old``: see
+    :data:`OLD_SETTINGS`)."""
+    base = _load_yaml(root / "config.yaml")
+    if name == "paper_old":
+        cfg = regime_config("paper", root)
+        cfg["simulate"] = {**cfg.get("simulate", {}), **OLD_SETTINGS}
+        return cfg
+    path = regime_path(name, root)
+    if path.exists():
+        return _deep_update(base, _load_yaml(path))
+    if name == "paper":
+        log.warning("%s does not exist yet: regime 'paper' = config.yaml", path)
+        return base
+    raise FileNotFoundError(f"no regime config {path}")
+
+
+# ---------------------------------------------------------------- stages
+class Timer:
+    """Per-stage wall times of one regime, logged as they finish."""
+
+    def __init__(self, regime: str):
+        self.regime = regime
+        self.seconds: dict[str, float] = {}
+
+    def __call__(self, stage: str):
+        timer = self
+
+        class _Ctx:
+            def __enter__(self):
+                log.info("[%s] %s ...", timer.regime, stage)
+                self.t0 = time.perf_counter()
+
+            def __exit__(self, *exc):
+                dt = time.perf_counter() - self.t0
+                timer.seconds[stage] = timer.seconds.get(stage, 0.0) + dt
+                log.info("[%s] %s done in %.1f s", timer.regime, stage, dt)
+
+        return _Ctx()
+
+
+def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: Timer, tag: str):
+    """Simulate a universe and run extract → subjects → boxes → subsample on it.
+
+    Returns ``(boxes_n, simulate_report)``.
+    """
+    from clumpscout.boxes import make_boxes
+    from clumpscout.simulate import simulate_universe, stage_seed
+    from clumpscout.subjects import build_subjects
+    from clumpscout.subsample import draw_subsample
+    from clumpscout.zooniverse import extract_clicks
+
+    with timer(f"{tag}simulate"):
+        report = simulate_universe(
+            dict(cfg.get("simulate") or {}), stage_seed(master_seed, "simulate"), universe
+        )
+    ex = dict(cfg.get("extract") or {})
+    export = dict(cfg.get("export") or {})
+    with timer(f"{tag}extract, subjects, boxes, subsample"):
+        clicks, _ = extract_clicks(
+            universe / "classifications.csv",
+            universe / "subjects_export.csv",
+            workflow_id=export.get("workflow_id"),
+            workflow_version=export.get("workflow_version"),
+            clump_task=ex.get("clump_task", "T1"),
+            unusual_tools=ex.get("unusual_tools", [1]),
+            tools=ex.get("tools"),
+            missing_subjects=ex.get("missing_subjects", "keep"),
+        )
+        # as the workflow: source simulate reads galaxies.csv as the catalogue; source
+        # export (e.g. the counting regime, whose galaxies.csv is no catalogue) has none and
+        # takes export.box_side
+        catalogue = universe / "galaxies.csv" if cfg.get("source") == "simulate" else None
+        subjects = build_subjects(
+            catalogue=catalogue,
+            subjects_export=universe / "subjects_export.csv",
+            cfg=dict(cfg.get("subjects") or {}),
+            box_side=export.get("box_side"),
+        )
+        boxes = make_boxes(clicks, subjects)
+        nested = bool((cfg.get("subsample") or {}).get("nested", True))
+        boxes_n, _ = draw_subsample(boxes, n, stage_seed(master_seed, "subsample"), nested)
+    return boxes_n, report
+
+
+def truths(universe: Path) -> dict[str, pd.DataFrame]:
+    from clumpscout.evaluation import truth_tables
+
+    clumps, objects = truth_tables(universe)
+    return {"clumps": clumps, "any_object": objects}
+
+
+def _hypot(row: dict) -> float:
+    c, p = row["completeness"], row["purity"]
+    return math.hypot(c, p) if np.isfinite(c) and np.isfinite(p) else float("nan")
+
+
+def tune_single_linkage(boxes: pd.DataFrame, truth: dict, cut: float) -> tuple[dict, list]:
+    """min_volunteers in 2..10 maximising √(C² + P²) per truth (ties: the smaller)."""
+    from clumpscout.baseline import single_linkage_labels
+    from clumpscout.evaluation import score_method
+
+    subjects = np.unique(boxes["subject_id"])
+    best: dict[str, tuple[float, int]] = {}
+    trials = []
+    for mv in MIN_VOLUNTEERS:
+        labels, _ = single_linkage_labels(boxes, cut=cut, min_volunteers=mv)
+        for name, tr in truth.items():
+            row, _ = score_method(labels, tr, subjects)
+            h = _hypot(row)
+            trials.append({"truth": name, "min_volunteers": mv, "hypot": h})
+            if name not in best or h > best[name][0]:
+                best[name] = (h, mv)
+    return {k: v[1] for k, v in best.items()}, trials
+
+
+def _baseline_labels(boxes: pd.DataFrame, cfg: dict, min_volunteers: dict, timer: Timer):
+    from clumpscout import baseline
+
+    bl = dict(cfg.get("baseline") or {})
+    cut = float(bl.get("single_linkage_cut", 1.0))
+    out: dict[str, dict[str, pd.DataFrame]] = {}
+    with timer("single linkage"):
+        sl = {
+            mv: baseline.single_linkage_labels(boxes, cut=cut, min_volunteers=mv)[0]
+            for mv in sorted(set(min_volunteers.values()))
+        }
+        out["single_linkage"] = {t: sl[mv] for t, mv in min_volunteers.items()}
+    with timer("dbscan"):
+        db = baseline.dbscan_labels(
+            boxes,
+            eps_factor=float(bl.get("dbscan_eps_factor", DBSCAN["eps_factor"])),
+            min_samples=int(bl.get("dbscan_min_samples", DBSCAN["min_samples"])),
+        )[0]
+        out["dbscan"] = {t: db for t in TRUTHS}
+    with timer("meanshift"):
+        bw = bl.get("bandwidth", "fwhm")
+        bw = bw if bw == "fwhm" else float(bw)
+        ms = baseline.meanshift_labels(boxes, bandwidth=bw, impl=bl.get("meanshift_impl", "numba"))
+        out["meanshift"] = {t: ms[0] for t in TRUTHS}
+    return out
+
+
+# ---------------------------------------------------------------- one regime
+def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
+    """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
+    from clumpscout.aggregate import Aggregator, Params
+    from clumpscout.evaluation import marked_objects, score_method
+    from clumpscout.simulate import stage_seed
+
+    cfg = copy.deepcopy(cfg)
+    cfg.setdefault("simulate", {})["n_subjects"] = int(args.subjects)
+    seed = int(args.seed if args.seed is not None else cfg.get("seed", 20231))
+    timer = Timer(name)
+    t_start = time.perf_counter()
+    main_u = work / name / f"seed{seed}"
+    tune_u = work / name / f"seed{seed + 1}"
+
+    # ---- single linkage tuned on another universe of the same regime
+    boxes_t, _ = build_subsample(cfg, seed + 1, args.n, tune_u, timer, "tuning universe: ")
+    with timer("tuning single linkage"):
+        cut = float((cfg.get("baseline") or {}).get("single_linkage_cut", 1.0))
+        tuned, trials = tune_single_linkage(boxes_t, truths(tune_u), cut)
+    log.info("[%s] single linkage min_volunteers tuned on seed %d: %s", name, seed + 1, tuned)
+    if not args.keep_work:
+        shutil.rmtree(tune_u, ignore_errors=True)
+
+    # ---- the scored universe
+    boxes, sim_report = build_subsample(cfg, seed, args.n, main_u, timer, "")
+    truth = truths(main_u)
+    subjects = np.unique(boxes["subject_id"])
+    labels: dict[str, dict[str, pd.DataFrame]] = {}
+    subject_tables: dict[str, pd.DataFrame] = {}
+    agg = dict(cfg.get("aggregate") or {})
+    for model in MODELS:
+        with timer(f"aggregate model={model}"):
+            params = Params.from_dict({**agg, "model": model})
+            res = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes)
+        labels[model] = {t: res.labels for t in TRUTHS}
+        subject_tables[model] = res.subjects
+        log.info(
+            "[%s] %s: %d labels, median p_fp %.3g",
+            name,
+            model,
+            len(res.labels),
+            res.labels["p_fp"].median() if len(res.labels) else float("nan"),
+        )
+    labels.update(_baseline_labels(boxes, cfg, tuned, timer))
+
+    # ---- scoring
+    rows = {t: [] for t in TRUTHS}
+    curves = []
+    with timer("scoring"):
+        marked = None
+        clicks_path = main_u / "truth_clicks.parquet"
+        if clicks_path.exists():
+            task = (cfg.get("extract") or {}).get("clump_task", "T1")
+            marked = marked_objects(pd.read_parquet(clicks_path), boxes, task=task)
+        else:
+            log.warning("[%s] no truth_clicks.parquet: objects_30pct not measured", name)
+        for t in TRUTHS:
+            for method in METHODS:
+                row, curve = score_method(
+                    labels[method][t],
+                    truth[t],
+                    subjects,
+                    subjects_df=subject_tables.get(method),
+                    thresholds=int((cfg.get("compare") or {}).get("thresholds", 101)),
+                    bins=int((cfg.get("compare") or {}).get("calibration_bins", 10)),
+                )
+                rows[t].append({"regime": name, "method": method, **row})
+                keep = ["threshold", "n_kept", "completeness", "purity", "hypot"]
+                c = curve[keep] if method in MODELS else curve[keep].iloc[[-1]]
+                curves.append(c.assign(regime=name, truth=t, method=method))
+        acceptance = _acceptance(name, rows, subject_tables, labels, truth, marked)
+    seconds = dict(timer.seconds)
+    seconds["total"] = time.perf_counter() - t_start
+    log.info("[%s] finished in %.1f s", name, seconds["total"])
+    if not args.keep_work:
+        shutil.rmtree(main_u, ignore_errors=True)
+    return {
+        "rows": rows,
+        "acceptance": acceptance,
+        "curves": pd.concat(curves, ignore_index=True),
+        "report": {
+            "seed": seed,
+            "tuning_seed": seed + 1,
+            "single_linkage_min_volunteers": tuned,
+            "baseline_settings": {
+                k: v
+                for k, v in (cfg.get("baseline") or {}).items()
+                if k != "min_volunteers" and k != "n"
+            },
+            "single_linkage_tuning": trials,
+            "subjects_scored": int(len(subjects)),
+            "classifications_scored": int(boxes["classification_id"].nunique()),
+            "universe": {
+                k: sim_report.get(k)
+                for k in (
+                    "subjects",
+                    "classifications",
+                    "volunteers",
+                    "true_clumps",
+                    "distractors_by_kind",
+                    "clicks_total",
+                    "clicks_t1",
+                )
+                if k in sim_report
+            },
+            "seconds": seconds,
+        },
+    }
+
+
+def _acceptance(name, rows, subject_tables, labels, truth, marked) -> list[dict]:
+    """The acceptance checks of the consensus model, per truth and model."""
+    from clumpscout.evaluation import DISTRACTOR_KINDS, expected_count_error
+
+    out = []
+    for t in TRUTHS:
+        by = {r["method"]: r for r in rows[t]}
+        base = [by["single_linkage"], by["dbscan"]]
+        best_p = max(b["purity"] for b in base)
+        best_c = max(b["completeness"] for b in base)
+        best_h = max(_hypot(b) for b in base)
+        seen = None
+        n30 = float("nan")
+        if marked is not None:
+            seen = marked
+            if t == "clumps":
+                seen = marked.loc[~marked["kind"].isin(DISTRACTOR_KINDS)]
+            n30 = int((seen["fraction"] >= MARKED_FRACTION).sum())
+        for model in MODELS:
+            r = by[model]
+            err, n_err = expected_count_error(subject_tables[model], labels[model][t], truth[t])
+            err_seen = (
+                expected_count_error(subject_tables[model], labels[model][t], seen)[0]
+                if seen is not None
+                else float("nan")
+            )
+            ratio = r["labels"] / n30 if n30 and np.isfinite(n30) else float("nan")
+            fp_rel = r["sum_n_fp"] / r["realised_fp"] if r["realised_fp"] else float("nan")
+            fn_rel = r["sum_n_fn"] / r["realised_fn"] if r["realised_fn"] else float("nan")
+            margin = _hypot(r) - best_h
+            row = {
+                "regime": name,
+                "truth": t,
+                "method": model,
+                "labels_p1": r["labels"],
+                "objects_30pct": n30,
+                "label_ratio": ratio,
+                "purity_margin": r["purity"] - best_p,
+                "completeness_margin": r["completeness"] - best_c,
+                "hypot_margin": margin,
+                "ece": r["ece"],
+                "n_fp_ratio": fp_rel,
+                "n_fn_ratio": fn_rel,
+                "expected_count_error": err,
+                "expected_count_subjects": n_err,
+                "expected_count_error_marked": err_seen,
+                "count_mae": r["count_mae"],
+                "count_mae_dbscan": by["dbscan"]["count_mae"],
+            }
+            row["ok_no_collapse"] = bool(0.8 <= ratio <= 1.5)
+            row["ok_purity_completeness"] = bool(
+                row["purity_margin"] >= -0.01 and row["completeness_margin"] >= -0.01
+            )
+            row["ok_hypot_margin"] = bool(margin >= 0.02) if name in HARD_REGIMES else pd.NA
+            row["ok_calibration"] = bool(r["ece"] <= 0.05)
+            row["ok_sums"] = bool(
+                abs(r["sum_n_fp"] - r["realised_fp"]) <= 0.25 * r["realised_fp"]
+                and abs(r["sum_n_fn"] - r["realised_fn"]) <= 0.25 * r["realised_fn"]
+            )
+            row["ok_expected_count"] = bool(abs(err) <= 0.1)
+            row["ok_count_mae"] = (
+                bool(r["count_mae"] <= by["dbscan"]["count_mae"]) if name == "counting" else pd.NA
+            )
+            checks = [v for k, v in row.items() if k.startswith("ok_") and v is not pd.NA]
+            row["ok_all"] = bool(all(checks))
+            out.append(row)
+    return out
+
+
+# ---------------------------------------------------------------- figure
+def plot(curves: pd.DataFrame, truth: str, path: Path, regimes: list[str], n: int = 20) -> None:
+    """Purity vs completeness, a panel per regime: model curves over p*, baseline points."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colours = {
+        "generative": "C0",
+        "paper": "C1",
+        "single_linkage": "C2",
+        "dbscan": "C3",
+        "meanshift": "C4",
+    }
+    markers = {"single_linkage": "s", "dbscan": "D", "meanshift": "^"}
+    k = len(regimes)
+    ncol = min(k, 3)
+    nrow = math.ceil(k / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4 * ncol, 3.8 * nrow), squeeze=False)
+    for ax, regime in zip(axes.flat, regimes, strict=False):
+        c = curves[(curves["regime"] == regime) & (curves["truth"] == truth)]
+        for method in METHODS:
+            m = c[c["method"] == method]
+            if not len(m):
+                continue
+            if method in MODELS:
+                ax.plot(m["completeness"], m["purity"], "-", color=colours[method], label=method)
+                h = m["hypot"].to_numpy(dtype=float)
+                if np.isfinite(h).any():
+                    i = int(np.nanargmax(h))
+                    ax.plot(
+                        m["completeness"].iloc[i],
+                        m["purity"].iloc[i],
+                        "*",
+                        color=colours[method],
+                        ms=12,
+                        mec="k",
+                    )
+            else:
+                ax.plot(
+                    m["completeness"],
+                    m["purity"],
+                    markers[method],
+                    color=colours[method],
+                    ms=8,
+                    mec="k",
+                    label=method,
+                )
+        ax.set_title(regime)
+        ax.set_xlim(0, 1.02)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("completeness")
+        ax.set_ylabel("purity")
+        ax.grid(alpha=0.3)
+    for ax in list(axes.flat)[k:]:
+        ax.axis("off")
+    axes.flat[0].legend(fontsize=8, loc="lower left")
+    what = "true clumps" if truth == "clumps" else "any real object"
+    fig.suptitle(f"truth: {what}; n = {n}\n(line: p_fp threshold; star: optimal p*)", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- main
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--subjects", type=int, required=True, help="simulated subjects per regime")
+    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument(
+        "--regimes",
+        default=None,
+        help="comma-separated regimes (default: every regime whose config exists; "
+        "paper_old = paper with the simulator's earlier settings)",
+    )
+    ap.add_argument("--n", type=int, default=20, help="classifications per subject (default 20)")
+    ap.add_argument("--seed", type=int, default=None, help="master seed (default: the config's)")
+    ap.add_argument(
+        "--old-vs-new",
+        action="store_true",
+        help="also run paper_old (the simulator's earlier settings) next to paper",
+    )
+    ap.add_argument("--keep-work", action="store_true", help="keep the simulated universes")
+    return ap.parse_args(argv)
+
+
+def _fmt(df: pd.DataFrame) -> str:
+    return df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
+
+
+def main(argv=None) -> int:
+    from clumpscout.logs import setup_logging
+
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    setup_logging(str(out / "regimes.log"))
+    logging.getLogger("clumpscout").setLevel(logging.INFO)
+    regimes = args.regimes.split(",") if args.regimes else available_regimes()
+    regimes = [r.strip() for r in regimes if r.strip()]
+    if args.old_vs_new and "paper_old" not in regimes:
+        i = regimes.index("paper") + 1 if "paper" in regimes else len(regimes)
+        regimes.insert(i, "paper_old")
+    missing = [r for r in REGIMES if r not in available_regimes()]
+    if missing and not args.regimes:
+        log.warning("regime configs not found (skipped): %s", ", ".join(missing))
+    if args.subjects < 1000:
+        log.warning("%d subjects per regime: the acceptance grid needs >= 1,000", args.subjects)
+    log.info("regimes: %s; %d subjects; n = %d", ", ".join(regimes), args.subjects, args.n)
+    t0 = time.perf_counter()
+    work = out / "work"
+    results = {}
+    for name in regimes:
+        results[name] = run_regime(name, regime_config(name), args, work)
+    if not args.keep_work:
+        shutil.rmtree(work, ignore_errors=True)
+
+    tables = {
+        t: pd.DataFrame([r for res in results.values() for r in res["rows"][t]], columns=COLUMNS)
+        for t in TRUTHS
+    }
+    acceptance = pd.DataFrame([r for res in results.values() for r in res["acceptance"]])
+    curves = pd.concat([res["curves"] for res in results.values()], ignore_index=True)
+    tables["clumps"].to_csv(out / "regimes.csv", index=False)
+    tables["any_object"].to_csv(out / "regimes_any_object.csv", index=False)
+    acceptance.to_csv(out / "regimes_acceptance.csv", index=False)
+    curves.to_csv(out / "regimes_curves.csv", index=False)
+    plot(curves, "clumps", out / "regimes.png", regimes, args.n)
+    plot(curves, "any_object", out / "regimes_any_object.png", regimes, args.n)
+    wall = time.perf_counter() - t0
+    report = {
+        "subjects": args.subjects,
+        "n": args.n,
+        "regimes": regimes,
+        "old_settings": OLD_SETTINGS,
+        "per_regime": {k: v["report"] for k, v in results.items()},
+        "seconds_total": wall,
+    }
+    with open(out / "regimes_report.json", "w") as fh:
+        json.dump(report, fh, indent=2, default=str)
+
+    print(f"\n== regimes.csv (truth: true clumps; {args.subjects} subjects, n = {args.n})")
+    print(_fmt(tables["clumps"]))
+    print("\n== regimes_any_object.csv (truth: any real object)")
+    print(_fmt(tables["any_object"]))
+    print("\n== regimes_acceptance.csv")
+    print(_fmt(acceptance))
+    print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""Scoring helpers of the regime benchmark (clumpscout.evaluation), on hand-computed toys."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from clumpscout import evaluation as ev
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _box(sid, x1, y1, x2, y2, p=None):
+    row = {"subject_id": sid, "x1": x1, "y1": y1, "x2": x2, "y2": y2}
+    if p is not None:
+        row["p_fp"] = p
+    return row
+
+
+def _truth(*pts):
+    return pd.DataFrame([{"subject_id": s, "x": x, "y": y} for s, x, y in pts])
+
+
+def test_realised_errors_toy():
+    # subject 1: A contains (5, 5), B contains nothing, (50, 50) is in no box;
+    # subject 2: C, no truth; subject 3: no label, one true object
+    labels = pd.DataFrame([_box(1, 0, 0, 10, 10), _box(1, 20, 20, 30, 30), _box(2, 0, 0, 10, 10)])
+    truth = _truth((1, 5, 5), (1, 50, 50), (3, 1, 1))
+    assert ev.realised_errors(labels, truth) == (2, 2)  # fp: B, C; fn: (50,50), (1,1)
+    assert ev.realised_errors(labels, truth, subjects=[1]) == (1, 1)
+    # a box edge counts as inside (closed box)
+    assert ev.realised_errors(pd.DataFrame([_box(1, 5, 5, 8, 8)]), _truth((1, 5, 5))) == (0, 0)
+
+
+def test_ece_toy():
+    # p_fp 0.05 (true), 0.15 (true), 0.9 (false), 0.95 (true); 10 bins:
+    # bin 0: |0 - 0.05|, bin 1: |0 - 0.15|, bin 9: n=2, frac false 0.5, mean p 0.925
+    labels = pd.DataFrame(
+        [
+            _box(1, 0, 0, 10, 10, 0.05),
+            _box(1, 20, 20, 30, 30, 0.15),
+            _box(1, 40, 40, 50, 50, 0.9),
+            _box(1, 60, 60, 70, 70, 0.95),
+        ]
+    )
+    truth = _truth((1, 5, 5), (1, 25, 25), (1, 65, 65))
+    expected = (0.05 + 0.15 + 2 * abs(0.5 - 0.925)) / 4  # 0.2625
+    assert ev.label_ece(labels, truth) == pytest.approx(expected)
+    assert math.isnan(ev.label_ece(labels.drop(columns="p_fp"), truth))
+
+
+def test_count_mae_toy():
+    labels = pd.DataFrame(
+        [
+            _box(1, 0, 0, 1, 1, 0.1),
+            _box(1, 0, 0, 1, 1, 0.7),
+            _box(2, 0, 0, 1, 1, 0.2),
+            _box(2, 0, 0, 1, 1, 0.3),
+            _box(2, 0, 0, 1, 1, 0.4),
+            _box(4, 0, 0, 1, 1, 0.5),  # not < 0.5
+        ]
+    )
+    truth = _truth((1, 0, 0), (2, 0, 0), (3, 0, 0), (3, 2, 2))
+    # kept labels 1, 3, 0, 0 vs true 1, 1, 2, 0: |0| + |2| + |2| + |0| = 4 over 4 subjects
+    assert ev.count_mae(labels, truth, [1, 2, 3, 4]) == pytest.approx(1.0)
+    # without p_fp every label counts: 2, 3, 0, 1 vs 1, 1, 2, 0 -> (1 + 2 + 2 + 1) / 4
+    assert ev.count_mae(labels.drop(columns="p_fp"), truth, [1, 2, 3, 4]) == pytest.approx(1.5)
+    counts = ev.per_subject_counts(labels, truth, [4, 1, 3, 2])
+    assert counts["subject_id"].tolist() == [1, 2, 3, 4]
+    assert counts["n_labels"].tolist() == [1, 3, 0, 0]
+
+
+def test_expected_count_error_toy():
+    subjects = pd.DataFrame({"subject_id": [1, 2, 3], "n_fn": [0.5, np.nan, 0.0]})
+    labels = pd.DataFrame([_box(1, 0, 0, 1, 1, 0.1), _box(1, 0, 0, 1, 1, 0.3)])
+    truth = _truth((1, 0, 0), (1, 1, 1), (3, 0, 0))
+    e = ev.expected_counts(subjects, labels)
+    assert e.loc[1] == pytest.approx(0.9 + 0.7 + 0.5)  # 2.1
+    assert np.isnan(e.loc[2]) and e.loc[3] == 0.0
+    # subject 1: 2.1 - 2 = 0.1; subject 3: 0 - 1 = -1; subject 2 has no N_fn
+    err, n = ev.expected_count_error(subjects, labels, truth)
+    assert n == 2 and err == pytest.approx((0.1 - 1.0) / 2)
+    # the subjects table's own expected_count wins
+    subjects["expected_count"] = [2.0, 1.0, 1.0]
+    err, n = ev.expected_count_error(subjects, labels, truth)
+    assert n == 3 and err == pytest.approx((0.0 + 1.0 + 0.0) / 3)  # 2-2, 1-0, 1-1
+
+
+def test_model_sums_toy():
+    subjects = pd.DataFrame(
+        {"subject_id": [1, 2, 3], "n_fp": [0.2, 0.0, 0.3], "n_fn": [0.1, np.nan, 0.4]}
+    )
+    n_fp, n_fn, agg = ev.model_sums(subjects)
+    assert n_fp == pytest.approx(0.5) and n_fn == pytest.approx(0.5)
+    assert agg.tolist() == [1, 3]
+
+
+def test_marked_objects_toy():
+    boxes = pd.DataFrame(
+        {"subject_id": [1, 1, 1, 1, 1, 2, 2], "classification_id": [1, 2, 3, 4, 5, 6, 7]}
+    )
+    tc = pd.DataFrame(
+        [
+            # cls 1 marks clump 0 twice (a double click) and makes a spurious click
+            (1, 1, False, "T1", "clump", 0, -1),
+            (1, 1, False, "T1", "clump", 0, -1),
+            (1, 1, False, "T1", "spurious", -1, -1),
+            (2, 1, False, "T1", "clump", 0, -1),
+            (3, 1, False, "T1", "faint_feature", -1, 1),
+            (3, 1, False, "T0", "bulge", -1, -1),  # the bulge task is not a mark
+            (900, 1, True, "T1", "clump", 0, -1),  # an expert
+            (99, 1, False, "T1", "clump", 0, -1),  # not in the subsample
+            (6, 2, False, "T1", "star", -1, 0),
+        ],
+        columns=["classification_id", "subject_id", "expert", "task", "source", "clump",
+                 "distractor"],
+    )  # fmt: skip
+    m = ev.marked_objects(tc, boxes)
+    got = {(r.subject_id, r.kind, r.object): r.fraction for r in m.itertuples()}
+    assert got == {(1, "clump", 0): 2 / 5, (1, "faint_feature", 1): 1 / 5, (2, "star", 0): 1 / 2}
+    m30 = ev.marked_objects(tc, boxes, 0.3)
+    assert len(m30) == 2 and set(m30["kind"]) == {"clump", "star"}
+    # a project whose marking task is T0 (the counting regime): only the bulge click counts
+    t0 = ev.marked_objects(tc.assign(distractor=tc["distractor"].where(tc["task"] == "T1", 0)),
+                           boxes, task="T0")  # fmt: skip
+    assert t0[["subject_id", "kind", "n_marked"]].values.tolist() == [[1, "bulge", 1]]
+
+
+def test_truth_tables(tmp_path):
+    pd.DataFrame({"subject_id": [1], "clump": [0], "x": [1.0], "y": [2.0]}).to_csv(
+        tmp_path / "truth_clumps.csv", index=False
+    )
+    pd.DataFrame(
+        {"subject_id": [1, 2], "x": [3.0, 4.0], "y": [5.0, 6.0], "kind": ["star", "bulge"]}
+    ).to_csv(tmp_path / "truth_distractors.csv", index=False)
+    clumps, objects = ev.truth_tables(tmp_path)
+    assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "star", "bulge"]
+    pd.DataFrame(
+        {"subject_id": [1, 1], "object": [0, 1], "kind": ["clump", "faint_feature"],
+         "x": [1.0, 7.0], "y": [2.0, 8.0]}
+    ).to_csv(tmp_path / "truth_objects.csv", index=False)  # fmt: skip
+    clumps, objects = ev.truth_tables(tmp_path)
+    assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "faint_feature"]
+
+
+def test_score_method_toy():
+    # two subjects; the model's true label has p_fp 0.1, its false one 0.8: at the optimal
+    # p* (max sqrt(C^2 + P^2)) only the true label is kept -> P = 1, C = 1/2
+    labels = pd.DataFrame(
+        [_box(1, 0, 0, 10, 10, 0.1), _box(1, 20, 20, 30, 30, 0.8), _box(2, 0, 0, 10, 10, 0.9)]
+    )
+    truth = _truth((1, 5, 5), (2, 50, 50))
+    subjects = pd.DataFrame({"subject_id": [1, 2], "n_fp": [0.8, 0.9], "n_fn": [0.0, np.nan]})
+    row, curve = ev.score_method(labels, truth, [1, 2], subjects_df=subjects)
+    assert row["purity"] == 1.0 and row["completeness"] == 0.5
+    assert 0.1 <= row["p_star"] < 0.8
+    assert row["labels"] == 3 and row["true_objects"] == 2
+    assert row["realised_fp"] == 2
+    assert row["realised_fn"] == 0  # subject 2 has no N_fn: its miss is not counted
+    # sums over the subjects with a finite N_fn (subject 1)
+    assert row["sum_n_fp"] == pytest.approx(0.8) and row["sum_n_fn"] == 0.0
+    # count: subject 1 keeps 1 label (p < 0.5) vs 1 object, subject 2 keeps 0 vs 1
+    assert row["count_mae"] == pytest.approx(0.5)
+    assert len(curve) == 101
+    # a baseline (no p_fp): every label, p_star and ece empty
+    row, _ = ev.score_method(labels.drop(columns="p_fp"), truth, [1, 2])
+    assert row["purity"] == pytest.approx(1 / 3) and row["completeness"] == pytest.approx(1 / 2)
+    assert math.isnan(row["p_star"]) and math.isnan(row["ece"])
+    assert math.isnan(row["sum_n_fp"]) and row["realised_fn"] == 1
+
+
+def _regimes_module():
+    spec = importlib.util.spec_from_file_location("regimes", REPO / "benchmarks" / "regimes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_paper_old_config():
+    mod = _regimes_module()
+    old = mod.regime_config("paper_old")
+    new = mod.regime_config("paper")
+    for k, v in mod.OLD_SETTINGS.items():
+        assert old["simulate"][k] == v
+    assert {k: v for k, v in old["simulate"].items() if k not in mod.OLD_SETTINGS} == {
+        k: v for k, v in new["simulate"].items() if k not in mod.OLD_SETTINGS
+    }
+
+
+@pytest.mark.slow  # ~4 s with numba's cache warm, ~30 s cold
+def test_benchmark_smoke(tmp_path):
+    """The benchmark's main on a tiny universe: one regime, every method, both tables."""
+    mod = _regimes_module()
+    out = tmp_path / "out"
+    assert mod.main(["--subjects", "40", "--out", str(out), "--regimes", "paper"]) == 0
+    for truth_file in ("regimes.csv", "regimes_any_object.csv"):
+        t = pd.read_csv(out / truth_file)
+        assert t.columns.tolist() == mod.COLUMNS
+        assert t["method"].tolist() == list(mod.METHODS)
+        assert (t["regime"] == "paper").all()
+        base = t["method"].isin(["single_linkage", "dbscan", "meanshift"])
+        assert t.loc[base, "ece"].isna().all() and t.loc[~base, "ece"].notna().all()
+        assert t["labels"].gt(0).all()
+    acc = pd.read_csv(out / "regimes_acceptance.csv")
+    assert len(acc) == 4 and set(acc["method"]) == {"generative", "paper"}
+    assert (out / "regimes.png").stat().st_size > 0
+    assert (out / "regimes_any_object.png").stat().st_size > 0
+    assert not (out / "work").exists()
