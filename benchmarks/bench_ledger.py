@@ -3,19 +3,22 @@
 Runs :func:`clumpscout.ledger.run_ledger` exactly as the workflow's rule does
 (workflow/rules/ledger.smk, scripts/ledger.py): the classification and subject exports of
 ``RESULTS/universe``, ``RESULTS/clicks/clicks_report.json``, ``RESULTS/boxes/boxes.parquet``
-and, for every ``n`` found under ``RESULTS/subsamples/n*``, the Z~_n boxes and the aggregation's
-assignments and reports. It writes ``ledger.csv`` and ``ledger.json`` into ``--out`` (never into
-the results folder) and prints the wall time, the CPU time and the peak resident memory of the
-process (``resource.getrusage``). ``--profile FILE`` also writes a cProfile dump (slower).
+and, for every ``n`` found under ``RESULTS/subsamples/n*``, the Z~_n boxes and the assignments
+and reports of one consensus model's aggregation, ``RESULTS/aggregate/<model>/n*``
+(``--model``, default generative; the workflow runs one ledger job per model; a results folder
+of the earlier layout, ``RESULTS/aggregate/n*`` with one model, is read as it is). It writes
+``ledger.csv`` and ``ledger.json`` into ``--out`` (never into the results folder) and prints
+the wall time, the CPU time and the peak resident memory of the process
+(``resource.getrusage``). ``--profile FILE`` also writes a cProfile dump (slower).
 
 The paths are passed as given, and they end up in ledger.json: run the script from the
 workflow's working directory with a relative ``RESULTS`` (e.g. ``results``) to get the same
-bytes as the workflow's ledger.json.
+bytes as the workflow's ``ledger/<model>.json``.
 
 Usage::
 
     cd /tmp/scale/s85286 && taskset -c 1 /work/main/.venv/bin/python \
-        /work/main/benchmarks/bench_ledger.py results --out /tmp/ledger_bench/new
+        /work/main/benchmarks/bench_ledger.py results --model paper --out /tmp/ledger_bench/new
 
 Measured (paper-scale simulated universe /tmp/scale/s85286: 85,286 subjects, 1,739,645
 classifications, 3,721,182 clicks, 2.5 GB export, n = 3..20; pinned to one core with
@@ -44,13 +47,25 @@ from pathlib import Path
 
 from _measure import cpu_s, peak_rss_mb
 
+MODELS = ("generative", "paper")  # the workflow's consensus models (common.smk)
 
-def find_ns(results: Path) -> list[int]:
-    """The subsample sizes of a results folder (its ``subsamples/n<N>`` folders)."""
+
+def aggregate_dir(results: Path, model: str) -> Path:
+    """The aggregation folder of ``model``: ``aggregate/<model>``, or ``aggregate`` itself
+    for a results folder of the earlier one-model layout (``aggregate/n<N>``)."""
+    per_model = results / "aggregate" / model
+    if not per_model.is_dir() and any((results / "aggregate").glob("n*/assignments.parquet")):
+        return results / "aggregate"
+    return per_model
+
+
+def find_ns(results: Path, aggregate: Path) -> list[int]:
+    """The subsample sizes of a results folder: its ``subsamples/n<N>`` folders with an
+    ``<aggregate>/n<N>/assignments.parquet``."""
     ns = []
     for d in (results / "subsamples").glob("n*"):
         m = re.fullmatch(r"n(\d+)", d.name)
-        if m and (results / "aggregate" / d.name / "assignments.parquet").exists():
+        if m and (aggregate / d.name / "assignments.parquet").exists():
             ns.append(int(m.group(1)))
     return sorted(ns)
 
@@ -59,6 +74,12 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("results", type=Path, help="the workflow's results folder")
     p.add_argument("--out", type=Path, required=True, help="folder for ledger.csv/.json")
+    p.add_argument(
+        "--model",
+        choices=MODELS,
+        default="generative",
+        help="the consensus model whose aggregation is accounted for (default generative)",
+    )
     p.add_argument("--n", type=int, nargs="+", help="subsample sizes (default: all found)")
     p.add_argument("--profile", type=Path, help="write a cProfile dump here")
     args = p.parse_args(argv)
@@ -68,16 +89,17 @@ def main(argv: list[str] | None = None) -> int:
     from clumpscout.logs import setup_logging
 
     r = args.results
-    ns = args.n or find_ns(r)
+    agg = aggregate_dir(r, args.model)
+    ns = args.n or find_ns(r, agg)
     if not ns:
-        p.error(f"no subsamples/n*/ with aggregate/n*/assignments.parquet under {r}")
+        p.error(f"no subsamples/n*/ with {agg.relative_to(r)}/n*/assignments.parquet under {r}")
     args.out.mkdir(parents=True, exist_ok=True)
     setup_logging()
     call = (
         str(r / "universe/classifications.csv"),
         str(r / "clicks/clicks_report.json"),
         str(r / "boxes/boxes.parquet"),
-        per_n_paths(r / "subsamples", r / "aggregate", ns),
+        per_n_paths(r / "subsamples", agg, ns),
         str(args.out / "ledger.csv"),
         str(args.out / "ledger.json"),
     )
@@ -95,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     t1, c1 = time.perf_counter(), cpu_s()
     print(f"export rows          : {ledger.export['rows']:,}")
     print(f"export clicks        : {ledger.export['clicks']:,}")
+    print(f"aggregation          : {agg}")
     print(f"n                    : {', '.join(map(str, ns))}")
     print(f"balanced             : {ledger.balanced()}")
     print(f"ledger               : {t1 - t0:.1f} s wall, {c1 - c0:.1f} s CPU")

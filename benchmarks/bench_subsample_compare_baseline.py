@@ -1,9 +1,11 @@
 """Paper-scale timings of the subsample, compare and baseline stages (issue 4 items 1-3).
 
 Builds a synthetic boxes table of the paper's size (85,286 subjects, ~20 classifications
-each, ~3.5M rows), then times: one subsample draw, MeanShift (numba port) and single
-linkage on every subject, scikit-learn MeanShift on a sample of subjects (extrapolated),
-and the truth comparison of ~130k labels. Prints wall times and peak memory.
+each, ~3.5M rows), then times: one subsample draw, MeanShift (numba port), single
+linkage and DBSCAN (the workflow's settings: eps = 0.5 box side, min_samples 3; the
+vectorised port of scikit-learn's) on every subject, scikit-learn MeanShift and DBSCAN on a
+sample of subjects (extrapolated), and the truth comparison of ~130k labels. Prints wall
+times and peak memory.
 
     .venv/bin/python benchmarks/bench_subsample_compare_baseline.py [--subjects N]
 """
@@ -60,6 +62,11 @@ def synthetic_boxes(n_subjects: int, seed: int = 0) -> tuple[pd.DataFrame, pd.Da
     return boxes, truth
 
 
+#: the workflow's DBSCAN settings (config baseline.dbscan_eps_factor, dbscan_min_samples)
+DBSCAN_EPS_FACTOR = 0.5
+DBSCAN_MIN_SAMPLES = 3
+
+
 def peak_gb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e6
 
@@ -72,6 +79,7 @@ def main() -> None:
     from clumpscout.baseline import (
         _subject_blocks,
         clicks_of,
+        dbscan_labels,
         meanshift_clusters,
         meanshift_labels,
         single_linkage_labels,
@@ -97,6 +105,9 @@ def main() -> None:
     t = time.perf_counter()
     sl, _ = single_linkage_labels(b20)
     print(f"single linkage, all subjects: {time.perf_counter() - t:.2f} s, {len(sl):,} clumps")
+    t = time.perf_counter()
+    db, _ = dbscan_labels(b20, eps_factor=DBSCAN_EPS_FACTOR, min_samples=DBSCAN_MIN_SAMPLES)
+    print(f"DBSCAN, all subjects: {time.perf_counter() - t:.2f} s, {len(db):,} clumps")
     clicks, _ = clicks_of(b20)
     sids, offsets, side = _subject_blocks(clicks)
     m = min(a.sklearn_sample, len(sids))
@@ -106,6 +117,15 @@ def main() -> None:
     per = (time.perf_counter() - t) / m
     print(f"MeanShift (scikit-learn): {per * 1e3:.1f} ms/subject -> "
           f"{per * len(sids) / 60:.0f} min for {len(sids):,} subjects (1 core)")  # fmt: skip
+    from sklearn.cluster import DBSCAN
+
+    t = time.perf_counter()
+    for k in range(m):
+        block = xy[offsets[k] : offsets[k + 1]]
+        DBSCAN(eps=DBSCAN_EPS_FACTOR * side[k], min_samples=DBSCAN_MIN_SAMPLES).fit(block)
+    per = (time.perf_counter() - t) / m
+    print(f"DBSCAN (scikit-learn): {per * 1e3:.2f} ms/subject -> "
+          f"{per * len(sids):.0f} s for {len(sids):,} subjects (1 core)")  # fmt: skip
     labels = sl.assign(p_fp=np.random.default_rng(2).random(len(sl)))
     t = time.perf_counter()
     score_truth(labels, truth, thresholds=101, subjects=np.arange(a.subjects))

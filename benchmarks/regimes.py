@@ -10,8 +10,9 @@ absent) the script runs the workflow's Python API, stage by stage:
 1. ``clumpscout.simulate.simulate_universe`` (``simulate.n_subjects`` = ``--subjects``);
 2. ``clumpscout.zooniverse.extract_clicks`` (the ``extract:`` section) →
    ``clumpscout.subjects.build_subjects`` (as the workflow: ``source: simulate`` reads
-   galaxies.csv as the catalogue; ``source: export``, the counting regime, takes the
-   subject export and ``export.box_side``) → ``clumpscout.boxes.make_boxes`` →
+   galaxies.csv as the catalogue, except with ``simulate.kind: counting``, whose
+   galaxies.csv is no catalogue; then, as with ``source: export``, the subjects come from
+   the subject export with ``export.box_side``) → ``clumpscout.boxes.make_boxes`` →
    ``clumpscout.subsample.draw_subsample`` to ``n`` classifications per subject;
 3. the methods, all on the same subsample:
 
@@ -185,6 +186,15 @@ def regime_config(name: str, root: Path = REPO) -> dict:
     raise FileNotFoundError(f"no regime config {path}")
 
 
+def has_catalogue(cfg: dict) -> bool:
+    """Whether the workflow reads the universe's galaxies.csv as the galaxy catalogue
+    (workflow/rules/common.smk): with ``source: simulate``, unless ``simulate.kind`` is
+    counting (its galaxies.csv holds no galaxies). Without one, every subject gets the box
+    side ``export.box_side``."""
+    kind = (cfg.get("simulate") or {}).get("kind", "galaxy")
+    return cfg.get("source") == "simulate" and kind != "counting"
+
+
 # ---------------------------------------------------------------- stages
 class Timer:
     """Per-stage wall times of one regime, logged as they finish."""
@@ -237,10 +247,7 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
             tools=ex.get("tools"),
             missing_subjects=ex.get("missing_subjects", "keep"),
         )
-        # as the workflow: source simulate reads galaxies.csv as the catalogue; source
-        # export (e.g. the counting regime, whose galaxies.csv is no catalogue) has none and
-        # takes export.box_side
-        catalogue = universe / "galaxies.csv" if cfg.get("source") == "simulate" else None
+        catalogue = universe / "galaxies.csv" if has_catalogue(cfg) else None
         subjects = build_subjects(
             catalogue=catalogue,
             subjects_export=universe / "subjects_export.csv",

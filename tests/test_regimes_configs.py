@@ -93,14 +93,44 @@ def test_paper_regime_is_the_default_calibration():
     assert _config("paper")["simulate"] == base
 
 
-def test_counting_regime_reads_its_universe_as_a_plain_export():
+def test_counting_regime_is_simulated_with_a_fixed_box_side():
     cfg = _config("counting")
     assert cfg["simulate"]["kind"] == "counting"
-    assert cfg["source"] == "export" and cfg["export"]["catalogue"] is None
-    assert cfg["export"]["classifications"] == "results/universe/classifications.csv"
-    assert cfg["export"]["subjects"] == "results/universe/subjects_export.csv"
+    assert cfg["source"] == "simulate"  # the workflow then reads no catalogue
+    assert cfg["export"]["box_side"] > 0
     assert cfg["extract"]["clump_task"] == "T0" and cfg["extract"]["unusual_tools"] == []
     assert cfg["images"]["enabled"] is False
+
+
+def test_counting_regime_dag_has_no_catalogue_no_images_and_the_truth(tmp_path):
+    """source: simulate with kind counting: the subjects rule reads no catalogue (the
+    universe's galaxies.csv has no R90 or PSF FWHM), the image rules are off even when
+    asked for, and the truth comparisons of both models are planned."""
+    import subprocess
+    import sys
+
+    cfg = _config("counting")
+    cfg["images"]["enabled"] = True  # ignored: there are no galaxies to render
+    path = tmp_path / "counting.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    r = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-n", "-d", str(tmp_path / "run"),
+         "-s", str(REPO / "Snakefile"), "--configfile", str(path)],
+        cwd=REPO, capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    blocks = {}
+    for block in r.stdout.split("\nrule ")[1:]:
+        blocks.setdefault(block.split(":", 1)[0].strip(), []).append(block)
+    subjects = blocks["subjects"][0].split("output:", 1)[0]
+    assert "galaxies.csv" not in subjects and "subjects_export.csv" in subjects
+    for rule in ("render_frames", "cutouts", "photometry_truth", "flux_figures"):
+        assert rule not in blocks, rule
+    for rule in ("simulate", "compare_truth_collect", "baseline_compare_truth", "headline"):
+        assert rule in blocks, rule
+    models = {b.split("model=", 1)[1].split(",")[0].split()[0] for b in blocks["compare_truth"]}
+    assert models == {"generative", "paper"}
+    assert "images.enabled ignored" in r.stdout + r.stderr
 
 
 # --------------------------------------------------------------------------- properties
@@ -211,3 +241,17 @@ def test_counting_export_goes_through_the_box_side_path(universes):
     assert boxes["classification_id"].nunique() == len(
         pd.read_csv(u / "classifications.csv", usecols=["classification_id"])
     )
+
+
+def test_regime_benchmark_reads_a_catalogue_as_the_workflow_does():
+    """benchmarks/regimes.py builds the subjects like common.smk: galaxies.csv is the
+    catalogue of a simulated galaxy universe, never of a counting one."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("regimes", REPO / "benchmarks" / "regimes.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for name in REGIMES:
+        cfg = mod.regime_config(name)
+        assert mod.has_catalogue(cfg) == (name != "counting"), name
+    assert not mod.has_catalogue({"source": "export", "simulate": {"kind": "galaxy"}})

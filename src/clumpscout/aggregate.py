@@ -1177,10 +1177,10 @@ class _GenerativeEngine(_Engine):
         box_d = np.full(len(box_cluster), np.nan)
         box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
         sk = skills_in
-        for _ in range(self._INNER):
+        for i in range(self._INNER):
             post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
             counts = self._soft(b, post, box_cluster, box_d, n_cl)
-            sk = self._m_step(b, post, box_cluster, prev + counts, sk)
+            sk = self._m_step(b, post, box_cluster, prev + counts, sk, fit_hyper=i == 0)
         post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
         ll = gen.log_likelihood(
             post=post,
@@ -1210,13 +1210,18 @@ class _GenerativeEngine(_Engine):
             extra={"post": post},
         )
 
-    def _m_step(self, b, post, box_cluster, total: gen.SoftCounts, sk: GenSkills) -> GenSkills:
-        """Population and volunteer parameters from the expected counts (empirical Bayes)."""
+    def _m_step(
+        self, b, post, box_cluster, total: gen.SoftCounts, sk: GenSkills, fit_hyper: bool
+    ) -> GenSkills:
+        """Population and volunteer parameters from the expected counts (empirical Bayes).
+
+        The prior strengths and q_w (1-D maximisations) are refitted when ``fit_hyper``
+        (once per partition), the means and the volunteers' parameters every time."""
         p = self.p
         det_s, det_w = gen.detected_by_class(post, box_cluster)
         cls = (b.cls_vol, b.cls_subject, len(b.subjects), sk.vp.p_fn)
         q_w = sk.pop.q_w
-        if sk.pop.rho_w > 0:
+        if sk.pop.rho_w > 0 and fit_hyper:
             q_w = gen.fit_weak_detection(
                 post=post,
                 box_cluster=box_cluster,
@@ -1239,6 +1244,7 @@ class _GenerativeEngine(_Engine):
             sigma2_0=p.sigma2_0_V,
             nu_s2=p.n_chi_V,
             eb_weight=p.eb_weight,
+            strengths=None if fit_hyper else (sk.pop.k_fn, sk.pop.k_lam),
         )
         return GenSkills(gen.volunteer_params(total, pop), pop)
 
@@ -1252,19 +1258,21 @@ class _GenerativeEngine(_Engine):
         p_sigma_l = clump_sigma_prob(sigma2_l, p.delta)
         n_sigma = np.bincount(s.cluster_subject, weights=p_sigma_l, minlength=len(b.subjects))
         lone = np.bincount(b.box_subject, weights=post.r_box, minlength=len(b.subjects))
+        n_fn = post.n_fn - post.undetected_weak
         return {
             "p_fp": post.p_fp,
             "p_weak": post.p_weak,
             "p_sigma": p_sigma_l,
             "sigma2_l": sigma2_l,
             "n_fp": post.n_fp,
-            "n_fn": post.n_fn,
+            # misses of strong objects (and lone boxes) drive the risk; the weak objects
+            # nobody recognised are reported apart (docs/decisions.md#weak-objects)
+            "n_fn": n_fn,
+            "n_fn_weak": post.undetected_weak,
             "n_fn_init": post.undetected,
             "n_fn_coincidence": lone,
             "n_sigma": n_sigma,
-            "risk": subject_risk(
-                post.n_fp, post.n_fn, n_sigma, p.alpha_fp, p.alpha_fn, p.alpha_sigma
-            ),
+            "risk": subject_risk(post.n_fp, n_fn, n_sigma, p.alpha_fp, p.alpha_fn, p.alpha_sigma),
             "n_retained": 0,
         }
 
@@ -1308,9 +1316,9 @@ class _GenerativeEngine(_Engine):
             "fp_rate": vp.lam,
         }
 
-    def empty_subject_misses(self, subjects: np.ndarray, counts: gen.SoftCounts) -> np.ndarray:
-        """Expected objects nobody marked, ``rho e^{G_i(1)} + rho_w e^{G_i(q_w)}``, for
-        subjects that never entered a batch (nobody marked anything)."""
+    def empty_subject_misses(self, subjects: np.ndarray, counts: gen.SoftCounts):
+        """Expected strong objects nobody marked (``rho e^{G_i(1)}``) and weak objects nobody
+        recognised (``rho_w P_i(≤ 1 mark)``) for subjects that never entered a batch."""
         pop = self._committed_population(counts)
         vp = gen.volunteer_params(counts, pop)
         prep = self.prep
@@ -1319,7 +1327,7 @@ class _GenerativeEngine(_Engine):
         which = np.repeat(np.arange(len(subjects)), ce - cs)
         args = (prep.cls_vol[idx], which, len(subjects), vp.p_fn)
         strong = pop.rho * np.exp(gen.subject_all_miss(*args))
-        return strong + pop.rho_w * gen.subject_unrecognised(*args, pop.q_w)
+        return strong, pop.rho_w * gen.subject_unrecognised(*args, pop.q_w)
 
     def summary(self) -> dict:
         return {"population": (self.last_pop or self._population0()).to_dict()}
@@ -1404,7 +1412,15 @@ class Aggregator:
         batch_no = np.full(n_s, -1, np.int64)
         subj_out = {
             k: np.full(n_s, np.nan)
-            for k in ("n_fp", "n_fn", "n_sigma", "risk", "n_fn_init", "n_fn_coincidence")
+            for k in (
+                "n_fp",
+                "n_fn",
+                "n_sigma",
+                "risk",
+                "n_fn_init",
+                "n_fn_coincidence",
+                "n_fn_weak",
+            )
         }
         subj_out["n_fp"][empty] = 0.0
         subj_out["n_sigma"][empty] = 0.0
@@ -1513,8 +1529,10 @@ class Aggregator:
         if isinstance(engine, _GenerativeEngine) and empty.any():
             # nobody marked anything: the objects everyone missed are all that can be there
             idx = np.flatnonzero(empty)
-            subj_out["n_fn"][idx] = engine.empty_subject_misses(idx, cache.counts)
-            subj_out["risk"][idx] = p.alpha_fn * subj_out["n_fn"][idx]
+            strong, weak = engine.empty_subject_misses(idx, cache.counts)
+            subj_out["n_fn"][idx] = strong
+            subj_out["n_fn_weak"][idx] = weak
+            subj_out["risk"][idx] = p.alpha_fn * strong
         vt = engine.volunteer_table(cache.counts)
         volunteers = pd.DataFrame(
             {
@@ -1547,7 +1565,12 @@ class Aggregator:
                 "n_fn_coincidence": subj_out["n_fn_coincidence"],
                 "batch": batch_no,
                 # Σ (1 − p_fp) over the labels + N_fn: the expected number of real objects
-                "expected_count": n_clumps - subj_out["n_fp"] + subj_out["n_fn"],
+                "expected_count": n_clumps
+                - subj_out["n_fp"]
+                + subj_out["n_fn"]
+                + np.nan_to_num(subj_out["n_fn_weak"]),
+                # generative model: expected weak objects (faint features) no label holds
+                "n_fn_weak": subj_out["n_fn_weak"],
             }
         )
         assignments = self._assignments(boxes, prep, box_assign)

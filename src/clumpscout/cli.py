@@ -31,7 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "aggregate": ("clumpscout.aggregate", "the paper's probabilistic consensus model (§4-5)"),
     "subsample": ("clumpscout.subsample", "draw n classifications per subject (Z~_n)"),
     "compare": ("clumpscout.compare", "purity and completeness against expert clicks or truth"),
-    "baseline": ("clumpscout.baseline", "scikit-learn MeanShift baseline (appendix)"),
+    "baseline": (
+        "clumpscout.baseline",
+        "clustering baselines: MeanShift (appendix), single linkage, DBSCAN",
+    ),
     "cutouts": ("clumpscout.cutouts", "SDSS frames -> colour subject images (§2.2)"),
     "photometry": ("clumpscout.photometry", "g, r, i flux inside clump boxes"),
     "figures": ("clumpscout.figures", "the paper's figures"),

@@ -515,7 +515,9 @@ def fit_weak_detection(
         val += rho_w * np.sum(subject_unrecognised(*args, q)) + np.log(q) + np.log1p(-q)
         return -val
 
-    res = optimize.minimize_scalar(neg_q, bounds=(0.01, 0.99), method="bounded")
+    res = optimize.minimize_scalar(
+        neg_q, bounds=(0.01, 0.99), method="bounded", options={"xatol": 1e-4}
+    )
     return float(res.x)
 
 
@@ -585,6 +587,7 @@ def estimate_population(
     sigma2_0: float,
     nu_s2: float,
     eb_weight: float,
+    strengths: tuple[float, float] | None = None,
 ) -> Population:
     """Empirical-Bayes population parameters from the expected counts of all volunteers.
 
@@ -599,8 +602,11 @@ def estimate_population(
     m_fn = (eb_weight * p0_fn + counts.n_fn.sum()) / (eb_weight + fn_trials.sum())
     m_lam = (eb_weight * lam0 + counts.n_fp.sum()) / (eb_weight + counts.n_cls.sum())
     m_s2 = (eb_weight * sigma2_0 + counts.sum_d2.sum()) / (eb_weight + counts.n_d2.sum())
-    k_fn = fit_beta_strength(counts.n_fn, fn_trials, m_fn)
-    k_lam = fit_gamma_strength(counts.n_fp, counts.n_cls, m_lam)
+    if strengths is None:
+        k_fn = fit_beta_strength(counts.n_fn, fn_trials, m_fn)
+        k_lam = fit_gamma_strength(counts.n_fp, counts.n_cls, m_lam)
+    else:  # kept from an earlier fit
+        k_fn, k_lam = strengths
     rho = (1.0 + strong[0]) / (1.0 + strong[1])
     rho_w = 0.0 if weak is None else max(weak[0] / max(weak[1], _TINY), 1e-3)
     return Population(m_fn, k_fn, m_lam, k_lam, m_s2, nu_s2, max(rho, 1e-6), rho_w, q_w)

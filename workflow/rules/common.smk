@@ -1,6 +1,7 @@
 import hashlib
 from pathlib import Path
 
+from snakemake.logging import logger
 from snakemake.utils import validate
 
 validate(config, schema="../schemas/config.schema.yaml")
@@ -12,7 +13,10 @@ RESULTS = "results"
 def code_digest(*modules):
     """sha256 of the package modules a rule runs (plus the shared helpers).
 
-    Passed as a param so that editing those modules re-runs the rule."""
+    Passed as a param so that editing those modules re-runs the rule. List every module
+    the rule's script imports, directly or through other package modules (lazy imports
+    too), and no other: tests/test_workflow.py checks each rule's list against its script.
+    """
     names = sorted(set(modules) | {"io", "errors", "logs"})
     h = hashlib.sha256()
     for name in names:
@@ -35,9 +39,17 @@ def seed_for(stage):
 
 
 SIMULATED = config["source"] == "simulate"
+# simulate.kind counting: a point-marking project without galaxies
+# (clumpscout.simulate_counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
+# every subject gets the box side export.box_side, and there are no galaxies to render.
+COUNTING = SIMULATED and section("simulate").get("kind", "galaxy") == "counting"
 HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))
 NS = list(section("subsample").get("n", [20]))
-IMAGES = SIMULATED and bool(section("images").get("enabled", False))
+IMAGES = SIMULATED and not COUNTING and bool(section("images").get("enabled", False))
+if COUNTING and section("images").get("enabled", False):
+    logger.warning(
+        "simulate.kind: counting has no galaxy images: images.enabled ignored"
+    )
 
 # Both consensus models run for every n (aggregate.model only sets the CLI / API default):
 # generative (the well-posed model) and paper (the paper's likelihood, the reproduction).
@@ -74,6 +86,9 @@ def input_subjects_export():
 
 
 def input_catalogue():
+    """The galaxy catalogue; none (box side = export.box_side) for a counting universe."""
+    if COUNTING:
+        return []
     if SIMULATED:
         return universe("galaxies.csv")
     return section("export").get("catalogue") or []

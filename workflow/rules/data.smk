@@ -25,7 +25,7 @@ rule simulate:
     params:
         simulate=section("simulate"),
         seed=seed_for("simulate"),
-        code=code_digest("simulate", "simulate_export"),
+        code=code_digest("simulate", "simulate_counting", "simulate_export"),
     script:
         "../../scripts/simulate.py"
 
@@ -49,7 +49,7 @@ rule subjects:
     params:
         subjects=section("subjects"),
         box_side=section("export").get("box_side"),
-        code=code_digest("subjects"),
+        code=code_digest("subjects", "zooniverse"),
     script:
         "../../scripts/subjects.py"
 

@@ -36,7 +36,15 @@ if IMAGES:
         params:
             render=dict(IMGCFG.get("render") or {}),
             seed=seed_for("render"),
-            code=code_digest("render", "cutouts", "subjects"),
+            code=code_digest(
+                "render",
+                "cutouts",
+                "subjects",
+                "zooniverse",
+                "figures_flux",
+                "figures",
+                "compare",
+            ),
         script:
             "../../scripts/render_frames.py"
 
@@ -70,7 +78,14 @@ if IMAGES:
             cutouts=cutout_cfg(),
             montage=int(IMGCFG.get("montage_subjects", 12)),
             dpi=section("figures").get("dpi", 150),
-            code=code_digest("cutouts", "subjects", "figures_flux", "figures"),
+            code=code_digest(
+                "cutouts",
+                "subjects",
+                "zooniverse",
+                "figures_flux",
+                "figures",
+                "compare",
+            ),
         script:
             "../../scripts/cutouts.py"
 
@@ -94,7 +109,15 @@ if IMAGES:
             runtime=20,
         params:
             bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
-            code=code_digest("photometry", "cutouts", "subjects"),
+            code=code_digest(
+                "photometry",
+                "cutouts",
+                "subjects",
+                "zooniverse",
+                "figures_flux",
+                "figures",
+                "compare",
+            ),
         script:
             "../../scripts/photometry.py"
 
@@ -127,7 +150,15 @@ if IMAGES:
             params:
                 n=PHOT_N,
                 bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
-                code=code_digest("photometry", "cutouts", "compare"),
+                code=code_digest(
+                    "photometry",
+                    "cutouts",
+                    "subjects",
+                    "zooniverse",
+                    "figures_flux",
+                    "figures",
+                    "compare",
+                ),
             script:
                 "../../scripts/photometry.py"
 
@@ -148,7 +179,7 @@ if IMAGES:
             runtime=10,
         params:
             dpi=section("figures").get("dpi", 150),
-            code=code_digest("figures_flux", "figures"),
+            code=code_digest("figures_flux", "figures", "compare"),
         script:
             "../../scripts/flux_figures.py"
 
@@ -190,7 +221,14 @@ if IMGCFG.get("real_demo", False):
             cutouts=cutout_cfg(),
             n_galaxies=int(DEMO.get("n_galaxies", 4)),
             dpi=section("figures").get("dpi", 150),
-            code=code_digest("cutouts", "subjects", "figures_flux", "figures"),
+            code=code_digest(
+                "cutouts",
+                "subjects",
+                "zooniverse",
+                "figures_flux",
+                "figures",
+                "compare",
+            ),
         script:
             "../../scripts/real_demo.py"
 
