@@ -53,6 +53,9 @@ count. Columns:
 ``regimes_acceptance.csv`` (one row per regime, truth and model) holds the acceptance
 checks of the consensus-model issue, each as a value and an ``ok_*`` flag:
 
+- ``label_ratio_strong``: the same with the labels a model calls real and strong
+  (p_fp < 0.5 and p_weak < 0.5; the generative model also labels the weakly marked objects
+  that fewer than 30% of viewers mark, which ``label_ratio`` counts against it);
 - ``label_ratio`` = ``labels_p1`` / ``objects_30pct`` in 0.8-1.5 (no collapse), where
   ``objects_30pct`` counts the real objects that at least 30% of their subject's
   classifications in the subsample marked (truth_clicks.parquet; for the ``clumps``
@@ -456,6 +459,10 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked) -> list[dict]
                 else float("nan")
             )
             ratio = r["labels"] / n30 if n30 and np.isfinite(n30) else float("nan")
+            lab = labels[model][t]
+            weak = lab["p_weak"].fillna(0.0) if "p_weak" in lab else 0.0
+            n_strong = int(((lab["p_fp"] < 0.5) & (weak < 0.5)).sum())
+            ratio_strong = n_strong / n30 if n30 and np.isfinite(n30) else float("nan")
             fp_rel = r["sum_n_fp"] / r["realised_fp"] if r["realised_fp"] else float("nan")
             fn_rel = r["sum_n_fn"] / r["realised_fn"] if r["realised_fn"] else float("nan")
             margin = _hypot(r) - best_h
@@ -466,6 +473,8 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked) -> list[dict]
                 "labels_p1": r["labels"],
                 "objects_30pct": n30,
                 "label_ratio": ratio,
+                "labels_strong": n_strong,
+                "label_ratio_strong": ratio_strong,
                 "purity_margin": r["purity"] - best_p,
                 "completeness_margin": r["completeness"] - best_c,
                 "hypot_margin": margin,
@@ -479,6 +488,7 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked) -> list[dict]
                 "count_mae_dbscan": by["dbscan"]["count_mae"],
             }
             row["ok_no_collapse"] = bool(0.8 <= ratio <= 1.5)
+            row["ok_no_collapse_strong"] = bool(0.8 <= ratio_strong <= 1.5)
             row["ok_purity_completeness"] = bool(
                 row["purity_margin"] >= -0.01 and row["completeness_margin"] >= -0.01
             )

@@ -1,4 +1,18 @@
-"""The aggregation engine: the paper's probabilistic consensus model (§4-5, Appendix A).
+"""The aggregation engine: consensus labels from volunteers' boxes (paper §4-5, Appendix A).
+
+Two models share the working batches, the EM loop, risk and retirement:
+
+* ``model: generative`` (default): a well-posed generative likelihood
+  (:mod:`clumpscout.generative`; docs/decisions.md#generative-model): false boxes are a
+  Poisson count per classification thrown over the whole image, true boxes scatter around
+  their object with a 2-D density, so that boxes of independent volunteers coinciding are
+  strong evidence; population parameters are learned from the data (empirical Bayes).
+* ``model: paper``: the paper's equations as published (eq. anno_model, eq. joint_model),
+  kept for the reproduction, with the authors' effective EM stopping rule by default
+  (``em_stop: paper_code``; docs/decisions.md#paper-model explains why this likelihood runs
+  away to "every box is false" with a converged EM on noisy data).
+
+``docs/model.md`` indexes where each equation of both models is implemented.
 
 Python API (estimator style)::
 
@@ -11,80 +25,72 @@ Command line::
 
     clumpscout aggregate --boxes boxes.parquet --out DIR [--config FILE] [--seed N]
 
-Input: the boxes table of ``clumpscout boxes`` (contract 4): one row per click
+Input: the boxes table of ``clumpscout boxes``: one row per click
 (x1, y1, x2, y2 in subject pixels), or one coordinate-less row (NaN) for a
 classification that marked nothing. Coordinates are normalised by the image
-size (SPEC 3, 5) for every distance.
+size for every distance (docs/decisions.md#box-geometry, #jaccard-distance).
 
 What happens (§5, Fig. agg_algo):
 
 1. Subjects are sorted into pre-retired empty / eligible / waiting
-   (:mod:`clumpscout.retirement`, SPEC 20) and eligible ones fill working
-   batches (SPEC 21).
-2. Per batch, EM (SPEC 16): an initial clustering with the initialisation costs
-   (eq. init_open_cost, init_conn_cost, init_city_dummy_cost; SPEC 11) →
-   skills and difficulties (:mod:`clumpscout.skills`) → clustering with the
-   nominal costs (eq. fac_cost, city_fac_cost, city_dummy_cost; SPEC 10) → … until
-   the total log-likelihood changes by less than ``em_rtol`` (relative) or after
-   ``em_max_iter`` nominal clusterings. The state with the highest likelihood
-   is kept. Each iteration is logged.
-3. Label boxes: mean of the member boxes' vertices (footnote to §5.3; SPEC 13
-   ``merge: mean``) or their inverse-variance (1/σ²_j) weighted mean.
+   (:mod:`clumpscout.retirement`, docs/decisions.md#retirement) and eligible ones fill
+   working batches (docs/decisions.md#batch-size).
+2. Per batch, EM (docs/decisions.md#em-stopping): an initial clustering → parameters →
+   clustering with the model's costs → … The paper's model starts from the initialisation
+   costs (eq. init_open_cost, init_conn_cost, init_city_dummy_cost) and uses the nominal
+   costs (eq. fac_cost, city_fac_cost, city_dummy_cost) afterwards; the generative model
+   uses its own costs throughout (:func:`clumpscout.generative.facility_costs`). Each
+   iteration is logged.
+3. Label boxes: mean of the member boxes' vertices (footnote to §5.3;
+   docs/decisions.md#label-box) or their inverse-variance (1/σ²_j) weighted mean.
 4. Risks and retirement (:mod:`clumpscout.risk`, :mod:`clumpscout.retirement`).
+5. Run health (:mod:`clumpscout.health`): a loud warning when the result looks collapsed.
 
-Outputs (contract 5; :meth:`AggregationResult.write`):
+Outputs (:meth:`AggregationResult.write`):
 
 * ``labels.parquet``: one row per label clump of every subject that finished
   (retired or stale): subject_id, clump (0..k−1), x1, y1, x2, y2, x, y (subject
-  px), p_fp (SPEC 17), p_sigma (SPEC 18), n_marks, frac_unusual, plus sigma2 (the
-  location variance σ²_l) and difficulty (σ²_il).
+  px), p_fp, p_sigma, n_marks, frac_unusual, plus sigma2 (the location variance σ²_l),
+  difficulty (σ²_il; NaN for the generative model) and p_weak (generative model: the
+  probability that a real label is a weakly marked object, docs/decisions.md#weak-objects).
 * ``subjects.parquet``: subject_id, n_volunteers (|V_i|, empty classifications
   included), n_clumps, n_fp, n_fn, n_sigma, risk, status, cycles, plus n_boxes,
-  n_fn_init, n_fn_coincidence, batch (0-based index of its last cycle). Status:
-  ``retired``; ``retired_empty`` (pre-retired, never in a batch; n_fp = n_sigma = 0,
-  n_fn and risk NaN); ``stale`` (processed in max_cycles cycles without retiring,
-  for experts; its last labels are reported); ``unretired`` (never entered a
-  batch: fewer than min_volunteers_batch volunteers, or, with
-  final_classifications false, fewer than min_volunteers_empty volunteers and
-  no click; no labels, N's NaN). With all
-  classifications available at once, a subject that does not retire stays in the
-  working batch (re-initialised, with skills updated from the retired subjects)
-  until it retires or goes stale; a cycle identical to the previous one (same
-  subjects, no skill update) is not recomputed.
+  n_fn_init, n_fn_coincidence, batch (0-based index of its last cycle), expected_count
+  (Σ (1 − p_fp) + N_fn (+ n_fn_weak): the expected number of real objects) and n_fn_weak.
+  For the generative model n_fn_init holds the strong objects nobody marked,
+  n_fn_coincidence the lone boxes' share of N_fn, n_fn_weak the weak objects nobody
+  recognised (not in the risk). Status: ``retired``; ``retired_empty`` (pre-retired, never
+  in a batch; n_fp = n_sigma = 0); ``stale`` (processed in max_cycles cycles without
+  retiring, for experts; its last labels are reported); ``unretired`` (never entered a
+  batch: fewer than min_volunteers_batch volunteers, or, with final_classifications
+  false, fewer than min_volunteers_empty volunteers and no click; no labels, N's NaN).
+  With all classifications available at once, a subject that does not retire stays in the
+  working batch (re-initialised, with skills updated from the retired subjects) until it
+  retires or goes stale; a cycle identical to the previous one (same subjects, no skill
+  update) is not recomputed.
 * ``volunteers.parquet``: volunteer, p_fp, p_fn, sigma2 (from the evidence of
   the retired subjects, plus stale ones if ``stale_updates_skills``), n_subjects
   (subjects classified in the input), n_boxes, n_tp, n_fp, n_fn (the trials that
-  updated the skills, SPEC 15), plus n_subjects_counted, n_classifications.
+  updated the skills; expected counts for the generative model), plus n_subjects_counted,
+  n_classifications and, for the generative model, fp_rate (false boxes per
+  classification).
 * ``assignments.parquet``: every input row, in input order, plus ``cluster``
   (Int64: the clump index in its subject's label, −1 the dummy facility, <NA> for
   a row without a box or a subject that was never aggregated) and ``assignment``
   (clump | dummy | empty | not_aggregated).
 * ``clumps.ecsv`` (the labels with units, hyper-parameters in ``meta``) and
-  ``report.json`` (counts, per-cycle EM log-likelihoods, timings).
-
-Known behaviour of the model (measured on simulated universes): when about half
-of the boxes belong to no feature that most volunteers mark (random clicks, or
-features marked by a minority), the data-rich volunteers' learned p_fp rises
-towards that fraction, which makes the dummy facility cheaper, which pushes more
-boxes onto it; once their counts outweigh the nβ_fp prior (committed volunteers
-at paper scale) the EM runs away to nearly every box on the dummy facility. That
-state has the higher likelihood (eq. joint_model has no penalty for explaining
-boxes as false positives once p_fp → 1), so SPEC 16 keeps it. The paper's priors
-(p0_fp = 0.1) assume the regime where most boxes mark features many volunteers
-agree on; the simulator is calibrated to that regime (clumpscout.simulate,
-"Calibration"), where the paper's priors give a stable result at paper scale.
-Pinning p_fp (a large ``n_beta_fp``) also removes the run-away.
+  ``report.json`` (counts, per-cycle EM log-likelihoods, the model's population
+  parameters, run-health diagnostics and ``warnings``, timings).
 
 The annotation unit ``z_ij`` is one volunteer on one subject: two
 classifications of one subject by one volunteer (a duplicate the export
 reader normally removes) are merged and counted in the report. Clusters never
-hold two boxes of one ``z_ij`` (SPEC 12, 25).
+hold two boxes of one ``z_ij`` (docs/decisions.md#one-box-per-classification).
 
-Determinism (SPEC 28): rows are put into a canonical order (subject,
-volunteer, classification, coordinates) before anything else, volunteers are
-coded by sorted name, and every random step takes a seed derived from
-``seed``; the same input in any row order with the same seed gives the same
-outputs.
+Determinism (docs/decisions.md#determinism): rows are put into a canonical order
+(subject, volunteer, classification, coordinates) before anything else, volunteers are
+coded by sorted name, and every random step takes a seed derived from ``seed``; the same
+input in any row order with the same seed gives the same outputs.
 """
 
 from __future__ import annotations
@@ -190,15 +196,10 @@ _BOUNDS: dict[str, tuple[float, float | None, bool, bool]] = {
 class Params:
     """Hyper-parameters; field names are the keys of config.yaml's ``aggregate:`` section.
 
-    Defaults: Table prior_param_values and Table subject_retirement_params (SPEC 8).
-    ``min_batch_classifications`` defaults to the paper's working-batch size (~25k
-    classifications) rather than one batch (SPEC 21 leaves it open): on the simulated
-    truth it scores as well (1.5k subjects) or better (10k subjects, C 0.83 vs 0.78 at
-    equal purity) and runs the paper-scale n = 20 subsample twice as fast.
-    ``distance_likelihood`` stays ``d`` (SPEC 6): ``d_squared`` finds more clumps but
-    with lower purity and 2-3x the p_fp calibration error. (Both comparisons were made
-    on the simulator's earlier calibration, before its recalibration to the paper's
-    regime; ``benchmarks/eval_aggregate.py`` re-measures them.)
+    Defaults: Table prior_param_values and Table subject_retirement_params
+    (docs/decisions.md#hyper-parameters); the model choices are explained in
+    docs/decisions.md (#generative-model, #em-stopping, #distance-likelihood, #label-box,
+    #batch-size, #final-classifications, #weak-objects).
     """
 
     # Table prior_param_values

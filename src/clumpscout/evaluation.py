@@ -228,11 +228,18 @@ def expected_count_error(
 
 
 def model_sums(subjects_df: pd.DataFrame) -> tuple[float, float, np.ndarray]:
-    """(Σ N_fp, Σ N_fn, subjects with a finite N_fn) of a model's subjects table."""
+    """(Σ N_fp, Σ N_fn, subjects with a finite N_fn) of a model's subjects table.
+
+    N_fn counts every real object the labels miss: for the generative model the weak objects
+    nobody recognised (``n_fn_weak``) are added to ``n_fn``.
+    """
     agg = subjects_df.loc[np.isfinite(subjects_df["n_fn"].to_numpy(dtype=float))]
+    n_fn = agg["n_fn"].to_numpy(dtype=float)
+    if "n_fn_weak" in agg.columns:
+        n_fn = n_fn + np.nan_to_num(agg["n_fn_weak"].to_numpy(dtype=float))
     return (
         float(agg["n_fp"].sum()),
-        float(agg["n_fn"].sum()),
+        float(n_fn.sum()),
         np.unique(agg["subject_id"].to_numpy()),
     )
 

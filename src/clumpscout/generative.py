@@ -34,22 +34,32 @@ The model (per subject i, seen by the classifications c ∈ V_i of volunteers j(
   mean ``lam_j`` (the volunteer's false-positive rate, per classification), each
   placed with the background density ``u`` over the image (uniform: u = 1).
 
-Given a partition of the boxes into candidate clusters (one box per
-classification per cluster; the facility-location step of :mod:`clumpscout.aggregate`
-finds it), each candidate is either a real object or a coincidence of false
-boxes. With ``F_i = Σ_{c∈V_i} ln p_fn_j(c)`` (every viewer misses):
+* **Weak objects** (``weak_objects: true``; docs/decisions.md#weak-objects): a second
+  class of real objects, ``rho_w`` per subject, that volunteer j marks with probability
+  ``q_w (1 − p_fn_j)`` (faint features, stars, partly hidden animals). One is recognised
+  only when two or more volunteers mark it: a single mark is indistinguishable from a false
+  box and is counted among them.
 
-* real:  ``ln H1_l = ln rho + F_i + Σ_{b∈l} [ln(1−p_fn_b) − ln p_fn_b + ln f_b] + ln(Z(σ²_l) A_l)``
+Given a partition of the boxes into candidate clusters (one box per classification per
+cluster; the facility-location step of :mod:`clumpscout.aggregate` finds it), each
+candidate is either a real object of a class c or a coincidence of false boxes. With
+``t_j = 1 − p_fn_j`` and ``G_i(q) = Σ_{c∈V_i} ln(1 − q t_j(c))`` (every viewer misses;
+``G_i(1) = Σ ln p_fn``):
+
+* real, class c (q = 1 strong, q_w weak):
+  ``ln H1_c = ln rho_c + G_i(q) + Σ_{b∈l} [ln(q t_b) − ln(1 − q t_b) + ln f_b] + ln(Z(σ²_l) A_l)``
   (the object's position integrated out with the Laplace approximation:
   σ²_l = 1/Σ_b 1/σ²_b, A_l the label box's area);
 * false: ``ln H0_l = Σ_{b∈l} [ln lam_b + ln u_b]``;
-* ``p_fp,l = H0 / (H0 + H1)``: the label's posterior probability of being spurious.
+* ``p_fp,l = H0 / (H0 + H1_s + H1_w)``: the label's posterior probability of being spurious;
+  ``p_weak,l = H1_w / (H1_s + H1_w)``.
 
-A box left alone (on the "dummy") is the same with one member. The expected
-number of real objects the label misses, ``N_fn,i``, is the objects nobody marked
-(Poisson thinning: ``rho · e^{F_i}``) plus Σ over the lone boxes of their
-probability of marking a real object. ``N_fp,i = Σ_l p_fp,l``; the expected object
-count of a subject is ``Σ_l (1 − p_fp,l) + N_fn,i``.
+A box left alone (on the "dummy") is the one-member case (strong class only). The expected
+number of real objects the labels miss, ``N_fn,i``, is the strong objects nobody marked
+(Poisson thinning: ``rho e^{G_i(1)}``) plus Σ over the lone boxes of their probability of
+marking a real object; the weak objects nobody recognised, ``rho_w P_i(at most one mark)``,
+are reported apart (``n_fn_weak``; they do not enter the risk). ``N_fp,i = Σ_l p_fp,l``; the
+expected object count of a subject is ``Σ_l (1 − p_fp,l) + N_fn,i + n_fn_weak,i``.
 
 Parameters (M step, all from the data): each volunteer's ``p_fn_j``, ``lam_j`` and
 ``σ²_j`` are posterior means / modes under population priors (Beta, Gamma,
@@ -59,7 +69,9 @@ counts (empirical Bayes); the paper's table values enter only as weak
 hyper-priors of the population means (``eb_weight`` pseudo-trials). A volunteer
 with one classification therefore gets the population's skill. Counts are
 expected counts under the posteriors above (a label with p_fp = 0.9 is 0.1 of a
-true positive and 0.9 of a false one).
+true positive and 0.9 of a false one); misses are counted on strong objects. The
+rates ``rho`` and ``rho_w`` are detected objects over the detection exposure (the
+Poisson-thinning maximum-likelihood estimate), q_w a 1-D maximisation.
 
 Everything here is a vectorised function of per-box / per-classification arrays.
 """
