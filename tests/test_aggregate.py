@@ -319,3 +319,20 @@ def test_a_batch_without_any_cluster():
     assert len(r.labels) == 0
     assert (r.assignments.loc[r.assignments.x.notna(), "assignment"] == "dummy").all()
     assert r.subjects.loc[0, "n_clumps"] == 0
+
+
+def test_a_flat_config_file_is_checked_key_by_key(tmp_path):
+    """A typo in a flat settings file is an error naming the key, not silently ignored."""
+    from clumpscout.aggregate import load_config
+
+    good = tmp_path / "good.yaml"
+    good.write_text("p0_fn: 0.3\nseed: 4\n")
+    params, seed = load_config(good)
+    assert params.p0_fn == 0.3 and seed == 4
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("p0_fnn: 0.5\n")
+    with pytest.raises(InputError, match="p0_fnn"):
+        load_config(bad)
+    sectioned = tmp_path / "workflow.yaml"
+    sectioned.write_text("seed: 1\nsubsample: {n: [3]}\n")
+    assert load_config(sectioned)[0] == Params()

@@ -1701,10 +1701,10 @@ def load_config(path) -> tuple[Params, int | None]:
     seed = data.get("seed") if isinstance(data.get("seed"), int) else None
     if "aggregate" in data:
         section = data["aggregate"] or {}
-    elif set(data) <= {f.name for f in fields(Params)}:
-        section = data
-    else:
-        section = {}
+    elif any(isinstance(v, dict) for v in data.values()):
+        section = {}  # a workflow config without an aggregate section: the defaults
+    else:  # a flat file of aggregate settings (and perhaps the seed): every key is checked
+        section = {k: v for k, v in data.items() if k != "seed"}
     return Params.from_dict(section, path=path), seed
 
 
