@@ -2,7 +2,7 @@
 # Run:  snakemake --cores 2         Report:  snakemake --report results/report.html
 
 
-configfile: "config.yaml"
+configfile: f"{workflow.basedir}/config.yaml"
 
 
 include: "workflow/rules/common.smk"

@@ -150,6 +150,18 @@ def test_config_schema_rejects_bad_values(tmp_path, override, complaint):
     )
     assert r.returncode != 0
     assert complaint in (r.stdout + r.stderr)
+    # one line per problem, not the whole schema
+    assert len((r.stdout + r.stderr).splitlines()) < 30
+
+
+def test_a_partial_config_in_another_directory_extends_the_defaults(tmp_path):
+    """``-d elsewhere --configfile small.yaml`` reads the repository's config.yaml first."""
+    small = tmp_path / "small.yaml"
+    small.write_text("subsample: {n: [3]}\n")
+    args = ["-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"), "--configfile", str(small)]
+    r = _run([*SNAKEMAKE, *args], cwd=tmp_path)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert "aggregate" in r.stdout
 
 
 def test_config_defaults_follow_the_paper_tables():

@@ -1,10 +1,34 @@
 import hashlib
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 from snakemake.utils import validate
 
-validate(config, schema="../schemas/config.schema.yaml")
+
+def check_config(cfg):
+    """Validate the config; a bad key or value is reported in one line per problem
+    (snakemake's own message appends the whole schema)."""
+    import jsonschema
+    import yaml
+
+    schema_path = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+    schema = yaml.safe_load(schema_path.read_text())
+    validator = jsonschema.validators.validator_for(schema)(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.path])
+    if errors:
+        lines = [
+            f"  {'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
+            for e in errors[:20]
+        ]
+        raise WorkflowError(
+            f"invalid config ({len(errors)} problem(s); the schema is {schema_path}):\n"
+            + "\n".join(lines)
+        )
+    validate(cfg, schema="../schemas/config.schema.yaml")
+
+
+check_config(config)
 
 SRC = Path(workflow.basedir) / "src" / "clumpscout"
 RESULTS = "results"
