@@ -154,6 +154,17 @@ def test_config_schema_rejects_bad_values(tmp_path, override, complaint):
     assert len((r.stdout + r.stderr).splitlines()) < 30
 
 
+def test_a_misspelled_export_path_is_an_error_naming_the_key(tmp_path):
+    cfg = tmp_path / "export.yaml"
+    cfg.write_text("source: export\nexport: {classifications: nosuch.csv, subjects: s.csv}\n")
+    (tmp_path / "results" / "clicks").mkdir(parents=True)
+    (tmp_path / "results" / "clicks" / "clicks.parquet").write_text("an earlier run's output")
+    args = ["-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"), "--configfile", str(cfg)]
+    r = _run([*SNAKEMAKE, *args])
+    assert r.returncode != 0
+    assert "export.classifications: nosuch.csv is not a file" in r.stdout + r.stderr
+
+
 def test_a_partial_config_in_another_directory_extends_the_defaults(tmp_path):
     """``-d elsewhere --configfile small.yaml`` reads the repository's config.yaml first."""
     small = tmp_path / "small.yaml"

@@ -93,6 +93,31 @@ def agg_path(model, n, name):
     return f"{RESULTS}/aggregate/{model}/n{n}/{name}"
 
 
+def check_export_paths():
+    """With source: export, every configured export file must exist now: a misspelled path
+    would otherwise let outputs of an earlier run flow on unnoticed."""
+    if SIMULATED:
+        return
+    exp = section("export")
+    for key in ("classifications", "subjects"):
+        if not exp.get(key):
+            raise WorkflowError(f"config export.{key} must be set when source: export")
+    for key in ("classifications", "subjects", "catalogue", "expert_classifications"):
+        path = exp.get(key)
+        if (
+            path
+            and not str(path).startswith(f"{RESULTS}/")
+            and not Path(path).is_file()
+        ):
+            raise WorkflowError(
+                f"config export.{key}: {path} is not a file "
+                f"(a relative path is read from {Path.cwd()})"
+            )
+
+
+check_export_paths()
+
+
 def universe(name):
     return f"{RESULTS}/universe/{name}"
 
