@@ -171,3 +171,12 @@ def test_cli_writes_boxes_and_report(tmp_path):
     assert json.loads(rep.read_text())["n_subjects_short"] == 1
     assert main(["subsample", "--boxes", str(tmp_path / "nope.parquet"), "--n", "3", "--seed",
                  "1", "--out", str(out)]) == 2  # fmt: skip
+
+
+def test_n_beyond_what_most_subjects_hold_is_said_loudly(caplog):
+    boxes = make_boxes(TOY)
+    _, rep = draw_subsample(boxes, 3, seed=7)
+    assert rep["warnings"] == []  # one subject of three is short
+    _, rep = draw_subsample(boxes, 5, seed=7)  # subjects 2 and 3 are short
+    assert len(rep["warnings"]) == 1 and "67%" in rep["warnings"][0]
+    assert any("fewer than 5" in r.message for r in caplog.records)

@@ -166,6 +166,16 @@ def draw_subsample(
         report["n_subjects_short"],
         n,
     )
+    report["warnings"] = []
+    if len(per_subject) and short.mean() > 0.5:
+        msg = (
+            f"Z~_{n}: {short.mean():.0%} of the subjects have fewer than {n} classifications "
+            f"(median {np.median(per_subject):g}, max {per_subject.max()}): this subsample is "
+            "mostly the complete data, so its results repeat those of smaller n; drop such n "
+            "from subsample.n"
+        )
+        log.warning(msg)
+        report["warnings"].append(msg)
     return out, report
 
 
