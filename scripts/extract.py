@@ -5,7 +5,7 @@ from _common import main
 
 def _run(sm):
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.zooniverse import extract_clicks
+    from clumpscout.zooniverse import LIMIT_DEFAULTS, extract_clicks
 
     cfg = dict(sm.params.extract)
     clicks, report = extract_clicks(
@@ -17,6 +17,7 @@ def _run(sm):
         unusual_tools=cfg.get("unusual_tools", [1]),
         tools=cfg.get("tools"),
         missing_subjects=cfg.get("missing_subjects", "keep"),
+        limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
     )
     write_parquet(clicks, sm.output.clicks)
     write_json(report, sm.output.report)

@@ -130,9 +130,10 @@ def test_count_marks_deep_nesting_fails_as_json_does():
         count_marks(deep, "T1")
 
 
-def test_unhashable_task_type_fails_as_before():
-    with pytest.raises(TypeError):
-        count_marks('[{"task": "T1", "taskType": ["drawing"], "value": []}]', "T1")
+def test_a_task_type_that_is_not_a_string_is_not_drawing():
+    """As the reader decides (a list is no task type): no marks, and no TypeError."""
+    ann = '[{"task": "T1", "taskType": ["drawing"], "value": [{"x": 1, "y": 2}]}]'
+    assert count_marks(ann, "T1") == (0, 0)
 
 
 def test_fast_helpers_match_numpy_and_pandas():

@@ -29,11 +29,14 @@ module's own parsing of ``annotations``, with ``orjson`` when it is installed an
 for every other drawing task, and every row is put in one category by re-applying the reader's
 documented selection in its order (workflow, version, multiple subjects, repeated
 classification id; then kept when its classification is in boxes.parquet; otherwise a repeated
-volunteer-subject pair or, with ``missing_subjects: drop``, a subject missing from the subject
-export). The numbers the reader reports (clicks_report.json) are *compared* with these counts,
-never used in their place, except for the per-reason split of clicks the reader dropped inside
-kept classifications, whose total is checked against the ledger's own count. A row that fits no
-category is ``unexplained`` and unbalances the ledger.
+volunteer-subject pair, or the first classification (by created_at) of a pair the reader
+dropped: with ``missing_subjects: drop`` a subject missing from the subject export, else, read
+from the row's own JSON fields against the limits listed in the report, a flagged volunteer, a
+field too large or nested too deep, too many marks or a flag). The numbers the reader reports
+(clicks_report.json) are *compared* with these counts, never used in their place, except for
+the per-reason split of clicks the reader dropped inside kept classifications, whose total is
+checked against the ledger's own count. A row that fits no category is ``unexplained`` and
+unbalances the ledger.
 
 What counts as a click: an element of the value list of a drawing-task annotation (combo tasks
 unpacked). An annotation is a drawing one when its ``taskType`` says so (front-end monorepo) or,
@@ -49,11 +52,16 @@ n, the category and the file) and no output is written; every failing check is l
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import logging
+import math
+import re
 from array import array
 from collections import Counter
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -86,6 +94,12 @@ CLASSIFICATION_REASONS = (
     "duplicate_classification_id",
     "duplicate_volunteer_subject",
     "subject_missing_from_subjects_export",
+    "field_too_large",
+    "json_too_deep",
+    "too_many_marks",
+    "flagged_many_marks",
+    "flagged_too_fast",
+    "flagged_volunteer",
 )
 #: reasons for which the reader drops one click of a kept classification's clump task
 CLICK_REASONS = (
@@ -104,8 +118,10 @@ EXPORT_COLUMNS = (
     "workflow_id",
     "workflow_version",
     "subject_ids",
+    "created_at",
     "annotations",
 )
+JSON_FIELDS = ("annotations", "metadata", "subject_data")
 _BLOCK = 1 << 24
 
 
@@ -142,7 +158,9 @@ def drawing_marks(value: Any, task_type: Any = None) -> int | None:
     if not isinstance(value, list):
         return None
     if task_type is not None:
-        return len(value) if task_type in DRAWING_TASK_TYPES else None
+        return (
+            len(value) if isinstance(task_type, str) and task_type in DRAWING_TASK_TYPES else None
+        )
     dicts = [m for m in value if isinstance(m, dict)]
     if any("choice" in m for m in dicts):
         return None  # a survey task
@@ -232,7 +250,7 @@ def _count_texts(texts: list[str], clump_task: str | None, clump, other, ok) -> 
                     pass
             if counted is None:
                 counted = count(loads(text), clump_task)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
             c_app(0)
             o_app(0)
             k_app(0)
@@ -242,18 +260,22 @@ def _count_texts(texts: list[str], clump_task: str | None, clump, other, ok) -> 
             k_app(1)
 
 
-def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
+def read_export_marks(
+    path: str | Path, clump_task: str | None, block: int = _BLOCK
+) -> pd.DataFrame:
     """One row per export row: the selection columns (stripped strings) and the mark counts.
 
     Columns: row (1-based data row), classification_id, user_name, workflow_id,
-    workflow_version, subject_ids (str), clump_marks, other_marks (int64), json_ok (bool).
+    workflow_version, subject_ids, created_at (str), clump_marks, other_marks (int64), json_ok
+    (bool). ``block``: pyarrow's block size (a CSV record must fit in one).
     """
     path = Path(path)
-    read = pacsv.ReadOptions(block_size=_BLOCK)
+    read = pacsv.ReadOptions(block_size=block)
     parse = pacsv.ParseOptions(newlines_in_values=True)
+    raw = header_spelling(path, EXPORT_COLUMNS)
     convert = pacsv.ConvertOptions(
-        include_columns=list(EXPORT_COLUMNS),
-        column_types={c: pa.string() for c in EXPORT_COLUMNS},
+        include_columns=raw,
+        column_types={c: pa.string() for c in raw},
         strings_can_be_null=False,
         quoted_strings_can_be_null=False,
     )
@@ -265,10 +287,11 @@ def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
         reader = pacsv.open_csv(
             path, read_options=read, parse_options=parse, convert_options=convert
         )
-        for batch in progress(reader, desc="ledger", total=None):
+        for raw_batch in progress(reader, desc="ledger", total=None):
+            batch = raw_batch.rename_columns(list(EXPORT_COLUMNS))
             _count_texts(batch.column("annotations").to_pylist(), clump_task, clump, other, ok)
             light.append(batch.drop_columns(["annotations"]))
-    except (OSError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
+    except (OSError, KeyError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
         raise InputError(f"cannot read the classification export: {exc}", path=path) from None
     names = [c for c in EXPORT_COLUMNS if c != "annotations"]
     if light:
@@ -282,6 +305,24 @@ def read_export_marks(path: str | Path, clump_task: str | None) -> pd.DataFrame:
     df["other_marks"] = np.frombuffer(other, dtype=np.int64) if n else np.zeros(0, np.int64)
     df["json_ok"] = np.frombuffer(ok, dtype=np.int8).astype(bool) if n else np.zeros(0, bool)
     return df
+
+
+def header_spelling(path: str | Path, names) -> list[str]:
+    """The header's own spelling of ``names`` in a CSV file, which the reader matches without
+    surrounding blanks (the first of repeated names); ``names`` when the header is unreadable."""
+    limit = csv.field_size_limit(1 << 62)
+    try:
+        with open(path, "rb") as fh:
+            text = fh.readline(1 << 22).decode("utf-8").removeprefix("\ufeff")
+        header = next(csv.reader(io.StringIO(text, newline="")), [])
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return list(names)
+    finally:
+        csv.field_size_limit(limit)
+    spelling: dict[str, str] = {}
+    for h in header:
+        spelling.setdefault(h.strip(), h)
+    return [spelling.get(n, n) for n in names]
 
 
 def _unique_sorted(values: np.ndarray) -> np.ndarray:
@@ -299,18 +340,20 @@ def _run_lengths(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return values[starts], np.diff(np.append(starts, len(values)))
 
 
-def _read_subject_ids(path: str | Path) -> np.ndarray:
+def _read_subject_ids(path: str | Path, block: int = _BLOCK) -> np.ndarray:
+    name = header_spelling(path, ["subject_id"])[0]
     try:
         tab = pacsv.read_csv(
             path,
+            read_options=pacsv.ReadOptions(block_size=block),
             parse_options=pacsv.ParseOptions(newlines_in_values=True),
             convert_options=pacsv.ConvertOptions(
-                include_columns=["subject_id"], column_types={"subject_id": pa.string()}
+                include_columns=[name], column_types={name: pa.string()}
             ),
         )
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
         raise InputError(f"cannot read the subject export: {exc}", path=path) from None
-    ids = pd.to_numeric(pd.Series(tab.column("subject_id").to_pylist()).str.strip(), "coerce")
+    ids = pd.to_numeric(pd.Series(tab.column(name).to_pylist()).str.strip(), "coerce")
     return np.unique(ids.dropna().to_numpy(dtype=np.int64))
 
 
@@ -359,14 +402,16 @@ def classify_rows(
     report: dict,
     kept_ids: np.ndarray,
     subject_ids: np.ndarray | None,
+    row_checks=None,
 ) -> np.ndarray:
     """The category of every export row: "kept", a reader drop reason or "unexplained".
 
     Re-applies the reader's documented selection order (clumpscout.zooniverse): workflow,
     version, several subjects, repeated classification id (first row in file order kept); a row
     that survives these is "kept" when its classification id is in ``kept_ids`` (boxes.parquet);
-    otherwise it is a repeat of a volunteer-subject pair or (``missing_subjects: drop``) a
-    subject missing from the subject export ``subject_ids``.
+    otherwise its volunteer-subject pair decides (:func:`_classify_pairs`). ``row_checks``
+    (rows -> DataFrame of :func:`read_row_checks`) reads the JSON fields of the rows that need
+    it; without it no limit or flag reason is found.
     """
     n = len(marks)
     cat = np.full(n, "", dtype=object)
@@ -394,27 +439,165 @@ def classify_rows(
     cat[kept] = "kept"
     rest = np.flatnonzero(cat == "")
     if len(rest):
-        users = marks["user_name"].to_numpy(dtype=object)
-        rest_pairs = pd.MultiIndex.from_arrays([users[rest], sid[rest]])
-        repeat = rest_pairs.isin(pd.MultiIndex.from_arrays([users[kept], sid[kept]]))
-        missing_mode = report.get("missing_subjects") == "drop" and subject_ids is not None
-        known = set() if subject_ids is None else {float(s) for s in subject_ids}
-        seen: set = set()
-        for k, i in enumerate(rest):
-            if repeat[k]:
-                cat[i] = "duplicate_volunteer_subject"
-            elif missing_mode and float(sid[i]) not in known:
-                # the first of a pair is the missing-subject drop, later ones are repeats
-                p = rest_pairs[k]
-                cat[i] = (
-                    "duplicate_volunteer_subject"
-                    if p in seen
-                    else "subject_missing_from_subjects_export"
-                )
-                seen.add(p)
-            else:
-                cat[i] = UNEXPLAINED
+        cat[rest] = _classify_pairs(marks, rest, kept, cid, sid, report, subject_ids, row_checks)
     return cat
+
+
+def _created_ns(values: np.ndarray) -> np.ndarray:
+    """``created_at`` texts ("2018-04-19 15:16:12 UTC" or ISO 8601) -> int64 ns (NaT: max)."""
+    text = pd.Series(values, dtype=object).astype(str).str.replace(r"\s*UTC$", "", regex=True)
+    t = pd.to_datetime(text, format="ISO8601", utc=True, errors="coerce")
+    bad = t.isna()
+    if bad.any():
+        t[bad] = pd.to_datetime(text[bad], format="%Y-%m-%d %H:%M:%S", utc=True, errors="coerce")
+    ns = t.dt.tz_convert("UTC").to_numpy(dtype="datetime64[ns]").view(np.int64).copy()
+    ns[t.isna().to_numpy()] = np.iinfo(np.int64).max
+    return ns
+
+
+def _classify_pairs(marks, rest, kept, cid, sid, report, subject_ids, row_checks) -> np.ndarray:
+    """Categories of ``rest``: rows past the first selections whose classification was not kept.
+
+    The reader keeps the first classification of each volunteer-subject pair (by created_at,
+    then classification id) and drops the others as repeats; so a row of a pair with a kept row
+    is a repeat, and in a pair without one the first row carries the reason the pair's
+    classification was dropped (:func:`_pair_reasons`) and the others are repeats.
+    """
+    users = marks["user_name"].to_numpy(dtype=object)
+    pairs = pd.MultiIndex.from_arrays([users[rest], sid[rest]])
+    repeat = pairs.isin(pd.MultiIndex.from_arrays([users[kept], sid[kept]]))
+    out = np.full(len(rest), "duplicate_volunteer_subject", dtype=object)
+    cand = np.flatnonzero(~repeat)
+    if len(cand) == 0:
+        return out
+    rows = rest[cand]
+    user_code = pd.factorize(users[rows])[0]
+    t = _created_ns(marks["created_at"].to_numpy(dtype=object)[rows])
+    order = np.lexsort((cid[rows], t, sid[rows], user_code))
+    new_pair = np.ones(len(order), dtype=bool)
+    new_pair[1:] = (user_code[order][1:] != user_code[order][:-1]) | (
+        sid[rows][order][1:] != sid[rows][order][:-1]
+    )
+    first = cand[order[new_pair]]
+    out[first] = _pair_reasons(marks, rest[first], sid, report, subject_ids, row_checks)
+    return out
+
+
+def _pair_reasons(marks, rows, sid, report, subject_ids, row_checks) -> np.ndarray:
+    """Why the reader dropped each of ``rows`` (the first row of its volunteer-subject pair):
+    a subject missing from the subject export, then (reading the row's JSON) a flagged
+    volunteer, a limit (field size, nesting, marks) or a flag; else unexplained."""
+    out = np.full(len(rows), UNEXPLAINED, dtype=object)
+    if report.get("missing_subjects") == "drop" and subject_ids is not None:
+        miss = ~np.isin(sid[rows], np.asarray(subject_ids, dtype=float))
+        out[miss] = "subject_missing_from_subjects_export"
+    limits = report.get("limits")
+    todo = np.flatnonzero(out == UNEXPLAINED)
+    if not limits or row_checks is None or len(todo) == 0:
+        return out
+    r = rows[todo]
+    checks = row_checks(marks["row"].to_numpy()[r])
+    total = (marks["clump_marks"].to_numpy() + marks["other_marks"].to_numpy())[r]
+    reason = checks["limit"].to_numpy(dtype=object).copy()
+    reason[(reason == "") & (total > limits["max_marks"])] = "too_many_marks"
+    seconds = checks["seconds"].to_numpy(dtype=float)
+    many = total > limits["flag_marks"]
+    fast = ~many & (total > 0) & (seconds < total * limits["min_seconds_per_mark"])
+    flagged = (reason == "") & (many | fast)
+    mode = limits.get("drop_flagged", "none")
+    if mode == "classifications":
+        reason[flagged & many] = "flagged_many_marks"
+        reason[flagged & fast] = "flagged_too_fast"
+    elif mode == "volunteers":
+        users = marks["user_name"].to_numpy(dtype=object)[r]
+        reason[np.isin(users, users[flagged])] = "flagged_volunteer"
+    out[todo] = np.where(reason == "", UNEXPLAINED, reason)
+    return out
+
+
+# ------------------------------------------------------------------ reading rows' JSON fields
+
+#: a JSON string, or a bracket (an unterminated string runs to the end of the text)
+_TOKEN = re.compile(r'"(?:[^"\\]|\\.)*+"?|[\[\]{}]', re.S)
+
+
+def json_nesting(text: str) -> int:
+    """How deep arrays and objects nest in JSON ``text`` (brackets in strings do not count)."""
+    if "[" not in text and "{" not in text:
+        return 0
+    depth = deepest = 0
+    for m in _TOKEN.finditer(text):
+        t = m.group()
+        if t == "[" or t == "{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif t == "]" or t == "}":
+            depth -= 1
+    return deepest
+
+
+def seconds_taken(metadata_json: str | None) -> float:
+    """``finished_at - started_at`` (seconds) of a classification's metadata; NaN if unknown."""
+    try:
+        md = json.loads(metadata_json) if metadata_json else None
+        start = datetime.fromisoformat(md["started_at"])
+        end = datetime.fromisoformat(md["finished_at"])
+        return (end - start).total_seconds()
+    except (ValueError, TypeError, KeyError, OverflowError, RecursionError):
+        return math.nan
+
+
+def _row_limit(sizes: list[int], texts: list[str | None], limits: dict) -> str:
+    """The field-size or nesting limit a row's JSON fields break ("" for none)."""
+    if max(sizes) > limits["max_field_bytes"]:
+        return "field_too_large"
+    if max(json_nesting(t) if t else 0 for t in texts) > limits["max_json_depth"]:
+        return "json_too_deep"
+    return ""
+
+
+def read_row_checks(path: str | Path, rows: np.ndarray, limits: dict, block: int) -> pd.DataFrame:
+    """For export ``rows`` (1-based, sorted or not): the limit each breaks ("" for none:
+    "field_too_large", "json_too_deep") and its duration in seconds (NaN when unknown).
+
+    Streams the JSON fields once; a field over the size limit is never turned into text.
+    """
+    want = {int(r): i for i, r in enumerate(rows)}
+    limit = np.full(len(rows), "", dtype=object)
+    seconds = np.full(len(rows), np.nan)
+    read = pacsv.ReadOptions(block_size=block)
+    parse = pacsv.ParseOptions(newlines_in_values=True)
+    raw = header_spelling(path, JSON_FIELDS)
+    convert = pacsv.ConvertOptions(
+        include_columns=raw,
+        include_missing_columns=True,
+        column_types={c: pa.string() for c in raw},
+    )
+    offset = 0
+    try:
+        reader = pacsv.open_csv(
+            path, read_options=read, parse_options=parse, convert_options=convert
+        )
+        for batch in reader:
+            first, offset = offset, offset + batch.num_rows
+            here = [r for r in want if first < r <= offset]  # 1-based rows in this batch
+            if not here:
+                continue
+            take = pa.array([r - 1 - first for r in here], pa.int64())
+            cols = [batch.column(c).cast(pa.string()).take(take) for c in raw]
+            sizes = [pc.fill_null(pc.binary_length(c), 0).to_pylist() for c in cols]
+            for j, r in enumerate(here):
+                i = want[r]
+                row_sizes = [s[j] for s in sizes]
+                if max(row_sizes) > limits["max_field_bytes"]:
+                    limit[i] = "field_too_large"
+                    continue
+                texts = [c[j].as_py() for c in cols]
+                limit[i] = _row_limit(row_sizes, texts, limits)
+                seconds[i] = seconds_taken(texts[1])
+    except (OSError, KeyError, pa.ArrowInvalid, UnicodeDecodeError) as exc:
+        raise InputError(f"cannot read the classification export: {exc}", path=path) from None
+    return pd.DataFrame({"limit": limit, "seconds": seconds})
 
 
 @dataclass
@@ -494,15 +677,19 @@ def export_ledger(
     """Account for the export's clicks down to the box rows (the part shared by every n)."""
     path = Path(classifications_csv)
     clump_task = report.get("clump_task")
+    limits = report.get("limits") or {}
+    block = max(_BLOCK, 2 * int(limits.get("max_field_bytes", 0)))
     with timed(f"ledger: counting the clicks of {path.name}", log):
-        marks = read_export_marks(path, clump_task)
+        marks = read_export_marks(path, clump_task, block)
     subject_ids = None
     if report.get("missing_subjects") == "drop" and subjects_csv is not None:
-        subject_ids = _read_subject_ids(subjects_csv)
+        subject_ids = _read_subject_ids(subjects_csv, block)
     box_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
     has_xy = boxes["x1"].notna().to_numpy()
     kept_ids = _unique_sorted(np.sort(box_cid))
-    cat = classify_rows(marks, report, kept_ids, subject_ids)
+    cat = classify_rows(
+        marks, report, kept_ids, subject_ids, lambda r: read_row_checks(path, r, limits, block)
+    )
     marks["category"] = cat
     marks["clicks"] = marks["clump_marks"] + marks["other_marks"]
 

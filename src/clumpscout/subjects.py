@@ -276,12 +276,12 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
         header = read_header(path)
         try:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
-        except UnicodeDecodeError:
+        except (UnicodeDecodeError, pd.errors.ParserError, ValueError) as exc:
             from clumpscout.zooniverse import locate_csv_problem
 
             row, problem = locate_csv_problem(path, len(header))
-            raise InputError(f"bad CSV row: {problem}", path=path, row=row) from None
-        except (pd.errors.ParserError, ValueError) as exc:
+            if row >= 0:
+                raise InputError(f"bad CSV row: {problem}", path=path, row=row) from None
             raise InputError(f"cannot read the catalogue: {exc}", path=path) from None
     if len(df) == 0:
         raise InputError("the catalogue has no rows", path=path)
@@ -433,18 +433,18 @@ def _from_catalogue(
         ]
         raise InputError(
             f"catalogue lacks {', '.join(missing)}: expected {_expected()} (case-insensitive); "
-            f"found: {', '.join(map(str, cols))}",
+            f"found: {', '.join(map(str, cols))[:300]}",
             path=path,
             row=0,
         )
     n = len(cat)
     rows = np.arange(1, n + 1)
     sid_num = pd.to_numeric(cat[sid_col].astype(str).str.strip(), errors="coerce").to_numpy()
-    bad = np.isnan(sid_num) | (sid_num != np.round(sid_num))
+    bad = ~(np.abs(sid_num) < 2**62) | (sid_num != np.round(sid_num))  # NaN, inf, huge: bad
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
-            f"subject_id {cat[sid_col].iloc[i]!r} is not an integer", path=path, row=i + 1
+            f"subject_id {str(cat[sid_col].iloc[i])[:60]!r} is not an integer", path=path, row=i + 1
         )
     sid = sid_num.astype(np.int64)
     dup = pd.Series(sid).duplicated().to_numpy()
@@ -452,9 +452,12 @@ def _from_catalogue(
         i = int(np.flatnonzero(dup)[0])
         raise InputError(f"subject {sid[i]} appears twice in the catalogue", path=path, row=i + 1)
     r90 = _numeric(cat[r90_col], r90_col, path)
-    if np.isnan(r90).any():
-        i = int(np.flatnonzero(np.isnan(r90))[0])
-        raise InputError(f"no R90 ({r90_col}) for subject {sid[i]}", path=path, row=i + 1)
+    unusable = ~(np.abs(r90) < 1e6)  # NaN, inf or absurd (arcsec): no cutout side
+    if unusable.any():
+        i = int(np.flatnonzero(unusable)[0])
+        raise InputError(
+            f"no R90 ({r90_col} = {r90[i]}) for subject {sid[i]}", path=path, row=i + 1
+        )
     n_unmeasured = int((r90 <= 0).sum())
     if n_unmeasured:
         log.warning(

@@ -49,6 +49,22 @@ Decisions (each drop is counted by reason in the report, nothing is dropped sile
   default (``missing_subjects="keep"``: the classifications are real; the boxes stage then names
   them if the subjects table has no PSF for them) and counted; ``"drop"`` drops their
   classifications (``subject_missing_from_subjects_export``).
+- **Limits** (``limits``, config ``extract``, listed in the report): a kept classification
+  whose ``annotations``, ``metadata`` or ``subject_data`` is larger than ``max_field_bytes``
+  (``field_too_large``; the field is never turned into Python text) or nests arrays and
+  objects deeper than ``max_json_depth`` (``json_too_deep``; checked before parsing, so no
+  parser recurses deeper), or that holds more than ``max_marks`` marks over every drawing task
+  (``too_many_marks``), is dropped. These drops come after the de-duplication (only selected
+  rows are parsed); the first rows of each are listed in ``dropped_over_limits``. A CSV record
+  longer than the read block (twice ``max_field_bytes``, at least 16 MiB) and a subject export
+  metadata field beyond a limit are :class:`InputError` naming the row and the limit.
+- **Bots and floods.** A classification with more than ``flag_marks`` marks is flagged
+  ``many_marks``; one finished (``metadata`` ``finished_at - started_at``) in less than
+  ``min_seconds_per_mark`` seconds per mark ``too_fast``. The report's ``flagged`` section counts
+  them and lists examples and their volunteers. ``drop_flagged``: ``none`` keeps them,
+  ``classifications`` drops them (``flagged_many_marks``, ``flagged_too_fast``), ``volunteers``
+  drops every selected classification of a volunteer with a flagged one (``flagged_volunteer``,
+  before the limits: the JSON of the others is parsed again).
 - **Bad input** (missing columns, empty export, bytes that are not UTF-8, a CSV row with the
   wrong number of fields, malformed JSON in ``annotations``/``metadata``/``subject_data`` of a
   selected row, ids that are not integers, unparseable ``created_at``) raises
@@ -72,10 +88,12 @@ import io
 import json
 import logging
 import math
+import re
 import time
 from array import array
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,6 +171,109 @@ CLICK_COLUMNS = (
 MISSING_SUBJECTS = ("keep", "drop")
 _BATCH = 1 << 24  # pyarrow block size (bytes)
 
+#: limits on what one classification may hold, and the bot / flood flags (config ``extract``)
+LIMIT_DEFAULTS: dict[str, Any] = {
+    "max_json_depth": 64,  # nesting of a JSON field (annotations, metadata, subject_data)
+    "max_field_bytes": 10_000_000,  # bytes of one JSON field
+    "max_marks": 1000,  # marks of every drawing task in one classification
+    "flag_marks": 300,  # more marks than this: flagged "many_marks"
+    "min_seconds_per_mark": 0.1,  # finished faster than this per mark: flagged "too_fast"
+    "drop_flagged": "none",  # none | classifications | volunteers
+}
+DROP_FLAGGED = ("none", "classifications", "volunteers")
+#: classification drops decided while parsing the JSON (after the de-duplication)
+LIMIT_REASONS = ("field_too_large", "json_too_deep", "too_many_marks")
+FLAG_REASONS = ("flagged_many_marks", "flagged_too_fast", "flagged_volunteer")
+FLAGS = ("", "many_marks", "too_fast")  # the flags of a classification (code 0: none)
+_EXAMPLES = 100  # rows listed in the report per kind
+
+
+# --------------------------------------------------------------------------- limits
+
+
+def check_limits(limits: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """:data:`LIMIT_DEFAULTS` updated with ``limits`` (None values: the default).
+
+    Unknown keys or bad values raise :class:`InputError`.
+    """
+    out = dict(LIMIT_DEFAULTS)
+    for key, value in (limits or {}).items():
+        if key not in out:
+            raise InputError(f"unknown extract limit {key!r} (known: {', '.join(out)})")
+        if value is not None:
+            out[key] = value
+    for key in ("max_json_depth", "max_field_bytes", "max_marks", "flag_marks"):
+        v = out[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1:
+            raise InputError(f"extract.{key} must be a positive integer, got {v!r}")
+    v = out["min_seconds_per_mark"]
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not v >= 0:
+        raise InputError(f"extract.min_seconds_per_mark must be a number >= 0, got {v!r}")
+    out["min_seconds_per_mark"] = float(v)
+    if out["drop_flagged"] not in DROP_FLAGGED:
+        raise InputError(
+            f"extract.drop_flagged must be one of {', '.join(DROP_FLAGGED)}, "
+            f"got {out['drop_flagged']!r}"
+        )
+    return out
+
+
+def block_size(max_field_bytes: int) -> int:
+    """pyarrow's CSV block size: a CSV record must fit in one block (larger ones are an error
+    naming the row), so that a field twice the field limit can still be read and dropped."""
+    return max(_BATCH, 2 * int(max_field_bytes))
+
+
+#: a JSON string (an unterminated one runs to the end of the text); linear time
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.|\\\Z)*+(?:"|\Z)', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def json_depth_exceeds(text: str, limit: int) -> bool:
+    """Does JSON ``text`` nest arrays and objects more than ``limit`` deep? (without parsing)
+
+    Brackets inside strings do not count. For text that is not JSON the answer bounds the depth
+    a parser reaches before it fails, so text for which this is False never makes a parser
+    recurse deeper than ``limit``.
+    """
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    skeleton = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+    if len(skeleton) <= limit:
+        return False
+    b = np.frombuffer(skeleton.encode("ascii"), dtype=np.uint8)
+    steps = np.where((b == 91) | (b == 123), 1, -1)
+    return int(np.cumsum(steps).max()) > limit
+
+
+def _short(value: Any, n: int = 60) -> str:
+    """``repr`` of a value for an error line, cut to about ``n`` characters."""
+    text = repr(value)
+    return text if len(text) <= n else text[: n - 3] + "..."
+
+
+def duration_seconds(md: Any) -> float:
+    """``finished_at - started_at`` of classification metadata in seconds (NaN when unknown)."""
+    if not isinstance(md, dict):
+        return math.nan
+    start, end = md.get("started_at"), md.get("finished_at")
+    if type(start) is not str or type(end) is not str:
+        return math.nan
+    try:
+        return (datetime.fromisoformat(end) - datetime.fromisoformat(start)).total_seconds()
+    except (ValueError, TypeError, OverflowError):
+        return math.nan
+
+
+def flag_of(marks: int, seconds: float, limits: Mapping[str, Any]) -> str | None:
+    """The flag of a classification with ``marks`` marks made in ``seconds`` (NaN: unknown,
+    never too fast): "many_marks", "too_fast" or None."""
+    if marks > limits["flag_marks"]:
+        return "many_marks"
+    if marks and seconds < marks * limits["min_seconds_per_mark"]:
+        return "too_fast"
+    return None
+
 
 # --------------------------------------------------------------------------- CSV helpers
 
@@ -178,8 +299,20 @@ def _bad_json(path: object, row: int, column: str, text: str) -> InputError:
     return InputError(f"malformed JSON in column {column!r}: {msg}", path=path, row=row)
 
 
-def read_header(path: str | Path) -> list[str]:
-    """The header fields of a CSV file; :class:`InputError` if missing, empty or not UTF-8."""
+class _no_field_limit:  # noqa: N801 - used as a context manager
+    """Lift the csv module's field size limit (128 KB) for a while."""
+
+    def __enter__(self) -> None:
+        self.old = csv.field_size_limit()
+        csv.field_size_limit(max(self.old, 1 << 62))
+
+    def __exit__(self, *exc: object) -> None:
+        csv.field_size_limit(self.old)
+
+
+def read_header(path: str | Path, strip: bool = True) -> list[str]:
+    """The header fields of a CSV file (``strip``: without surrounding blanks);
+    :class:`InputError` if missing, empty or not UTF-8."""
     path = Path(path)
     if not path.is_file():
         raise InputError("no such file", path=path)
@@ -193,11 +326,21 @@ def read_header(path: str | Path) -> list[str]:
         text = head.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError(f"the header is not UTF-8 ({exc.reason})", path=path, row=0) from None
-    try:
-        header = next(csv.reader(io.StringIO(text)))
+    try:  # newline="": a header ending in CR (old Mac line ends) is read too
+        with _no_field_limit():
+            header = next(csv.reader(io.StringIO(text, newline="")))
     except (StopIteration, csv.Error) as exc:
         raise InputError(f"cannot read the CSV header: {exc}", path=path, row=0) from None
-    return [h.strip() for h in header]
+    return [h.strip() for h in header] if strip else header
+
+
+def _raw_names(path: str | Path, columns: list[str]) -> list[str]:
+    """The header's own spelling of ``columns`` (names compared without surrounding blanks;
+    the first of repeated names)."""
+    spelling: dict[str, str] = {}
+    for h in read_header(path, strip=False):
+        spelling.setdefault(h.strip(), h)
+    return [spelling.get(c, c) for c in columns]
 
 
 class _BadBytes(Exception):
@@ -215,37 +358,63 @@ def _decoded_lines(fh: Iterable[bytes]) -> Iterable[str]:
             raise _BadBytes(exc.reason) from None
 
 
-def locate_csv_problem(path: str | Path, expected_fields: int | None = None) -> tuple[int, str]:
-    """Find the first data row that is not valid UTF-8 or has the wrong number of fields.
+def locate_csv_problem(
+    path: str | Path, expected_fields: int | None = None, max_record: int | None = None
+) -> tuple[int, str]:
+    """Find the first data row that is not valid UTF-8, has the wrong number of fields or
+    (``max_record``) is longer than ``max_record`` characters.
 
     Slow (pure Python), only used on the error path to name the row. Returns (row, problem);
     row 0 is the header, data rows count from 1; (-1, "") if nothing is found.
     """
     row = -1
-    with open(path, "rb") as fh:
-        try:
+    try:
+        with open(path, "rb") as fh, _no_field_limit():
             for row, rec in enumerate(csv.reader(_decoded_lines(fh))):
                 if row == 0:
                     expected_fields = expected_fields or len(rec)
                 elif rec and len(rec) != expected_fields:
                     return row, f"expected {expected_fields} fields, found {len(rec)}"
-        except _BadBytes as exc:
-            return row + 1, f"bytes that are not UTF-8 ({exc})"
-        except csv.Error as exc:
-            return row + 1, f"CSV syntax error ({exc})"
-    return -1, ""
+                if max_record is not None and sum(map(len, rec)) + len(rec) > max_record:
+                    return row, f"the record is longer than the {max_record:,}-byte read block"
+    except _BadBytes as exc:
+        return row + 1, f"bytes that are not UTF-8 ({exc})"
+    except csv.Error as exc:
+        return row + 1, f"CSV syntax error ({_short(str(exc), 200)})"
+    return _unterminated_quote(path), "a quoted field runs to the end of the file"
 
 
-def _csv_error(path: object, exc: Exception, n_fields: int | None = None) -> InputError:
-    row, problem = locate_csv_problem(path, n_fields)
+def _unterminated_quote(path: str | Path) -> int:
+    """The row whose quoted field never ends (it runs to the end of the file), else -1."""
+    row = -1
+    try:
+        with open(path, "rb") as fh, _no_field_limit():
+            for _ in csv.reader(_decoded_lines(fh), strict=True):
+                row += 1
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            return row + 1
+    except _BadBytes:
+        pass
+    return -1
+
+
+def _csv_error(
+    path: object, exc: Exception, n_fields: int | None = None, block: int = _BATCH
+) -> InputError:
+    if "Empty CSV file" in str(exc):
+        return InputError("no rows (the file has only a header)", path=path)
+    row, problem = locate_csv_problem(path, n_fields, block if "straddl" in str(exc) else None)
     if row >= 0:
+        if "read block" in problem:
+            problem += " (the larger of 16 MiB and twice extract.max_field_bytes)"
         return InputError(f"bad CSV row: {problem}", path=path, row=row)
-    return InputError(f"cannot read the CSV file: {exc}", path=path)
+    return InputError(f"cannot read the CSV file: {_short(str(exc), 300)}", path=path)
 
 
-def _arrow_options(columns: Iterable[str]) -> tuple[Any, Any, Any]:
+def _arrow_options(columns: Iterable[str], block: int = _BATCH) -> tuple[Any, Any, Any]:
     cols = list(columns)
-    read = pacsv.ReadOptions(block_size=_BATCH, use_threads=True)
+    read = pacsv.ReadOptions(block_size=block, use_threads=True)
     parse = pacsv.ParseOptions(newlines_in_values=True)
     convert = pacsv.ConvertOptions(
         include_columns=cols,
@@ -256,18 +425,32 @@ def _arrow_options(columns: Iterable[str]) -> tuple[Any, Any, Any]:
     return read, parse, convert
 
 
-def read_columns(path: str | Path, columns: Iterable[str], n_fields: int) -> pa.Table:
-    """Read ``columns`` of a CSV as strings with pyarrow (bad rows -> InputError with row)."""
-    read, parse, convert = _arrow_options(columns)
+def _no_column(path: object, exc: KeyError) -> InputError:
+    return InputError(f"cannot find a column in the header: {_short(str(exc), 200)}", path, 0)
+
+
+def read_columns(
+    path: str | Path, columns: Iterable[str], n_fields: int, block: int = _BATCH
+) -> pa.Table:
+    """Read ``columns`` of a CSV as strings with pyarrow (bad rows -> InputError with row).
+
+    Column names are matched without surrounding blanks (as :func:`read_header` gives them).
+    """
+    cols = list(columns)
+    read, parse, convert = _arrow_options(_raw_names(path, cols), block)
     try:
-        return pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
+        tab = pacsv.read_csv(path, read_options=read, parse_options=parse, convert_options=convert)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise _csv_error(path, exc, n_fields) from None
+        raise _csv_error(path, exc, n_fields, block) from None
+    except KeyError as exc:  # pyarrow read the header otherwise
+        raise _no_column(path, exc) from None
+    return tab.rename_columns(cols)
 
 
-def iter_column_batches(path: str | Path, columns: Iterable[str], n_fields: int):
+def iter_column_batches(path: str | Path, columns: Iterable[str], n_fields: int, block=_BATCH):
     """Stream record batches of ``columns`` (strings); bad rows -> InputError with row."""
-    read, parse, convert = _arrow_options(columns)
+    cols = list(columns)
+    read, parse, convert = _arrow_options(_raw_names(path, cols), block)
     try:
         reader = pacsv.open_csv(
             path, read_options=read, parse_options=parse, convert_options=convert
@@ -277,9 +460,11 @@ def iter_column_batches(path: str | Path, columns: Iterable[str], n_fields: int)
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            yield batch
+            yield batch.rename_columns(cols)
     except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-        raise _csv_error(path, exc, n_fields) from None
+        raise _csv_error(path, exc, n_fields, block) from None
+    except KeyError as exc:
+        raise _no_column(path, exc) from None
 
 
 def _first_bad(mask: np.ndarray) -> int:
@@ -301,8 +486,12 @@ def to_int(
     arr = pc.utf8_trim_whitespace(arr)
     blank = pc.equal(arr, "")
     any_blank = bool(pc.any(blank).as_py() or False)
+    # Arrow's cast also reads hexadecimal ("0x10"): only plain decimals take the fast path
+    decimal = pc.or_(pc.match_substring_regex(arr, r"^[+-]?[0-9]+$"), blank)
     try:
-        if any_blank:
+        if not pc.all(decimal).as_py():
+            ints = None
+        elif any_blank:
             ints = pc.cast(pc.if_else(blank, pa.scalar(None, pa.string()), arr), pa.int64())
         else:
             ints = pc.cast(arr, pa.int64())
@@ -327,7 +516,7 @@ def to_int(
     if bad.any():
         i = _first_bad(bad)
         row = int(rows[i]) if rows is not None else i + 1
-        raise InputError(f"{column} {s.iloc[i]!r} is not an integer", path=path, row=row)
+        raise InputError(f"{column} {_short(s.iloc[i])} is not an integer", path=path, row=row)
     if nullable:
         return num
     return num.astype(np.int64)
@@ -346,7 +535,7 @@ def parse_created_at(arr: pa.ChunkedArray | pa.Array, path: object, rows: np.nda
         if t2.isna().any():
             i = int(np.flatnonzero(nat)[_first_bad(t2.isna().to_numpy())])
             raise InputError(
-                f"created_at {s.iloc[_first_bad(t2.isna().to_numpy())]!r} is not a date-time",
+                f"created_at {_short(s.iloc[_first_bad(t2.isna().to_numpy())])} is not a date-time",
                 path=path,
                 row=int(rows[i]),
             )
@@ -371,9 +560,9 @@ def _as_number(v: Any) -> float:
         return math.nan
     try:
         f = float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
-    return f if math.isfinite(f) and f > 0 else math.nan
+    return f if 0 < f < 2**31 else math.nan  # an image side in pixels (NaN, inf: unknown)
 
 
 def metadata_image_size(md: dict) -> tuple[float, float]:
@@ -405,31 +594,61 @@ def metadata_value(md: dict, names: Iterable[str]) -> Any:
     return None
 
 
-def read_subjects_export(path: str | Path) -> pd.DataFrame:
+def _check_subject_metadata(
+    path: object, rows: np.ndarray, metadata: pa.ChunkedArray, limits: Mapping[str, Any]
+) -> None:
+    """InputError naming the row and the limit for a metadata field too large."""
+    size = np.asarray(pc.binary_length(metadata).to_numpy(zero_copy_only=False), dtype=np.int64)
+    big = size > limits["max_field_bytes"]
+    if big.any():
+        i = _first_bad(big)
+        raise InputError(
+            f"metadata field of {int(size[i]):,} bytes is larger than the limit "
+            f"extract.max_field_bytes = {limits['max_field_bytes']:,}",
+            path=path,
+            row=int(rows[i]),
+        )
+
+
+def read_subjects_export(path: str | Path, limits: Mapping[str, Any] | None = None) -> pd.DataFrame:
     """A Zooniverse subject export -> one row per subject_id (first row of each subject).
 
     Columns: subject_id (int64), metadata (dict), image_width, image_height (float, NaN when the
     metadata does not say), ra, dec (float, NaN when absent), row (1-based data row).
     A subject appears once per subject set / workflow link in real exports; the first row wins.
+    A metadata field beyond ``limits`` (:func:`check_limits`: ``max_field_bytes``,
+    ``max_json_depth``) is an :class:`InputError` naming the row and the limit.
     """
+    limits = check_limits(limits)
     header = read_header(path)
     missing = [c for c in ("subject_id", "metadata") if c not in header]
     if missing:
         raise InputError(
             f"not a Zooniverse subject export: missing column(s) {', '.join(missing)} "
-            f"(found: {', '.join(header)})",
+            f"(found: {_short(', '.join(header), 300)})",
             path=path,
             row=0,
         )
-    tab = read_columns(path, ["subject_id", "metadata"], len(header))
+    tab = read_columns(
+        path, ["subject_id", "metadata"], len(header), block_size(limits["max_field_bytes"])
+    )
     if tab.num_rows == 0:
         raise InputError("no subjects (the file has only a header)", path=path)
     rows = np.arange(1, tab.num_rows + 1)
     sid = to_int(tab.column("subject_id"), "subject_id", path)
     first = np.sort(np.unique(sid, return_index=True)[1])
-    texts = tab.column("metadata").take(pa.array(first)).to_pylist()
+    metadata = tab.column("metadata").take(pa.array(first))
+    _check_subject_metadata(path, rows[first], metadata, limits)
+    texts = metadata.to_pylist()
     mds, ws, hs, ras, decs = [], [], [], [], []
+    depth = limits["max_json_depth"]
     for i, text in zip(first, texts, strict=True):
+        if json_depth_exceeds(text, depth):
+            raise InputError(
+                f"metadata nests deeper than the limit extract.max_json_depth = {depth}",
+                path=path,
+                row=int(rows[i]),
+            )
         try:
             md = _loads(text) if text.strip() else {}
         except ValueError:
@@ -460,7 +679,7 @@ def _as_float(v: Any) -> float:
         return math.nan
     try:
         return float(v)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return math.nan
 
 
@@ -488,14 +707,19 @@ def _available(wid: np.ndarray, ver: np.ndarray) -> dict[str, dict[str, int]]:
     return out
 
 
+def _first(items: list[str], n: int = 8) -> list[str]:
+    """The first ``n`` of ``items`` and how many more there are (for a one-line message)."""
+    return items[:n] + ([f"... {len(items) - n} more"] if len(items) > n else [])
+
+
 def _describe(avail: dict[str, dict[str, int]], only: str | None = None) -> str:
     parts = []
     for w, versions in avail.items():
         if only is not None and w != only:
             continue
-        vs = ", ".join(f"{v} ({n})" for v, n in versions.items())
-        parts.append(f"workflow {w}: versions {vs}")
-    return "; ".join(parts)
+        vs = ", ".join(_first([f"{v[:30]} ({n})" for v, n in versions.items()]))
+        parts.append(f"workflow {w[:30]}: versions {vs}")
+    return "; ".join(_first(parts))
 
 
 def select_workflow(
@@ -646,20 +870,119 @@ class _Collector:
         return out
 
 
+def _parse_json(
+    row: int,
+    texts: tuple[str, str, str | None],
+    too_large: bool,
+    limits: Mapping[str, Any],
+    path: object,
+) -> tuple[str | None, Any, Any]:
+    """(drop reason, annotations, metadata) of one row's JSON fields.
+
+    The reason is "field_too_large" or "json_too_deep" (nothing parsed) or None. Malformed
+    JSON and annotations that are not a list raise :class:`InputError`.
+    """
+    if too_large:
+        return "field_too_large", None, None
+    depth = limits["max_json_depth"]
+    if any(t and json_depth_exceeds(t, depth) for t in texts):
+        return "json_too_deep", None, None
+    parsed = []
+    for column, text in zip(("annotations", "metadata", "subject_data"), texts, strict=True):
+        if text is None or (not text and column != "annotations"):
+            parsed.append(None)
+            continue
+        try:
+            parsed.append(_loads(text))
+        except ValueError:
+            raise _bad_json(path, row, column, text) from None
+    ann, md = parsed[0], parsed[1]
+    if not isinstance(ann, list):
+        raise InputError(
+            f"annotations is a JSON {type(ann).__name__}, expected a list of tasks",
+            path=path,
+            row=row,
+        )
+    return None, ann, md
+
+
+def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
+    """(task, value, is drawing) of every annotation (combo tasks unpacked) and the number of
+    marks of every drawing task (the elements of their values)."""
+    items = []
+    n_marks = 0
+    for a in _flatten(ann):
+        task = a.get("task")
+        if type(task) is not str and task is not None:
+            task = str(task)
+        value = a.get("value")
+        drawing = _is_drawing(value, a.get("taskType"))
+        if drawing:
+            n_marks += len(value)
+        items.append((task, value, drawing))
+    return items, n_marks
+
+
+def _new_stats(n: int) -> dict[str, Any]:
+    """Pass-2 counters, and per kept row (``n``) its marks and duration (-1 / NaN: not read)."""
+    return {
+        "dropped_clicks": Counter(),
+        "other_task_clicks": Counter(),
+        "other_task_annotations": Counter(),
+        "tasks_seen": Counter(),
+        "empty_classifications": 0,
+        "classifications_emptied_by_drops": 0,
+        "dropped_classifications": Counter(),
+        "over_limits": [],  # (row, position, reason)
+        "flag": np.zeros(n, dtype=np.int8),  # index into FLAGS
+        "marks": np.full(n, -1, dtype=np.int64),
+        "seconds": np.full(n, np.nan),
+    }
+
+
+def _screen(
+    pos: int, row: int, ann: Any, md: Any, reason: str | None, limits: Mapping, stats: dict
+) -> list | None:
+    """The annotation items of a parsed row, or None when the row is dropped (counted)."""
+    items: list = []
+    if reason is None:
+        items, n_marks = _drawing_items(ann)
+        if n_marks > limits["max_marks"]:
+            reason = "too_many_marks"
+    if reason is not None:
+        stats["dropped_classifications"][reason] += 1
+        stats["over_limits"].append((row, pos, reason))
+        return None
+    seconds = duration_seconds(md)
+    stats["marks"][pos] = n_marks
+    stats["seconds"][pos] = seconds
+    flag = flag_of(n_marks, seconds, limits)
+    if flag is not None:
+        stats["flag"][pos] = FLAGS.index(flag)
+        if limits["drop_flagged"] == "classifications":
+            stats["dropped_classifications"][f"flagged_{flag}"] += 1
+            return None
+    return items
+
+
 def _parse_rows(
     coll: _Collector,
     positions: np.ndarray,
     rows: np.ndarray,
-    annotations: list[str],
-    metadata: list[str],
-    subject_data: list[str] | None,
+    texts: tuple[list[str], list[str], list[str] | None],
+    too_large: np.ndarray,
     subject_size: tuple[np.ndarray, np.ndarray],
     clump_task: str | None,
     tools: frozenset[int] | None,
+    limits: Mapping[str, Any],
     path: object,
     stats: dict,
 ) -> None:
-    """Parse the JSON of the kept rows of one batch and append their clicks to ``coll``."""
+    """Parse the JSON of the kept rows of one batch and append their clicks to ``coll``.
+
+    ``texts``: the annotations, metadata and subject_data (None: no such column) of the rows;
+    ``too_large``: rows with a field beyond ``limits["max_field_bytes"]`` (its text is "").
+    """
     c_row, c_task, c_tool, c_label = coll.row, coll.task, coll.tool, coll.label
     c_x, c_y, c_frame, c_w, c_h = coll.x, coll.y, coll.frame, coll.w, coll.h
     codes = coll.codes
@@ -668,49 +991,27 @@ def _parse_rows(
     other_ann: Counter = stats["other_task_annotations"]
     seen_tasks: Counter = stats["tasks_seen"]
     sub_w, sub_h = subject_size
+    annotations, metadata, subject_data = texts
     isfinite = math.isfinite
     nan = math.nan
     n_empty = n_emptied = 0
     for k in range(len(positions)):
         pos = int(positions[k])
-        text = annotations[k]
-        try:
-            ann = _loads(text)
-        except ValueError:
-            raise _bad_json(path, int(rows[k]), "annotations", text) from None
-        mtext = metadata[k]
-        try:
-            md = _loads(mtext) if mtext else None
-        except ValueError:
-            raise _bad_json(path, int(rows[k]), "metadata", mtext) from None
-        if subject_data is not None:
-            stext = subject_data[k]
-            if stext:
-                try:
-                    _loads(stext)
-                except ValueError:
-                    raise _bad_json(path, int(rows[k]), "subject_data", stext) from None
-        if not isinstance(ann, list):
-            raise InputError(
-                f"annotations is a JSON {type(ann).__name__}, expected a list of tasks",
-                path=path,
-                row=int(rows[k]),
-            )
+        row = int(rows[k])
+        reason, ann, md = _parse_json(
+            row,
+            (annotations[k], metadata[k], None if subject_data is None else subject_data[k]),
+            bool(too_large[k]),
+            limits,
+            path,
+        )
+        items = _screen(pos, row, ann, md, reason, limits, stats)
+        if items is None:
+            continue
         w0 = h0 = None
         n_kept = 0
         n_marks = 0
-        for a in _flatten(ann):
-            task = a.get("task")
-            if type(task) is not str and task is not None:
-                task = str(task)
-            value = a.get("value")
-            # a drawing task's marks (fast path for the common classic case, else _is_drawing)
-            if type(value) is list and (
-                not value or (type(value[0]) is dict and "choice" not in value[0])
-            ):
-                drawing = "taskType" not in a or _is_drawing(value, a["taskType"])
-            else:
-                drawing = _is_drawing(value, a.get("taskType"))
+        for task, value, drawing in items:
             if clump_task is not None and task != clump_task:
                 seen_tasks[str(task)] += 1
                 if drawing:
@@ -724,9 +1025,9 @@ def _parse_rows(
                 if not drawing:
                     raise InputError(
                         f"task {clump_task!r} is not a drawing task here (its value is "
-                        f"{str(value)[:60]!r}); check extract.clump_task",
+                        f"{_short(value)}); check extract.clump_task",
                         path=path,
-                        row=int(rows[k]),
+                        row=row,
                     )
             elif not drawing:
                 seen_tasks[str(task)] += 1
@@ -842,11 +1143,123 @@ def _parse_rows(
     stats["classifications_emptied_by_drops"] += n_emptied
 
 
+class _Pass2:
+    """Pass 2 of :func:`extract_clicks`: stream the JSON columns, parse the selected rows."""
+
+    def __init__(self, path, json_cols, n_fields, n_rows, clump_task, tools, limits) -> None:
+        self.path, self.json_cols, self.n_fields, self.n_rows = path, json_cols, n_fields, n_rows
+        self.clump_task, self.tools, self.limits = clump_task, tools, limits
+
+    def _texts(self, batch: pa.RecordBatch, take: pa.Array) -> tuple[tuple, np.ndarray]:
+        """The JSON texts of rows ``take`` of ``batch`` and which have a field over the size
+        limit (those fields are never turned into Python strings: their text is "")."""
+        cols = [batch.column(c).take(take) for c in self.json_cols]
+        too_large = np.zeros(len(take), dtype=bool)
+        for c in cols:
+            size = pc.binary_length(c).to_numpy(zero_copy_only=False)
+            too_large |= np.asarray(size, dtype=np.int64) > self.limits["max_field_bytes"]
+        if too_large.any():
+            cols = [pc.if_else(pa.array(too_large), "", c) for c in cols]
+        texts = [c.to_pylist() for c in cols]
+        return (texts[0], texts[1], texts[2] if len(texts) > 2 else None), too_large
+
+    def run(self, sel, rows_all, sub_w, sub_h) -> tuple[_Collector, dict]:
+        """The clicks and counters of the rows ``sel`` (positions in the file)."""
+        keep_all = np.full(self.n_rows, -1, dtype=np.int64)
+        keep_all[sel] = np.arange(len(sel))
+        stats = _new_stats(len(sel))
+        coll = _Collector()
+        offset = 0
+        block = block_size(self.limits["max_field_bytes"])
+        with timed(f"parsing annotations of {len(sel):,} classifications", log):
+            batches = iter_column_batches(self.path, self.json_cols, self.n_fields, block)
+            for batch in progress(batches, desc="extract", total=None):
+                n = batch.num_rows
+                pos = keep_all[offset : offset + n]
+                inb = np.flatnonzero(pos >= 0)
+                offset += n
+                if len(inb) == 0:
+                    continue
+                texts, too_large = self._texts(batch, pa.array(inb))
+                p = pos[inb]
+                _parse_rows(
+                    coll,
+                    p,
+                    rows_all[offset - n + inb],
+                    texts,
+                    too_large,
+                    (sub_w[p], sub_h[p]),
+                    self.clump_task,
+                    self.tools,
+                    self.limits,
+                    self.path,
+                    stats,
+                )
+        if offset != self.n_rows:  # pragma: no cover - the two passes must agree
+            raise InputError(
+                f"read {offset} rows in pass 2 but {self.n_rows} in pass 1", path=self.path
+            )
+        return coll, stats
+
+
+def _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits) -> dict[str, Any]:
+    """The bot / flood section of the report: flagged classifications and their volunteers.
+
+    Arrays are per selected row (the positions of ``stats``).
+    """
+    flag = stats["flag"]
+    pos = np.flatnonzero(flag)
+    kinds = np.bincount(flag, minlength=len(FLAGS))
+    marks, seconds = stats["marks"], stats["seconds"]
+    parsed = marks >= 0
+    out: dict[str, Any] = {
+        "action": limits["drop_flagged"],
+        "classifications": {k: int(kinds[FLAGS.index(k)]) for k in FLAGS[1:]},
+        "classifications_duration_unknown": int((parsed & np.isnan(seconds)).sum()),
+        "examples": [
+            {
+                "row": int(rows[i]),
+                "classification_id": int(cid[i]),
+                "subject_id": int(sid[i]),
+                "volunteer": str(vol_names[vol_code[i]]),
+                "flag": FLAGS[flag[i]],
+                "marks": int(marks[i]),
+                "seconds": None if np.isnan(seconds[i]) else round(float(seconds[i]), 3),
+            }
+            for i in pos[:_EXAMPLES]
+        ],
+    }
+    vols, n_flagged = np.unique(vol_code[pos], return_counts=True)
+    order = np.lexsort((vols, -n_flagged))
+    out["volunteers"] = int(len(vols))
+    out["volunteer_list"] = []
+    for v, nf in zip(vols[order][:_EXAMPLES], n_flagged[order][:_EXAMPLES], strict=True):
+        mine = parsed & (vol_code == v)
+        out["volunteer_list"].append(
+            {
+                "volunteer": str(vol_names[v]),
+                "classifications": int(mine.sum()),
+                "flagged": int(nf),
+                "marks": int(marks[mine].sum()),
+                "max_marks": int(marks[mine].max()),
+            }
+        )
+    return out
+
+
+def _over_limits(over: list[tuple[int, int, str]], cid: np.ndarray) -> list[dict[str, Any]]:
+    """The first rows dropped for a limit (row, classification id, reason) for the report."""
+    return [
+        {"row": int(row), "classification_id": int(cid[pos]), "reason": reason}
+        for row, pos, reason in sorted(over)[:_EXAMPLES]
+    ]
+
+
 def _coord(v: Any) -> float | None:
     if isinstance(v, bool) or v is None:
         return None
     if isinstance(v, int):
-        return float(v)
+        return float(v) if -(2**1000) < v < 2**1000 else math.inf  # beyond float: infinite
     if isinstance(v, str):
         try:
             return float(v)
@@ -867,17 +1280,20 @@ def extract_clicks(
     unusual_tools: Iterable[int] | None = (1,),
     tools: Iterable[int] | None = None,
     missing_subjects: str = "keep",
+    limits: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Read a Zooniverse classification export into the tidy clicks table (contract 2).
 
-    Parameters follow the ``extract`` config section; see the module docstring for every
-    decision. Returns ``(clicks, report)``; ``report`` counts every dropped classification and
-    click by reason and is JSON-serialisable.
+    Parameters follow the ``extract`` config section (``limits``: its keys of
+    :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. Returns
+    ``(clicks, report)``; ``report`` counts every dropped classification and click by reason and
+    is JSON-serialisable.
     """
     t_start = time.perf_counter()
     path = Path(classifications_csv)
     if missing_subjects not in MISSING_SUBJECTS:
         raise InputError(f"missing_subjects must be one of {MISSING_SUBJECTS}")
+    limits = check_limits(limits)
     unusual = frozenset(int(t) for t in (unusual_tools or ()))
     tool_set = None if tools is None else frozenset(int(t) for t in tools)
     if clump_task is not None:
@@ -891,7 +1307,7 @@ def extract_clicks(
     if missing:
         raise InputError(
             f"not a Zooniverse classification export: missing column(s) {', '.join(missing)} "
-            f"(found: {', '.join(h or '<unnamed>' for h in header)})",
+            f"(found: {_short(', '.join(h or '<unnamed>' for h in header), 300)})",
             path=path,
             row=0,
         )
@@ -899,7 +1315,9 @@ def extract_clicks(
 
     # ---- pass 1: the small columns of every row -> selection and de-duplication
     with timed(f"reading {path.name} (selection columns)", log):
-        light = read_columns(path, LIGHT_COLUMNS, len(header))
+        light = read_columns(
+            path, LIGHT_COLUMNS, len(header), block_size(limits["max_field_bytes"])
+        )
     n_rows = light.num_rows
     if n_rows == 0:
         raise InputError("no classifications (the file has only a header)", path=path)
@@ -958,7 +1376,7 @@ def extract_clicks(
     missing_report: dict[str, Any] = {"count": 0, "classifications": 0, "examples": []}
     if subjects_csv is not None:
         with timed(f"reading subject export {Path(subjects_csv).name}", log):
-            subjects = read_subjects_export(subjects_csv)
+            subjects = read_subjects_export(subjects_csv, limits)
         known = np.isin(sid, subjects["subject_id"].to_numpy())
         miss = keep & ~known
         if miss.any():
@@ -996,55 +1414,24 @@ def extract_clicks(
         sub_h[ok] = subjects["image_height"].to_numpy()[pos_s[ok]]
 
     # ---- pass 2: JSON of the kept rows only
-    keep_all = np.full(n_rows, -1, dtype=np.int64)
-    keep_all[sel] = np.arange(len(sel))
-    stats: dict[str, Any] = {
-        "dropped_clicks": Counter(),
-        "other_task_clicks": Counter(),
-        "other_task_annotations": Counter(),
-        "tasks_seen": Counter(),
-        "empty_classifications": 0,
-        "classifications_emptied_by_drops": 0,
-    }
-    coll = _Collector()
-    offset = 0
-    with timed(f"parsing annotations of {len(sel):,} classifications", log):
-        batches = iter_column_batches(path, json_cols, len(header))
-        for batch in progress(batches, desc="extract", total=None):
-            n = batch.num_rows
-            pos = keep_all[offset : offset + n]
-            inb = np.flatnonzero(pos >= 0)
-            offset += n
-            if len(inb) == 0:
-                continue
-            take = pa.array(inb)
-            ann = batch.column("annotations").take(take).to_pylist()
-            md = batch.column("metadata").take(take).to_pylist()
-            sd = (
-                batch.column("subject_data").take(take).to_pylist()
-                if "subject_data" in json_cols
-                else None
-            )
-            p = pos[inb]
-            _parse_rows(
-                coll,
-                p,
-                rows_all[offset - n + inb],
-                ann,
-                md,
-                sd,
-                (sub_w[p], sub_h[p]),
-                clump_task,
-                tool_set,
-                path,
-                stats,
-            )
-    if offset != n_rows:  # pragma: no cover - the two passes must agree
-        raise InputError(f"read {offset} rows in pass 2 but {n_rows} in pass 1", path=path)
+    p2 = _Pass2(path, json_cols, len(header), n_rows, clump_task, tool_set, limits)
+    coll, stats = p2.run(sel, rows_all, sub_w, sub_h)
+    flags = _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits)
+    if limits["drop_flagged"] == "volunteers" and stats["flag"].any():
+        # every classification of a flagged volunteer goes; parse the others again
+        bad = np.unique(vol_code[stats["flag"] > 0])
+        keep = ~np.isin(vol_code, bad)
+        dropped["flagged_volunteer"] = int((~keep).sum())
+        sel, rows, sid, cid, vol_code = sel[keep], rows[keep], sid[keep], cid[keep], vol_code[keep]
+        created_ns, user_id, wver = created_ns[keep], user_id[keep], wver[keep]
+        sub_w, sub_h = sub_w[keep], sub_h[keep]
+        coll, stats = p2.run(sel, rows_all, sub_w, sub_h)
+    for reason in LIMIT_REASONS + FLAG_REASONS:
+        dropped[reason] = dropped.get(reason, 0) + stats["dropped_classifications"][reason]
     if clump_task is not None and stats["tasks_seen"].get(clump_task, 0) == 0:
-        seen = ", ".join(sorted(stats["tasks_seen"])) or "none"
+        seen = _short(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
         raise InputError(
-            f"task {clump_task!r} appears in no selected classification (tasks seen: {seen}); "
+            f"task {clump_task!r} appears in no selected classification (tasks seen: {seen or 'none'}); "
             "set extract.clump_task / --clump-task",
             path=path,
         )
@@ -1068,6 +1455,9 @@ def extract_clicks(
         missing_report,
         missing_subjects,
     )
+    report["limits"] = dict(limits)
+    report["dropped_over_limits"] = _over_limits(stats["over_limits"], cid)
+    report["flagged"] = flags
     # subjects of the subject export that no kept classification mentions: counted, not an error
     # (a subject set may hold subjects that were never shown in this workflow)
     unclassified = 0
@@ -1227,6 +1617,16 @@ def log_summary(report: dict) -> None:
             "%s clicks with unknown image size (outside_image NA)",
             report["clicks_image_size_unknown"],
         )
+    flagged = report.get("flagged", {})
+    kinds = {k: n for k, n in flagged.get("classifications", {}).items() if n}
+    if kinds:
+        log.warning(
+            "flagged classifications (%s) of %s volunteers, drop_flagged: %s; review them in "
+            "'flagged' of the report",
+            ", ".join(f"{n:,} {k}" for k, n in kinds.items()),
+            f"{flagged.get('volunteers', 0):,}",
+            flagged.get("action"),
+        )
     if report.get("subjects_without_classifications"):
         log.info(
             "%s subjects of the subject export have no kept classification",
@@ -1260,6 +1660,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--tools", type=int, nargs="*", default=None, help="keep only these tools")
     p.add_argument("--missing-subjects", choices=MISSING_SUBJECTS, default="keep")
+    d = LIMIT_DEFAULTS
+    p.add_argument("--max-json-depth", type=int, default=d["max_json_depth"])
+    p.add_argument("--max-field-bytes", type=int, default=d["max_field_bytes"])
+    p.add_argument("--max-marks", type=int, default=d["max_marks"], help="per classification")
+    p.add_argument("--flag-marks", type=int, default=d["flag_marks"], help="flag above this")
+    p.add_argument("--min-seconds-per-mark", type=float, default=d["min_seconds_per_mark"])
+    p.add_argument("--drop-flagged", choices=DROP_FLAGGED, default=d["drop_flagged"])
     p.add_argument("--out", required=True, help="clicks.parquet (report: <stem>_report.json)")
 
 
@@ -1275,6 +1682,7 @@ def run(args: argparse.Namespace) -> int:
         unusual_tools=args.unusual_tools,
         tools=args.tools,
         missing_subjects=args.missing_subjects,
+        limits={k: getattr(args, k) for k in LIMIT_DEFAULTS},
     )
     write_parquet(clicks, args.out)
     write_json(report, report_path(args.out))
