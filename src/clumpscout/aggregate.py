@@ -726,18 +726,25 @@ class _Engine:
         return open_cost, conn_const, dummy_cost
 
     # ----------------------------------------------------- M step (§5.4-5.6)
-    def _estimate(self, b: Batch, facility_of: np.ndarray, prev: SkillCounts, skills_in: Skills):
-        p = self.p
+    def _partition(self, b: Batch, facility_of: np.ndarray, sigma2_in: np.ndarray):
+        """Clusters, label boxes (docs/decisions.md#label-box) and each box's distance to its
+        label, from the kernel's ``facility_of``."""
         box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
-        n_unassigned = int((facility_of == -2).sum())
-        n_cl = len(fac_rows)
         cluster_subject = b.box_subject[fac_rows]
         n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
-        weights = 1.0 / skills_in.sigma2[b.box_vol] if p.merge == "inverse_variance" else None
-        labels = merge_labels(b.xyxy, box_cluster, n_cl, weights)
+        weights = 1.0 / sigma2_in[b.box_vol] if self.p.merge == "inverse_variance" else None
+        labels = merge_labels(b.xyxy, box_cluster, len(fac_rows), weights)
         tp = box_cluster >= 0
         box_d = np.full(len(box_cluster), np.nan)
         box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
+        return box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d
+
+    def _estimate(self, b: Batch, facility_of: np.ndarray, prev: SkillCounts, skills_in: Skills):
+        p = self.p
+        part = self._partition(b, facility_of, skills_in.sigma2)
+        box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d = part
+        n_unassigned = int((facility_of == -2).sum())
+        tp = box_cluster >= 0
         counts, cls_stats = batch_counts(
             b.box_vol,
             b.box_cls,
@@ -1167,16 +1174,9 @@ class _GenerativeEngine(_Engine):
         )
 
     def _estimate(self, b: Batch, facility_of: np.ndarray, prev, skills_in: GenSkills):
-        p = self.p
-        box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
+        part = self._partition(b, facility_of, skills_in.sigma2)
+        box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d = part
         n_cl = len(fac_rows)
-        cluster_subject = b.box_subject[fac_rows]
-        n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
-        weights = 1.0 / skills_in.sigma2[b.box_vol] if p.merge == "inverse_variance" else None
-        labels = merge_labels(b.xyxy, box_cluster, n_cl, weights)
-        tp = box_cluster >= 0
-        box_d = np.full(len(box_cluster), np.nan)
-        box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
         sk = skills_in
         for i in range(self._INNER):
             post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
