@@ -210,6 +210,68 @@ def test_trends_agree_when_the_numbers_follow_the_paper():
     assert len(trends) == 10
 
 
+def risk_tables(n_fp_20: int, n_fn: dict, clumps: dict):
+    """100 subjects at n = 7, 15, 20. ``n_fp_20`` subjects with N_fp = 1.5 at n = 20;
+    ``n_fn[n]`` subjects with N_fn = 2 at n; ``clumps[n]`` labels with p_fp 0.1 spread over
+    the subjects, plus 10 labels with p_fp 0.9 (above the 0.85 cut) at every n. Subject 99
+    has undefined N_fp / N_fn (NaN: not above 1)."""
+    subj, lab = [], []
+    for n in (7, 15, 20):
+        n_fp = np.where(np.arange(100) < (n_fp_20 if n == 20 else 0), 1.5, 0.2)
+        n_fn_ = np.where(np.arange(100) < n_fn[n], 2.0, 0.0)
+        n_fp[99] = n_fn_[99] = np.nan
+        subj.append(pd.DataFrame({"n": n, "subject_id": range(100), "status": "retired",
+                                  "n_fp": n_fp, "n_fn": n_fn_}))  # fmt: skip
+        k = clumps.get(n, 0)
+        lab.append(pd.DataFrame({"n": n, "subject_id": np.arange(k) % 100, "p_fp": 0.1,
+                                 "p_sigma": 0.01}))  # fmt: skip
+        lab.append(pd.DataFrame({"n": n, "subject_id": range(10), "p_fp": 0.9, "p_sigma": 0.01}))
+    return pd.concat(lab, ignore_index=True), pd.concat(subj, ignore_index=True)
+
+
+def test_risk_trends_agree_with_the_paper_by_hand():
+    # N_fp > 1: 8 of 100 at n = 20; N_fn > 1: 0, 1, 2 % (rising); clumps with p_fp < 0.85
+    # per galaxy 0.5 (n = 7) -> 1.0 (n = 20): +0.5 (the ten p_fp = 0.9 labels do not count)
+    labels, subjects = risk_tables(8, {7: 0, 15: 1, 20: 2}, {7: 50, 15: 80, 20: 100})
+    t = H.headline_table(clicks=toy_clicks(), labels=labels, subjects=subjects, n_ref=20)
+    trends = t[t["section"] == "trends"].set_index("quantity")
+    for q in ("n_fp_above_1_8_to_10pc", "n_fn_above_1_rises_to_2pc",
+              "clumps_per_galaxy_gain_7_to_20"):  # fmt: skip
+        assert trends.loc[q, "value"] == 1, (q, trends.loc[q, "note"])
+        assert trends.loc[q, "paper"] != ""
+    assert "8.0% (n=20)" in trends.loc["n_fp_above_1_8_to_10pc", "note"]
+    assert "0.5 (n=7) → 1 (n=20): +0.5" in trends.loc["clumps_per_galaxy_gain_7_to_20", "note"]
+    assert "0 (n=7) → 2 (n=20)" in trends.loc["n_fn_above_1_rises_to_2pc", "note"]
+
+
+def test_risk_trends_disagree_with_the_paper_by_hand():
+    # what the recalibrated universe gave: nothing above 1, N_fn falling, +0.01 per galaxy
+    labels, subjects = risk_tables(0, {7: 3, 15: 1, 20: 0}, {7: 100, 15: 100, 20: 101})
+    rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, subjects)}
+    assert rows["n_fp_above_1_8_to_10pc"]["value"] == 0
+    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == 0  # falls (and 0% at n = 20)
+    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == 0
+    assert "+0.01" in rows["clumps_per_galaxy_gain_7_to_20"]["note"]
+    # rising but only to 5%: still disagrees; 13% N_fp > 1 is outside 6-12%
+    labels, subjects = risk_tables(13, {7: 0, 15: 2, 20: 5}, {7: 50, 20: 80})
+    rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, subjects)}
+    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == 0
+    assert rows["n_fp_above_1_8_to_10pc"]["value"] == 0
+    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == 1  # +0.3 is the edge
+
+
+def test_risk_trends_left_out_without_their_inputs():
+    labels, subjects = risk_tables(8, {7: 0, 15: 1, 20: 2}, {7: 50, 20: 100})
+    no_risk = subjects.drop(columns=["n_fp", "n_fn"])
+    assert [r["quantity"] for r in H.risk_trend_rows(labels, no_risk)] == [
+        "clumps_per_galaxy_gain_7_to_20"
+    ]
+    only_20 = subjects[subjects["n"] == 20]
+    rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, only_20)}
+    assert "clumps_per_galaxy_gain_7_to_20" not in rows  # needs n = 7 and 20
+    assert np.isnan(rows["n_fn_above_1_rises_to_2pc"]["value"])  # one n: no trend
+
+
 def test_html_holds_the_numbers(table):
     page = H.to_html(table)
     assert page.startswith("<!DOCTYPE html>") and "85286" in page

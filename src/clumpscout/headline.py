@@ -343,7 +343,7 @@ def headline_table(
         rows += method_rows(methods_truth, "truth")
     if methods_experts is not None:
         rows += method_rows(methods_experts, "experts")
-    rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref)
+    rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref, labels, subjects)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["n"] = out["n"].astype("Int64")
     return out
@@ -395,7 +395,12 @@ def _rank_corr(v: pd.Series) -> float:
     return float(spearmanr(v.index.to_numpy(), v.to_numpy()).statistic)
 
 
-def trend_rows(table: pd.DataFrame, labels_ref: pd.DataFrame | None = None) -> list[dict]:
+def trend_rows(
+    table: pd.DataFrame,
+    labels_ref: pd.DataFrame | None = None,
+    labels: pd.DataFrame | None = None,
+    subjects: pd.DataFrame | None = None,
+) -> list[dict]:
     """Check the trends of §6 on our numbers (rows of section ``trends``).
 
     - median p_fp and median p_σ fall monotonically with n (fig. clump_fpp_dist,
@@ -407,7 +412,9 @@ def trend_rows(table: pd.DataFrame, labels_ref: pd.DataFrame | None = None) -> l
       purity falls with n (Spearman rank correlation with n > 0, < 0);
     - at the reference n and p* = 1 the normal subsets are more complete and less
       pure than all clumps;
-    - our framework finds more clumps than MeanShift for the majority of subjects."""
+    - our framework finds more clumps than MeanShift for the majority of subjects;
+    - from the stacked ``labels`` and ``subjects`` (with ``n``): the risk and
+      clumps-per-galaxy trends of :func:`risk_trend_rows`."""
     rows = []
     for q, name in (("median_p_fp", "p_fp"), ("median_p_sigma", "p_σ")):
         v = _series(table, "per_n", q)
@@ -464,6 +471,61 @@ def trend_rows(table: pd.DataFrame, labels_ref: pd.DataFrame | None = None) -> l
         rows.append(_trend("ours_more_than_meanshift", more > 0.5,
                            "our framework finds more clumps than MeanShift for most subjects",
                            f"ours more for {100 * more:.1f}%, MeanShift more for {100 * less:.1f}%"))  # fmt: skip
+    if labels is not None and subjects is not None:
+        rows += risk_trend_rows(labels, subjects)
+    return rows
+
+
+def _share_above_1(subjects: pd.DataFrame, col: str) -> pd.Series:
+    """Per n, the share of subjects with ``col`` > 1 (undefined values count as not above)."""
+    above = subjects[col].to_numpy(float) > 1.0
+    return pd.Series(above, index=subjects["n"].astype(int).to_numpy()).groupby(level=0).mean()
+
+
+def risk_trend_rows(
+    labels: pd.DataFrame, subjects: pd.DataFrame, p_fp_cut: float = 0.85
+) -> list[dict]:
+    """The §6.5 trends of the subject risk and of the clumps per galaxy (stacked over n).
+
+    - N_fp > 1 for ≈8% of subjects at n = 20 (peak ≈10% at n = 15): checked 6-12% at
+      the largest n;
+    - the share of subjects with N_fn > 1 rises with n (Spearman rank correlation
+      with n > 0) to ≈2%: checked 1-3% at the largest n;
+    - clumps per galaxy with p_fp < ``p_fp_cut`` (every subject, zeros included) grow by
+      ≈0.5 from n = 7 to n = 20: checked 0.3-0.7.
+
+    Shares are over every subject of Z̃_n; a row is left out when its columns (n_fp,
+    n_fn) or its n values are absent."""
+    from clumpscout.figures import clumps_per_subject
+
+    rows = []
+    if "n_fp" in subjects.columns and len(subjects):
+        fp = _share_above_1(subjects, "n_fp")
+        n = int(fp.index.max())
+        peak = int(fp.idxmax())
+        note = f"{100 * fp[n]:.1f}% (n={n}); largest {100 * fp[peak]:.1f}% (n={peak})"
+        rows.append(_trend("n_fp_above_1_8_to_10pc", bool(0.06 <= fp[n] <= 0.12),
+                           "N_fp > 1 for ≈8% of subjects at n = 20, ≈10% at n = 15 "
+                           "(checked: 6-12% at the largest n)", note))  # fmt: skip
+    if "n_fn" in subjects.columns and len(subjects):
+        fn = _share_above_1(subjects, "n_fn")
+        n = int(fn.index.max())
+        rc = _rank_corr(fn)
+        ok = None if np.isnan(rc) else bool(rc > 0 and 0.01 <= fn[n] <= 0.03)
+        note = f"{_ends_note(100 * fn)} (%); rank correlation {rc:.2f}"
+        rows.append(_trend("n_fn_above_1_rises_to_2pc", ok,
+                           "share of subjects with N_fn > 1 rises with n to ≈2% "
+                           "(checked: rank correlation > 0, 1-3% at the largest n)", note))  # fmt: skip
+    ns = set(subjects["n"].astype(int)) if len(subjects) else set()
+    if {7, 20} <= ns:
+        both = subjects[subjects["n"].isin([7, 20])]
+        cps = clumps_per_subject(both, labels[labels["n"].isin([7, 20])], p_fp_cut)
+        mean = cps.groupby("n")["clumps"].mean()
+        gain = float(mean[20] - mean[7])
+        note = f"{mean[7]:.3g} (n=7) → {mean[20]:.3g} (n=20): {gain:+.3g}"
+        rows.append(_trend("clumps_per_galaxy_gain_7_to_20", bool(0.3 <= gain <= 0.7),
+                           f"≈0.5 more clumps with p_fp < {p_fp_cut:g} per galaxy from n = 7 "
+                           "to 20 (checked: 0.3-0.7)", note))  # fmt: skip
     return rows
 
 

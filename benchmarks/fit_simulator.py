@@ -1,0 +1,240 @@
+"""Fit simulator knobs to the calibration targets (the evidence, never a model's score).
+
+    .venv/bin/python benchmarks/fit_simulator.py --subjects 3000 --out results/fit \
+        [--knobs spurious_median,faint_boost_mean,...] [--max-evals 150] [--seed S]
+
+The objective is a distance between one simulated universe and the evidence rows of
+``benchmarks/calibration.py`` (:data:`calibration.TARGETS`: the paper's totals, the real
+consensus boxes at label level, the paper's §6 numbers and trends), each row measured in
+units of its own tolerance:
+
+    loss = Σ_rows log(1 + d²),  d = |simulated − real| / tolerance
+
+(a sign row has d = 0 when its sign is right, 2 when not; a row that cannot be computed
+d = 3). The logarithm keeps one hopeless row from drowning the others. The consensus
+model's purity or completeness against the simulated truth is never part of it.
+
+Search: a coordinate search over the named knobs (:data:`KNOBS`, each with its bounds and
+a log or linear scale). Each sweep tries every knob one step up and one step down from the
+current best; an improvement is taken at once and the same step repeated while it keeps
+improving; a sweep without any improvement halves the step; the search ends after ``--max-evals`` universes or when the step falls
+below 1/8 of its start. Every evaluation simulates the same seed (common random numbers),
+so the fit is deterministic and differences between candidates are not sampling noise.
+
+Outputs in ``--out``: fit_log.csv (every evaluation: knobs, loss, rows agreeing),
+fit_result.json (start and best knobs, loss, rows agreeing), calibration_start.csv and
+calibration_best.csv (the two tables at the fit's size). The best knobs are printed as
+``--set`` arguments for calibration.py; they are not written to any config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO / "benchmarks"):
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+import calibration as cal  # noqa: E402
+
+log = logging.getLogger("clumpscout.fit")
+
+#: knob -> (lower bound, upper bound, scale, start step in that scale)
+KNOBS: dict[str, tuple[float, float, str, float]] = {
+    "spurious_median": (0.005, 2.0, "log", 0.5),
+    "spurious_sigma": (0.1, 2.0, "log", 0.4),
+    "faint_features_mean": (0.05, 4.0, "log", 0.5),
+    "faint_boost_mean": (0.05, 6.0, "log", 0.5),
+    "faint_boost_shape": (0.2, 10.0, "log", 0.5),
+    "threshold_mean": (-3.0, 1.0, "lin", 0.3),
+    "threshold_sd": (0.05, 2.0, "log", 0.4),
+    "scatter_median": (0.03, 0.5, "log", 0.3),
+    "p_unusual_hit_mean": (0.05, 0.95, "lin", 0.1),
+    "p_unusual_false_mean": (0.01, 0.5, "log", 0.4),
+    "clumps_extra_mean": (0.3, 5.0, "log", 0.3),
+    "clumpy_fwhm_peak": (3.0, 15.0, "log", 0.2),
+    "clumpy_fwhm_width": (0.2, 1.5, "log", 0.3),
+    "expert_threshold": (-2.0, 3.0, "lin", 0.3),
+}
+SIGN_MISS = 2.0
+NAN_MISS = 3.0
+
+
+def row_distance(row) -> float:
+    """d of one calibration row (see the module docstring)."""
+    if row["tolerance"] == "sign":
+        return 0.0 if row["agrees"] else SIGN_MISS
+    sim, real, tol = row["simulated_value"], row["real_value"], row["tolerance"]
+    try:
+        sim, real, tol = float(sim), float(real), float(tol)
+    except (TypeError, ValueError):
+        return NAN_MISS
+    if not (np.isfinite(sim) and np.isfinite(real)):
+        return NAN_MISS
+    return abs(sim - real) / max(tol, 1e-9)
+
+
+def loss(table: pd.DataFrame) -> float:
+    return float(sum(math.log1p(row_distance(r) ** 2) for r in table.to_dict("records")))
+
+
+def _step(value: float, knob: str, direction: int, scale: float) -> float:
+    lo, hi, kind, step = KNOBS[knob]
+    if kind == "log":
+        v = math.exp(math.log(value) + direction * step * scale)
+    else:
+        v = value + direction * step * scale
+    return float(np.clip(round(v, 4), lo, hi))
+
+
+class Fit:
+    """Evaluations of knob sets on one seed, cached."""
+
+    def __init__(self, args, base: dict, consensus):
+        self.args, self.base, self.consensus = args, base, consensus
+        self.cache: dict[tuple, tuple[float, pd.DataFrame]] = {}
+        self.log: list[dict] = []
+
+    def __call__(self, knobs: dict) -> tuple[float, pd.DataFrame]:
+        key = tuple(sorted(knobs.items()))
+        if key in self.cache:
+            return self.cache[key]
+        cfg = cal.universe_config(self.args.regime, self.args.subjects, {**self.base, **knobs})
+        t0 = time.perf_counter()
+        table, _ = cal.measure(
+            cfg, self.args.seed, Path(self.args.out) / "work", self.consensus, self.args.boot
+        )
+        value = loss(table)
+        self.cache[key] = (value, table)
+        self.log.append(
+            {
+                **knobs,
+                "loss": value,
+                "agree": int(table["agrees"].sum()),
+                "seconds": time.perf_counter() - t0,
+            }
+        )
+        log.info("eval %d: loss %.3f, %d rows agree: %s", len(self.log), value,
+                 int(table["agrees"].sum()), knobs)  # fmt: skip
+        return value, table
+
+
+def coordinate_search(fit: Fit, start: dict, knobs: list[str], max_evals: int):
+    best = dict(start)
+    best_loss, _ = fit(best)
+    scale = 1.0
+    while scale >= 1.0 / 8 and len(fit.log) < max_evals:
+        improved = False
+        start_of_sweep = dict(best)
+        for knob in knobs:
+            for direction in (1, -1):
+                if len(fit.log) >= max_evals:
+                    break
+                cand = {**best, knob: _step(best[knob], knob, direction, scale)}
+                if cand[knob] == best[knob]:
+                    continue
+                value, _ = fit(cand)
+                while value < best_loss - 1e-9:  # improved: keep going that way
+                    best, best_loss, improved = cand, value, True
+                    cand = {**best, knob: _step(best[knob], knob, direction, scale)}
+                    if cand[knob] == best[knob] or len(fit.log) >= max_evals:
+                        break
+                    value, _ = fit(cand)
+                if improved and best[knob] != start_of_sweep[knob]:
+                    break
+        if not improved:
+            scale /= 2.0
+            log.info("no improvement in a sweep: step scale %.3g", scale)
+    return best, best_loss
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--subjects", type=int, default=3000, help="simulated subjects (default 3000)")
+    ap.add_argument("--out", required=True, help="output folder")
+    ap.add_argument("--knobs", default=",".join(KNOBS), help="comma-separated knobs to fit")
+    ap.add_argument("--max-evals", type=int, default=150, help="universes simulated at most")
+    ap.add_argument("--regime", default="paper")
+    ap.add_argument("--seed", type=int, default=20231, help="the universe's master seed")
+    ap.add_argument("--boot", type=int, default=50, help="bootstrap replicates per evaluation")
+    ap.add_argument(
+        "--start",
+        nargs="*",
+        default=[],
+        help="start values knob=value (knobs not fitted are held at the value given)",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    from clumpscout.logs import setup_logging
+    from clumpscout.simulate import resolve_config
+
+    args = parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    setup_logging(str(out / "fit.log"))
+    logging.getLogger("clumpscout").setLevel(logging.WARNING)
+    log.setLevel(logging.INFO)
+    knobs = [k.strip() for k in args.knobs.split(",") if k.strip()]
+    unknown = sorted(set(knobs) - set(KNOBS))
+    if unknown:
+        raise SystemExit(f"unknown knobs: {', '.join(unknown)} (known: {', '.join(KNOBS)})")
+    sim = resolve_config(cal.universe_config(args.regime, args.subjects)["simulate"])
+    given = {k: float(v) for k, v in cal._parse_set(args.start).items()}
+    resolve_config(given)  # unknown knobs or bad values stop here
+    start = {k: given.get(k, float(sim[k])) for k in knobs}
+    fixed = {k: v for k, v in given.items() if k not in knobs}  # held at the given value
+    consensus = cal.load_consensus()
+    fit = Fit(args, fixed, consensus)
+    t0 = time.perf_counter()
+    best, best_loss = coordinate_search(fit, start, knobs, args.max_evals)
+    start_loss, start_table = fit(start)
+    _, best_table = fit(best)
+    pd.DataFrame(fit.log).to_csv(out / "fit_log.csv", index=False)
+    start_table.to_csv(out / "calibration_start.csv", index=False)
+    best_table.to_csv(out / "calibration_best.csv", index=False)
+    result = {
+        "subjects": args.subjects,
+        "seed": args.seed,
+        "evaluations": len(fit.log),
+        "seconds": time.perf_counter() - t0,
+        "fixed": fixed,
+        "start": start,
+        "best": best,
+        "loss_start": start_loss,
+        "loss_best": best_loss,
+        "agree_start": int(start_table["agrees"].sum()),
+        "agree_best": int(best_table["agrees"].sum()),
+        "rows": len(best_table),
+    }
+    with open(out / "fit_result.json", "w") as fh:
+        json.dump(result, fh, indent=2)
+    both = start_table[["target", "real_value", "tolerance"]].assign(
+        start=start_table["simulated_value"],
+        start_ok=start_table["agrees"],
+        best=best_table["simulated_value"],
+        best_ok=best_table["agrees"],
+    )
+    print(both.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"\n{len(fit.log)} evaluations in {result['seconds']:.0f} s ({args.subjects} subjects)")
+    print(f"loss {start_loss:.3f} -> {best_loss:.3f}; rows agreeing "
+          f"{result['agree_start']} -> {result['agree_best']} of {len(best_table)}")  # fmt: skip
+    changed = {k: v for k, v in best.items() if v != start[k]}
+    print("best knobs:", " ".join(f"{k}={v:g}" for k, v in {**fixed, **best}.items()))
+    print("changed:   ", " ".join(f"{k}={start[k]:g}->{v:g}" for k, v in changed.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
