@@ -14,6 +14,7 @@ def _run(sm):
         pd.read_parquet(sm.input.subjects),
         clicks_path=sm.input.clicks,
         subjects_path=sm.input.subjects,
+        shape_extent=getattr(sm.params, "shape_extent", "drawn"),
     )
     write_parquet(boxes, sm.output[0])
 

@@ -256,9 +256,18 @@ def toy_rows() -> tuple[list[dict], dict[str, int]]:
         rows.append(_variant(src, **changes))
     # clicks the reader drops inside kept classifications
     _edit_click(rows[6], 0, point(float("nan"), 10.0))
-    _edit_click(rows[8], 1, {"x": 10, "y": 10, "r": 4, "tool": 0, "frame": 0})
+    polygon = {"points": [{"x": 1, "y": 1}, {"x": 9, "y": 1}, {"x": 5, "y": 9}], "tool": 0}
+    _edit_click(rows[8], 1, dict(polygon, frame=0, closed=True))
+    _edit_click(rows[9], 0, {"x": 120, "y": 118, "width": -8, "height": 6, "tool": 0, "frame": 0})
     counts["nonfinite_coordinates"] = 1
-    counts["non_point_mark"] = 1
+    counts["unsupported_shape"] = 1
+    counts["malformed_shape"] = 1
+    # drawn shapes are kept and counted like clicks (docs/decisions.md#shapes): a circle
+    # (classic) and a rectangle (FEM, centre convention) in place of two points
+    _edit_click(rows[10], 1, {"x": 248.5, "y": 271.5, "r": 5.0, "angle": 0, "tool": 0, "frame": 0})
+    rect = {"x_center": 140.5, "y_center": 118.5, "width": 9.0, "height": 7.0}
+    _edit_click(rows[13], 0, dict(rect, toolIndex=0, toolType="rectangle", frame=0))
+    counts["circle"] = counts["rectangle"] = 1
     return rows, counts
 
 
@@ -326,7 +335,8 @@ def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
     assert list(t["n"]) == list(NS)
     assert t["balanced"].all()
     extra = sum(c[r] for r in EXTRA)
-    kept = c["valid_clump"] - c["nonfinite_coordinates"] - c["non_point_mark"]
+    kept = c["valid_clump"] - sum(c[r] for r in ("nonfinite_coordinates", "unsupported_shape"))
+    kept -= c["malformed_shape"]
     for _, row in t.iterrows():
         assert row["export_rows"] == len(SUBJECT_IDS) * len(VOLUNTEERS) + len(EXTRA)
         assert row["export_clicks"] == c["valid_clump"] + c["T0"] + extra
@@ -334,7 +344,8 @@ def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
             assert row[f"dropped_cls_{reason}"] == c[reason], reason
         assert row["dropped_cls_unexplained"] == 0
         assert row["dropped_click_nonfinite_coordinates"] == 1
-        assert row["dropped_click_non_point_mark"] == 1
+        assert row["dropped_click_unsupported_shape"] == 1
+        assert row["dropped_click_malformed_shape"] == 1
         assert row["other_task_T0"] == c["T0"]
         assert row["kept_clicks"] == kept
         # the click chain, from the CSV alone
@@ -344,6 +355,15 @@ def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
         # the empty subject's classifications stay as coordinate-less rows (the dropped clicks
         # were in classifications that keep another click)
         assert row["boxes_empty_rows"] == len(VOLUNTEERS)
+    # the shapes became boxes of their drawn extent, counted like clicks
+    boxes = pd.read_parquet(toy["results"] / "boxes/boxes.parquet")
+    assert boxes["shape"].value_counts().to_dict() == {
+        "point": kept - 2,
+        "circle": 1,
+        "rectangle": 1,
+    }
+    drawn = boxes.set_index("shape").loc[["circle", "rectangle"], ["x1", "y1", "x2", "y2"]]
+    assert drawn.to_numpy().tolist() == [[243.5, 266.5, 253.5, 276.5], [136.0, 115.0, 145.0, 122.0]]
     # bigger n draws more (nested subsamples): fewer clicks left out
     assert t["not_drawn"].iloc[0] >= t["not_drawn"].iloc[1]
     j = json.loads(out.with_suffix(".json").read_text())
@@ -384,7 +404,7 @@ def _dummy_to_empty(r: Path) -> Path:
 def _report_hides_a_drop(r: Path) -> Path:
     p = r / "clicks/clicks_report.json"
     rep = json.loads(p.read_text())
-    rep["dropped_clicks"]["non_point_mark"] = 0
+    rep["dropped_clicks"]["unsupported_shape"] = 0
     p.write_text(json.dumps(rep))
     return p
 

@@ -325,11 +325,12 @@ def test_results_do_not_depend_on_orjson(tmp_path, monkeypatch):
     assert rep_a == rep_b and rep_a["dropped_clicks"]["nonfinite_coordinates"] == 1
 
 
-def test_non_point_marks_and_other_tools(tmp_path):
+def test_shapes_unsupported_marks_and_other_tools(tmp_path):
+    # shapes in detail: tests/test_shapes.py
     marks = [
         {"x": 5.0, "y": 5.0, "r": 3.0, "angle": 0, "tool": 0, "frame": 0, "details": []},
         {"points": [{"x": 1, "y": 1}], "closed": True, "tool": 0, "frame": 0, "details": []},
-        {"x": 5.0, "tool": 0, "frame": 0, "details": []},
+        {"x": 5.0, "tool": 0, "frame": 0, "details": []},  # a full-height line
         classic_point(7.0, 8.0, 2),
         classic_point(9.0, 9.0, 0),
         {"x": 1.0, "y": 1.0, "frame": 0, "details": []},  # no tool
@@ -338,10 +339,13 @@ def test_non_point_marks_and_other_tools(tmp_path):
     fem_circle = {"x_center": 1, "y_center": 1, "r": 2, "toolIndex": 0, "toolType": "circle"}
     rows = [row(1, "a", 5, marks), row(2, "b", 5, [fem_circle], fem=True)]
     clicks, rep = extract_clicks(write_export(tmp_path / "c.csv", rows), None, tools=(0, 1))
-    assert clicks["x"].dropna().tolist() == [9.0]
+    assert clicks["x"].dropna().tolist() == [5.0, 9.0, 1.0]
+    assert clicks["shape"].tolist() == ["circle", "point", "circle"]
     d = rep["dropped_clicks"]
-    assert d["non_point_mark"] == 4
+    assert d["unsupported_shape"] == 2
+    assert rep["unsupported_shapes"] == {"fullHeightLine": 1, "polygon": 1}
     assert d["other_tool"] == 1 and d["invalid_tool"] == 1 and d["invalid_mark"] == 1
+    assert rep["shapes_kept"] == {"point": 1, "rectangle": 0, "circle": 2, "ellipse": 0}
 
 
 def test_other_tasks_are_counted_not_kept_and_all_drawing_tasks_when_no_clump_task(tmp_path):
@@ -662,10 +666,10 @@ def test_mixed_workflows_export(shared):
     f = shared / "data/zooniverse_exports/data_digging/mixed_workflows_raw_export.csv"
     with pytest.raises(InputError, match="several workflows"):
         extract_clicks(f, None)
-    # workflow 3130 draws ellipses: no point marks, all counted
+    # workflow 3130 draws circles (x, y, r, angle): all kept (tests/test_shapes.py has more)
     clicks, rep = extract_clicks(f, None, workflow_id=3130, clump_task="T1")
-    assert rep["dropped_clicks"]["non_point_mark"] == 33 and rep["clicks_kept"] == 0
-    assert rep["classifications_kept"] == 8 == len(clicks)
+    assert rep["shapes_kept"]["circle"] == 33 == rep["clicks_kept"]
+    assert rep["classifications_kept"] == 8 and len(clicks) == 33 + 2  # 2 marked nothing
     # workflow 4759 version 67: points in T1 and T3 (clump_task None keeps all drawing tasks)
     clicks, rep = extract_clicks(f, None, workflow_id=4759, workflow_version="67", clump_task=None)
     assert rep["classifications_kept"] == 9 and set(clicks["task"].dropna()) <= {"T1", "T3"}

@@ -1,13 +1,21 @@
-"""Clicks -> square boxes of side 2 FWHM (paper §3.3; SPEC 3; contract 4).
+"""Clicks -> square boxes of side 2 FWHM, drawn shapes -> their extent (paper §3.3; contract 4).
 
 Each click becomes a square box of side ``box_side`` subject pixels (2 x the subject's PSF FWHM,
 from the subjects table, or one side for every subject when ``box_side`` is given) centred on
 the click: ``x1 = x - side/2``, ``x2 = x + side/2``, likewise y (image y axis points down, so
-(x1, y1) is the upper-left corner). Boxes are **not clipped** to the image (SPEC 3: a box that
-sticks out is kept as is; clicks outside the image are flagged by ``extract`` in
-``outside_image`` and kept too). Normalised coordinates divide x by the image width and y by
-the image height (SPEC 3); they are given in ``x1_norm`` ... ``y2_norm`` and may leave [0, 1]
-for boxes that stick out.
+(x1, y1) is the upper-left corner; docs/decisions.md#box-geometry). A drawn shape (a rectangle,
+circle or ellipse of the clicks table, docs/decisions.md#shapes) keeps the extent the volunteer
+drew (``x1, y1, x2, y2`` of the clicks table: a rectangle as drawn, the bounding box of a circle
+or ellipse) with ``shape_extent="drawn"`` (the default, config ``export.shape_extent``);
+``"fixed"`` gives every mark, shapes included, the square of the configured side centred on it
+(the shape's centre). ``box_side`` stays the configured side in every row (the subject's scale,
+which the baselines use). When the clicks hold drawn shapes the boxes table passes ``shape``
+through; a points-only table is unchanged.
+
+Boxes are **not clipped** to the image (SPEC 3: a box that sticks out is kept as is; clicks
+outside the image are flagged by ``extract`` in ``outside_image`` and kept too). Normalised
+coordinates divide x by the image width and y by the image height (SPEC 3); they are given in
+``x1_norm`` ... ``y2_norm`` and may leave [0, 1] for boxes that stick out.
 
 A classification that marked nothing keeps its single row with NaN coordinates (contract 4), so
 the aggregation knows that its volunteer saw the subject.
@@ -36,6 +44,9 @@ from clumpscout.logs import timed
 log = logging.getLogger(__name__)
 
 CLICK_REQUIRED = ("classification_id", "subject_id", "volunteer", "x", "y")
+EXTENT_COLUMNS = ("x1", "y1", "x2", "y2")
+#: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
+SHAPE_EXTENTS = ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
 #: boxes.parquet columns (contract 4) then pass-through extras
@@ -103,18 +114,53 @@ def _reported_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
     )
 
 
+def drawn_extents(clicks: pd.DataFrame, path: object = None) -> np.ndarray:
+    """Rows of ``clicks`` that carry a drawn extent (finite ``x1, y1, x2, y2`` and a centre).
+
+    A row with only some of the four, or with ``x2 <= x1`` or ``y2 <= y1``, is an
+    :class:`InputError` naming it (0-based position in the table).
+    """
+    if not set(EXTENT_COLUMNS) <= set(clicks.columns):
+        return np.zeros(len(clicks), dtype=bool)
+    e = np.column_stack([clicks[c].to_numpy(dtype=float, na_value=np.nan) for c in EXTENT_COLUMNS])
+    finite = np.isfinite(e)
+    has = finite.all(axis=1) & np.isfinite(clicks["x"].to_numpy(dtype=float, na_value=np.nan))
+    bad = (finite.any(axis=1) & ~has) | (has & ~((e[:, 2] > e[:, 0]) & (e[:, 3] > e[:, 1])))
+    if bad.any():
+        raise InputError(
+            "a drawn extent (x1, y1, x2, y2) is incomplete or has x2 <= x1 or y2 <= y1",
+            path=path,
+            row=int(np.flatnonzero(bad)[0]),
+        )
+    return has
+
+
+def _has_shapes(clicks: pd.DataFrame) -> bool:
+    """Do the clicks hold marks other than points (column ``shape``)?"""
+    if "shape" not in clicks.columns:
+        return False
+    s = clicks["shape"]
+    return bool((s.notna() & (s.astype("str") != "point")).any())
+
+
 def make_boxes(
     clicks: pd.DataFrame,
     subjects: pd.DataFrame,
     box_side: float | None = None,
     clicks_path: object = None,
     subjects_path: object = None,
+    shape_extent: str = "drawn",
 ) -> pd.DataFrame:
-    """One box per click (contract 4), empty classifications kept as NaN rows (SPEC 3)."""
+    """One box per click or drawn shape (contract 4), empty classifications kept as NaN rows
+    (SPEC 3); ``shape_extent``: see the module docstring (docs/decisions.md#shapes)."""
     _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
     _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
     if box_side is not None and not (float(box_side) > 0):
         raise InputError(f"box side must be positive, got {box_side!r}")
+    if shape_extent not in SHAPE_EXTENTS:
+        raise InputError(
+            f"shape_extent must be one of {', '.join(SHAPE_EXTENTS)}, got {shape_extent!r}"
+        )
     subj = subjects.drop_duplicates("subject_id")
     if len(subj) != len(subjects):
         raise InputError("the subjects table repeats subject ids", path=subjects_path)
@@ -162,6 +208,12 @@ def make_boxes(
     x = clicks["x"].to_numpy(dtype=float)
     y = clicks["y"].to_numpy(dtype=float)
     x1, y1, x2, y2 = square_boxes(x, y, side)
+    drawn = drawn_extents(clicks, clicks_path)
+    if shape_extent == "drawn" and drawn.any():
+        for corner, col in zip((x1, y1, x2, y2), EXTENT_COLUMNS, strict=True):
+            corner[drawn] = clicks[col].to_numpy(dtype=float, na_value=np.nan)[drawn]
+    else:
+        drawn[:] = False
     out = pd.DataFrame(
         {
             "classification_id": clicks["classification_id"].to_numpy(dtype=np.int64),
@@ -194,6 +246,8 @@ def make_boxes(
     for c in PASS_THROUGH:
         if c in clicks.columns:
             out[c] = clicks[c].reset_index(drop=True)
+    if _has_shapes(clicks):
+        out["shape"] = clicks["shape"].astype("str").reset_index(drop=True)
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
         out = out.iloc[order].reset_index(drop=True)
@@ -204,6 +258,12 @@ def make_boxes(
         n_empty,
         len(np.unique(sid)),
     )
+    if drawn.any():
+        log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
+    elif _has_shapes(clicks):
+        log.info(
+            "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
+        )
     return out
 
 
@@ -214,6 +274,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--clicks", required=True, help="clicks.parquet from clumpscout extract")
     p.add_argument("--subjects", required=True, help="subjects.parquet from clumpscout subjects")
     p.add_argument("--box-side", type=float, default=None, help="one box side for all (px)")
+    p.add_argument(
+        "--shape-extent",
+        choices=SHAPE_EXTENTS,
+        default="drawn",
+        help="drawn shapes: their drawn extent (default) or the fixed square of a point",
+    )
     p.add_argument("--out", required=True, help="boxes.parquet")
 
 
@@ -234,6 +300,7 @@ def run(args: argparse.Namespace) -> int:
             box_side=args.box_side,
             clicks_path=args.clicks,
             subjects_path=args.subjects,
+            shape_extent=args.shape_extent,
         )
     write_parquet(boxes, args.out)
     log.info("wrote %s", args.out)

@@ -39,9 +39,11 @@ checked against the ledger's own count. A row that fits no category is ``unexpla
 unbalances the ledger.
 
 What counts as a click: an element of the value list of a drawing-task annotation (combo tasks
-unpacked). An annotation is a drawing one when its ``taskType`` says so (front-end monorepo) or,
-in classic exports, when its value is a list that holds a mark (a dict) and no survey choice, or
-an empty list. Answers of question tasks are not clicks.
+unpacked), whatever its shape: a point, a rectangle, circle or ellipse (kept as boxes of their
+drawn extent) or a polygon or line (dropped as ``unsupported_shape``) is one click each
+(docs/decisions.md#shapes). An annotation is a drawing one when its ``taskType`` says so
+(front-end monorepo) or, in classic exports, when its value is a list that holds a mark (a
+dict) and no survey choice, or an empty list. Answers of question tasks are not clicks.
 
 Outputs: ``ledger.csv`` (one row per n, one column per category, ``balanced``) and
 ``ledger.json`` (the same numbers, every check with both sides, the failures). When anything
@@ -101,14 +103,16 @@ CLASSIFICATION_REASONS = (
     "flagged_too_fast",
     "flagged_volunteer",
 )
-#: reasons for which the reader drops one click of a kept classification's clump task
+#: reasons for which the reader drops one click (a mark: a point or a drawn shape) of a kept
+#: classification's clump task
 CLICK_REASONS = (
     "invalid_mark",
     "invalid_tool",
+    "malformed_shape",
     "missing_coordinates",
-    "non_point_mark",
     "nonfinite_coordinates",
     "other_tool",
+    "unsupported_shape",
 )
 UNEXPLAINED = "unexplained"
 DRAWING_TASK_TYPES = frozenset({"drawing", "dataVisAnnotation"})

@@ -3,18 +3,27 @@
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
 created_at, metadata, annotations, subject_data, subject_ids`` ...) and its *subject export*
-and returns one row per click of the clump task, plus one coordinate-less row (x = y = NaN,
-tool NA) for every classification that kept no click, so that every kept classification - a
-volunteer who looked at the subject - is in the table.
+and returns one row per mark (a click or a drawn shape) of the clump task, plus one
+coordinate-less row (x = y = NaN, tool NA) for every classification that kept no mark, so that
+every kept classification - a volunteer who looked at the subject - is in the table.
 
 Decisions (each drop is counted by reason in the report, nothing is dropped silently):
 
 - **Front ends.** Classic front-end marks carry ``tool`` (and ``tool_label``); the
   front-end-monorepo (FEM) carries ``toolIndex``/``toolType`` (no label). Both are read; a
   mark with both uses ``tool``. Combo tasks (an annotation whose value is a list of annotations)
-  are flattened. A mark is a *point* when it has ``x`` and ``y`` and none of the keys of other
-  shapes (``r``, ``rx``, ``width``, ``points``, ``x1`` ...; FEM: ``toolType`` other than
-  ``point``); other marks are dropped as ``non_point_mark``.
+  are flattened.
+- **Shapes** (docs/decisions.md#shapes). Points, rectangles, circles and ellipses are kept
+  (column ``shape``); x, y are the centre and ``x1, y1, x2, y2`` the drawn extent in subject
+  pixels (a rectangle as drawn, a circle's bounding square of side 2r, an ellipse's bounding box
+  of its rotated outline; NaN for points). FEM marks say their tool (``toolType``), classic
+  marks are recognised by their keys (:func:`shape_of`); both coordinate conventions are read
+  (:func:`shape_extent`: ``x_center, y_center`` the centre, or classic ``x, y`` a rectangle's
+  top-left corner and a circle's or ellipse's centre). A mark is a point when it has ``x`` and
+  ``y`` and none of the keys of other shapes. Polygons, lines and every other tool are dropped
+  as ``unsupported_shape`` (by tool in ``unsupported_shapes``); a shape without a usable size
+  (a missing r, a negative width, an ellipse without angle ...) as ``malformed_shape`` (by
+  problem in ``malformed_shapes``). ``shapes_kept`` counts the kept marks by shape.
 - **Workflow.** ``workflow_id=None`` is allowed only when the export holds one workflow.
   ``workflow_version`` "M.m" selects that exact version, "M" (or an int) every version of major
   M, ``None`` the newest major version present (the others are counted as
@@ -22,7 +31,7 @@ Decisions (each drop is counted by reason in the report, nothing is dropped sile
   Unknown workflow or version: :class:`InputError` listing what is available.
 - **Tasks and tools.** Only clicks of ``clump_task`` are kept; marks and answers of other tasks
   (bulge task, shortcut "nothing here" buttons, questions) are counted per task in the report.
-  ``clump_task=None`` keeps the point marks of every drawing task. ``tools`` (optional) keeps
+  ``clump_task=None`` keeps the marks of every drawing task. ``tools`` (optional) keeps
   only these tool indices (others: ``other_tool``), as panoptes-aggregation's ``tools`` option
   does. ``unusual`` = the tool index is in ``unusual_tools`` ("Unusual clump", paper §3.2).
 - **Volunteers.** ``volunteer`` is the export's ``user_name``; not-logged-in volunteers keep
@@ -34,13 +43,13 @@ Decisions (each drop is counted by reason in the report, nothing is dropped sile
   ``created_at``, then ``classification_id``, is kept (``duplicate_volunteer_subject``).
   Classifications of several subjects at once (``subject_ids`` "a;b") are dropped
   (``multiple_subjects``).
-- **Coordinates.** Points whose x or y is null or not a number are dropped
+- **Coordinates.** Marks whose x or y (a shape's position) is null or not a number are dropped
   (``missing_coordinates``), NaN or infinite ones too (``nonfinite_coordinates``). Points outside
   the image are *kept* (panoptes-aggregation keeps them, and SPEC 3 keeps boxes that stick out)
   and flagged in column ``outside_image``; the image size is the ``naturalWidth/Height`` the
   volunteer's browser reported in ``metadata.subject_dimensions`` for that frame, else the one in
   the subject export's metadata, else unknown (``outside_image`` NA, counted). Inside means
-  ``0 <= x <= width`` and ``0 <= y <= height``.
+  ``0 <= x <= width`` and ``0 <= y <= height`` (for a shape, its centre).
 - **Empty classifications.** A classification with no kept click in the clump task (the task
   value ``[]``, the task absent as in FEM exports when skipped, or every click dropped) gets one
   row with x = y = NaN, tool/frame NA, unusual False. The report separates those that marked
@@ -144,8 +153,17 @@ SHAPE_KEYS = frozenset(
         "y_center",
         "pathX",
         "pathY",
+        "radius",
+        "spread",
+        "rotation",
     }
 )
+
+#: shapes kept (``shape`` column; code = index); every other drawing tool is dropped
+SHAPES = ("point", "rectangle", "circle", "ellipse")
+POINT, RECTANGLE, CIRCLE, ELLIPSE = range(4)
+#: FEM ``toolType`` -> shape code
+_TOOL_TYPES = {"point": POINT, "rectangle": RECTANGLE, "circle": CIRCLE, "ellipse": ELLIPSE}
 
 #: clicks.parquet columns (contract 2) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
@@ -166,6 +184,11 @@ CLICK_COLUMNS = (
     "outside_image",
     "natural_width",
     "natural_height",
+    "shape",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
 )
 
 MISSING_SUBJECTS = ("keep", "drop")
@@ -861,6 +884,10 @@ class _Collector:
         self.frame = array("q")
         self.w = array("d")
         self.h = array("d")
+        # drawn shapes (not points): click index, shape code and (x1, y1, x2, y2)
+        self.e_pos = array("q")
+        self.e_shape = array("b")
+        self.e_xyxy = array("d")
         self.codes: dict[str | None, int] = {None: 0}
 
     def names(self) -> np.ndarray:
@@ -927,6 +954,8 @@ def _new_stats(n: int) -> dict[str, Any]:
     """Pass-2 counters, and per kept row (``n``) its marks and duration (-1 / NaN: not read)."""
     return {
         "dropped_clicks": Counter(),
+        "unsupported_shapes": Counter(),  # drawing tools not kept, by tool
+        "malformed_shapes": Counter(),  # "<shape>: <problem>"
         "other_task_clicks": Counter(),
         "other_task_annotations": Counter(),
         "tasks_seen": Counter(),
@@ -986,7 +1015,10 @@ def _parse_rows(
     c_row, c_task, c_tool, c_label = coll.row, coll.task, coll.tool, coll.label
     c_x, c_y, c_frame, c_w, c_h = coll.x, coll.y, coll.frame, coll.w, coll.h
     codes = coll.codes
+    e_pos, e_shape, e_xyxy = coll.e_pos, coll.e_shape, coll.e_xyxy
     drops: Counter = stats["dropped_clicks"]
+    unsupported: Counter = stats["unsupported_shapes"]
+    malformed: Counter = stats["malformed_shapes"]
     other_clicks: Counter = stats["other_task_clicks"]
     other_ann: Counter = stats["other_task_annotations"]
     seen_tasks: Counter = stats["tasks_seen"]
@@ -1042,15 +1074,23 @@ def _parse_rows(
                     continue
                 if "tool" in v:
                     tool = v["tool"]
+                    tt = None
                 else:
                     tool = v.get("toolIndex")
                     tt = v.get("toolType")
-                    if tt is not None and tt != "point":
-                        drops["non_point_mark"] += 1
+                if (
+                    (tt is None or tt == "point")
+                    and "x" in v
+                    and "y" in v
+                    and SHAPE_KEYS.isdisjoint(v)
+                ):
+                    shape = POINT
+                else:
+                    shape = shape_of(v, tt)
+                    if type(shape) is str:
+                        drops["unsupported_shape"] += 1
+                        unsupported[shape] += 1
                         continue
-                if "x" not in v or "y" not in v or not SHAPE_KEYS.isdisjoint(v):
-                    drops["non_point_mark"] += 1
-                    continue
                 if type(tool) is not int:
                     if isinstance(tool, float) and tool.is_integer():
                         tool = int(tool)
@@ -1063,18 +1103,27 @@ def _parse_rows(
                 if tools is not None and tool not in tools:
                     drops["other_tool"] += 1
                     continue
-                x = v["x"]
-                y = v["y"]
-                if type(x) is not float:
-                    x = _coord(x)
-                if type(y) is not float:
-                    y = _coord(y)
-                if x is None or y is None:
-                    drops["missing_coordinates"] += 1
-                    continue
-                if not (isfinite(x) and isfinite(y)):
-                    drops["nonfinite_coordinates"] += 1
-                    continue
+                if shape == POINT:
+                    x = v.get("x")
+                    y = v.get("y")
+                    if type(x) is not float:
+                        x = _coord(x)
+                    if type(y) is not float:
+                        y = _coord(y)
+                    if x is None or y is None:
+                        drops["missing_coordinates"] += 1
+                        continue
+                    if not (isfinite(x) and isfinite(y)):
+                        drops["nonfinite_coordinates"] += 1
+                        continue
+                else:
+                    reason, detail, extent = shape_extent(v, shape)
+                    if reason is not None:
+                        drops[reason] += 1
+                        if detail is not None:
+                            malformed[detail] += 1
+                        continue
+                    x, y = extent[0], extent[1]
                 frame = v.get("frame", 0)
                 if type(frame) is not int:
                     if frame is None:
@@ -1107,6 +1156,10 @@ def _parse_rows(
                 tc = codes.get(task)
                 if tc is None:
                     tc = codes[task] = len(codes)
+                if shape != POINT:  # drawn extents are few: stored aside (by click index)
+                    e_pos.append(len(c_row))
+                    e_shape.append(shape)
+                    e_xyxy.extend(extent[2:])
                 c_row.append(pos)
                 c_task.append(tc)
                 c_tool.append(tool)
@@ -1253,6 +1306,149 @@ def _over_limits(over: list[tuple[int, int, str]], cid: np.ndarray) -> list[dict
         {"row": int(row), "classification_id": int(cid[pos]), "reason": reason}
         for row, pos, reason in sorted(over)[:_EXAMPLES]
     ]
+
+
+#: drawing tools panoptes knows besides the kept shapes (names as in FEM's ``toolType`` and
+#: panoptes-aggregation's shape tools); other names are reported as "other"
+OTHER_TOOLS = frozenset(
+    {
+        "polygon",
+        "bezier",
+        "line",
+        "freehandLine",
+        "freehandSegmentLine",
+        "transcriptionLine",
+        "rotateRectangle",
+        "temporalRotateRectangle",
+        "temporalPoint",
+        "triangle",
+        "column",
+        "fan",
+        "fullWidthLine",
+        "fullHeightLine",
+        "grid",
+        "anchoredEllipse",
+    }
+)
+
+
+def shape_of(v: dict, tool_type: Any) -> int | str:
+    """The shape of a mark: a code of :data:`SHAPES`, or the name of a drawing tool that is not
+    kept (dropped as ``unsupported_shape``, counted by name in ``unsupported_shapes``).
+
+    Front-end-monorepo marks say which tool drew them (``toolType``). Classic marks are
+    recognised by their keys, which are panoptes-aggregation's shape parameters: ``points``
+    polygon (or bezier), ``x1``..``y2`` line, ``pathX`` freehand line, ``width`` and ``height``
+    rectangle (with ``angle``: rotating rectangle; without a y: column), ``rx``/``ry`` ellipse,
+    ``r``/``radius`` circle (PFE's triangle has a circle's keys and is read as the circle it is
+    inscribed in), ``spread`` fan, ``x`` or ``y`` alone a full-height or full-width line.
+    x and y with none of these: a point.
+    """
+    if tool_type is not None:
+        if type(tool_type) is not str:
+            return "other"
+        code = _TOOL_TYPES.get(tool_type)
+        if code is not None:
+            return code
+        return tool_type if tool_type in OTHER_TOOLS else "other"
+    if "points" in v:
+        return "polygon"
+    if "pathX" in v or "pathY" in v:
+        return "freehandLine"
+    if "x1" in v or "y1" in v or "x2" in v or "y2" in v:
+        return "line"
+    if "spread" in v or "rotation" in v:
+        return "fan"
+    if "width" in v or "height" in v:
+        if "angle" in v:
+            return "temporalRotateRectangle" if "displayTime" in v else "rotateRectangle"
+        if "y" not in v and "y_center" not in v:
+            return "column"
+        return RECTANGLE
+    if "rx" in v or "ry" in v:
+        return ELLIPSE
+    if "r" in v or "radius" in v:
+        return CIRCLE
+    if "x_center" in v or "y_center" in v or ("x" in v and "y" in v):
+        return POINT
+    if "x" in v:
+        return "fullHeightLine"
+    if "y" in v:
+        return "fullWidthLine"
+    return POINT  # no coordinates at all: dropped as missing_coordinates
+
+
+def _number(v: dict, key: str) -> float | None:
+    """A mark's value ``key`` as a float (None when absent or not a number)."""
+    x = v.get(key)
+    return x if type(x) is float else _coord(x)
+
+
+_SHAPE_SIZE_KEYS = {RECTANGLE: ("width", "height"), ELLIPSE: ("rx", "ry", "angle")}
+
+
+def shape_extent(v: dict, shape: int) -> tuple[str | None, str | None, tuple[float, ...]]:
+    """(drop reason, problem, (x, y, x1, y1, x2, y2)) of a mark of ``shape`` (not a point).
+
+    (x, y) is the centre, (x1, y1, x2, y2) the drawn extent in subject pixels: a rectangle as
+    drawn, a circle's bounding square (side 2r), an ellipse's bounding box (half sides
+    ``sqrt((rx cos t)² + (ry sin t)²)`` and ``sqrt((rx sin t)² + (ry cos t)²)``, t = angle in
+    degrees, either sense of rotation). Two conventions, told apart by their keys: ``x_center``,
+    ``y_center`` (the front-end monorepo: the centre of every shape) or ``x``, ``y`` (classic:
+    a rectangle's top-left corner, a circle's or ellipse's centre). A circle's radius is ``r``
+    or ``radius``; a circle's ``angle`` (PFE stores one) plays no part.
+
+    Reasons: ``missing_coordinates`` / ``nonfinite_coordinates`` for the position, as for a
+    point; ``malformed_shape`` with the problem ("<shape>: missing r", "negative width",
+    "zero rx", "non-finite angle", "non-finite extent" when the corners overflow, "degenerate
+    extent" when a corner cannot be told from the centre in floating point).
+    """
+    centred = "x_center" in v or "y_center" in v
+    x = _number(v, "x_center" if centred else "x")
+    y = _number(v, "y_center" if centred else "y")
+    if x is None or y is None:
+        return "missing_coordinates", None, ()
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return "nonfinite_coordinates", None, ()
+    name = SHAPES[shape]
+    if shape == CIRCLE:
+        keys: tuple[str, ...] = ("radius",) if "r" not in v and "radius" in v else ("r",)
+    else:
+        keys = _SHAPE_SIZE_KEYS[shape]
+    sizes = []
+    for key in keys:
+        a = _number(v, key)
+        problem = None
+        if a is None:
+            problem = "missing"
+        elif not math.isfinite(a):
+            problem = "non-finite"
+        elif key != "angle" and a <= 0:
+            problem = "negative" if a < 0 else "zero"
+        if problem is not None:
+            return "malformed_shape", f"{name}: {problem} {key}", ()
+        sizes.append(a)
+    if shape == RECTANGLE:
+        w, h = sizes
+        if centred:
+            x1, y1, x2, y2 = x - 0.5 * w, y - 0.5 * h, x + 0.5 * w, y + 0.5 * h
+        else:
+            x1, y1, x2, y2 = x, y, x + w, y + h
+            x, y = x + 0.5 * w, y + 0.5 * h
+    else:
+        if shape == CIRCLE:
+            hx = hy = sizes[0]
+        else:
+            rx, ry, angle = sizes
+            t = math.radians(angle)
+            c, s = math.cos(t), math.sin(t)
+            hx, hy = math.hypot(rx * c, ry * s), math.hypot(rx * s, ry * c)
+        x1, y1, x2, y2 = x - hx, y - hy, x + hx, y + hy
+    if not all(math.isfinite(c) for c in (x, y, x1, y1, x2, y2)):
+        return "malformed_shape", f"{name}: non-finite extent", ()
+    if not (x2 > x1 and y2 > y1):
+        return "malformed_shape", f"{name}: degenerate extent", ()
+    return None, None, (x, y, x1, y1, x2, y2)
 
 
 def _coord(v: Any) -> float | None:
@@ -1489,6 +1685,13 @@ def _assemble(
     click_order = np.arange(n)
     order = np.lexsort((click_order, cid[r], sid[r]))
     r = r[order]
+    # shape codes (-1: no mark) and drawn extents (NaN for points), in click order first
+    shape = np.where(np.isnan(np.asarray(coll.x, dtype=np.float64)), -1, POINT).astype(np.int8)
+    xyxy = np.full((n, 4), np.nan)
+    e_pos = np.asarray(coll.e_pos, dtype=np.int64)
+    shape[e_pos] = np.asarray(coll.e_shape, dtype=np.int8)
+    xyxy[e_pos] = np.asarray(coll.e_xyxy, dtype=np.float64).reshape(-1, 4)
+    shape, xyxy = shape[order], xyxy[order]
     tool = np.asarray(coll.tool, dtype=np.int64)[order]
     frame = np.asarray(coll.frame, dtype=np.int64)[order]
     x = np.asarray(coll.x, dtype=np.float64)[order]
@@ -1522,6 +1725,11 @@ def _assemble(
             "outside_image": pd.array(outside, dtype="boolean"),
             "natural_width": pd.array(np.where(known, w, 0).round().astype(np.int64), "Int64"),
             "natural_height": pd.array(np.where(known, h, 0).round().astype(np.int64), "Int64"),
+            "shape": pd.array(np.asarray(SHAPES + (None,), dtype=object)[shape], dtype="str"),
+            "x1": xyxy[:, 0],
+            "y1": xyxy[:, 1],
+            "x2": xyxy[:, 2],
+            "y2": xyxy[:, 3],
         }
     )
     df.loc[np.isnan(uid), "user_id"] = pd.NA
@@ -1570,6 +1778,9 @@ def _report(
         "other_task_annotations": dict(sorted(stats["other_task_annotations"].items())),
         "classifications_kept": n_cls,
         "clicks_kept": int(has_xy.sum()),
+        "shapes_kept": {k: int((clicks["shape"] == k).sum()) for k in SHAPES},
+        "unsupported_shapes": dict(sorted(stats["unsupported_shapes"].items())),
+        "malformed_shapes": dict(sorted(stats["malformed_shapes"].items())),
         "unusual_clicks": int(clicks["unusual"].fillna(False).sum()),
         "empty_classifications": int(stats["empty_classifications"]),
         "classifications_emptied_by_drops": int(stats["classifications_emptied_by_drops"]),
@@ -1608,6 +1819,12 @@ def log_summary(report: dict) -> None:
     for reason, n in report["dropped_clicks"].items():
         if n:
             log.info("dropped %s clicks: %s", f"{n:,}", reason)
+    shapes = {k: n for k, n in report.get("shapes_kept", {}).items() if n and k != "point"}
+    if shapes:
+        log.info("drawn shapes kept: %s", ", ".join(f"{n:,} {k}s" for k, n in shapes.items()))
+    for what in ("unsupported_shapes", "malformed_shapes"):
+        for kind, n in report.get(what, {}).items():
+            log.info("dropped %s marks (%s): %s", f"{n:,}", what.replace("_", " "), kind)
     for task, n in report["other_task_clicks"].items():
         log.info("not kept: %s marks of task %s", f"{n:,}", task)
     if report["clicks_outside_image"]:

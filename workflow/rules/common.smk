@@ -12,7 +12,9 @@ def check_config(cfg):
     import jsonschema
     import yaml
 
-    schema_path = Path(workflow.current_basedir).parent / "schemas" / "config.schema.yaml"
+    schema_path = (
+        Path(workflow.current_basedir).parent / "schemas" / "config.schema.yaml"
+    )
     schema = yaml.safe_load(schema_path.read_text())
     validator = jsonschema.validators.validator_for(schema)(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.path])

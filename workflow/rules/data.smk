@@ -121,6 +121,7 @@ rule boxes:
         mem_mb=4000,
         runtime=20,
     params:
+        shape_extent=section("export").get("shape_extent", "drawn"),
         code=code_digest("boxes"),
     script:
         "../../scripts/boxes.py"
