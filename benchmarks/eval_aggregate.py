@@ -7,7 +7,7 @@
 Prints, for our labels (and with ``--baselines`` for the MeanShift and single-linkage
 baselines on the same clicks): completeness and purity at the p_fp threshold maximising
 sqrt(C² + P²) and at p* = 1, the expected calibration error of p_fp (clumpscout.compare),
-and SPEC 29: the sums of N_fp and N_fn over the aggregated subjects against the realised
+and decisions.md#expected-counts-check: the sums of N_fp and N_fn over the aggregated subjects against the realised
 numbers of false labels (containing no true clump) and missed true clumps.
 """
 
@@ -60,7 +60,7 @@ def main(argv=None) -> int:
         )
 
     if args.baselines:
-        score(baseline.meanshift_labels(boxes)[0], "MeanShift (SPEC 24)")
+        score(baseline.meanshift_labels(boxes)[0], "MeanShift (decisions.md#meanshift-baseline)")
         score(baseline.single_linkage_labels(boxes)[0], "single linkage 1 FWHM, >=5 vol")
     over = dict(kv.split("=", 1) for kv in args.set)
     params = dataclasses.replace(Params(), **{k: _value(v) for k, v in over.items()})
@@ -77,7 +77,7 @@ def main(argv=None) -> int:
     n_fp, n_fn = float(agg["n_fp"].sum()), float(agg["n_fn"].sum())
     print(f"   {wall:.1f} s; status {sub['status'].value_counts().to_dict()}")
     print(
-        f"   SPEC 29: sum N_fp = {n_fp:.2f} vs {int((~hit).sum())} false labels; "
+        f"   decisions.md#expected-counts-check: sum N_fp = {n_fp:.2f} vs {int((~hit).sum())} false labels; "
         f"sum N_fn = {n_fn:.2f} vs {missed} missed true clumps (of {len(best)})"
     )
     print(

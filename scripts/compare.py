@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.compare (§6.3, SPEC 23).
+"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.compare (§6.3, decisions.md#expert-comparison).
 
 The tables are tagged with the consensus model and n (columns ``model``, ``n``)."""
 

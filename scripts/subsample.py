@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule subsample -> clumpscout.subsample.draw_subsample (SPEC 22)."""
+"""Snakemake adapter: rule subsample -> clumpscout.subsample.draw_subsample (decisions.md#subsamples)."""
 
 from _common import main
 

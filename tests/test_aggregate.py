@@ -163,7 +163,7 @@ def test_assignments_keep_every_row(toy, result):
 
 
 def test_no_cluster_holds_two_boxes_of_one_annotation():
-    """SPEC 25, including a volunteer's accidental double click."""
+    """decisions.md#one-box-per-classification, including a volunteer's accidental double click."""
     toy = obvious_toy(seed=1)
     dbl = toy[(toy.volunteer == "vol03") & toy.x.notna()].copy()
     dbl["x"] += 0.5

@@ -11,7 +11,7 @@ either
   names the file (and the row where there is one), no traceback, no output file and no temporary
   file left in the output folder; or
 - a counted, reported drop: exit 0 and the count in the report JSON equals the number of bad
-  items (clicks outside the image are *kept and flagged* by design, SPEC 3: their count is
+  items (clicks outside the image are *kept and flagged* by design, decisions.md#box-geometry: their count is
   checked the same way).
 
 ``test_valid_inputs_pass`` first checks that the unbroken inputs pass every stage. One

@@ -1,4 +1,4 @@
-"""Clustering baselines (appendix, SPEC 24; issue 3): MeanShift and single linkage."""
+"""Clustering baselines (appendix, decisions.md#meanshift-baseline; issue 3): MeanShift and single linkage."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Clicks -> boxes (clumpscout.boxes; paper §3.3, SPEC 3, contract 4)."""
+"""Clicks -> boxes (clumpscout.boxes; paper §3.3, decisions.md#box-geometry, contract 4)."""
 
 from __future__ import annotations
 
@@ -76,7 +76,7 @@ def test_make_boxes_known_answer():
     assert b["classification_id"].tolist() == [1, 1, 2, 3]
     assert b["x1"].iloc[3] == pytest.approx(200.0 - 31.9 / 2)
     assert b["box_side"].tolist() == [20.0, 20.0, 20.0, 31.9]
-    # normalised coordinates: x / width, y / height (SPEC 3); may leave [0, 1]
+    # normalised coordinates: x / width, y / height (decisions.md#box-geometry); may leave [0, 1]
     assert b["x1_norm"].iloc[0] == 90.0 / 400 and b["y2_norm"].iloc[1] == 409.0 / 400
     assert b["unusual"].tolist() == [False, True, False, False]
     assert b["volunteer"].tolist() == ["ann", "ann", "bob", "cat"]
@@ -149,7 +149,7 @@ def test_bad_tables():
     )
 )
 def test_box_is_centred_square_of_the_side(points):
-    """Property (SPEC 3): every box is a square of side box_side centred on its click."""
+    """Property (decisions.md#box-geometry): every box is a square of side box_side centred on its click."""
     n = len(points)
     clicks = clicks_table([(i, i, f"v{i}", p[0], p[1], False) for i, p in enumerate(points)])
     subjects = subjects_table({i: p[2] for i, p in enumerate(points)})

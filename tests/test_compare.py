@@ -1,4 +1,4 @@
-"""Expert / truth comparison (paper §6.3, SPEC 23): hand-counted toys and properties."""
+"""Expert / truth comparison (paper §6.3, decisions.md#expert-comparison): hand-counted toys and properties."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Subject images from frames (paper §2.2, SPEC 1-4): geometry, asinh, registration, edges.
+"""Subject images from frames (paper §2.2, decisions.md#cutout-side, #psf-fwhm, #box-geometry, #colour-composite): geometry, asinh, registration, edges.
 
 Frames are synthesised in code: TAN WCS at 0.396"/px with SDSS parity, rotated, each band
 offset by several pixels, Gaussian point sources placed at known sky positions.
@@ -101,7 +101,7 @@ def catalogue(tmp_path, rows, name="cat.csv"):
 
 
 def test_asinh_known_answers():
-    """§2.2 / SPEC 4: with Q = 7, α = 0.2, m = 0, I/β = 1 gives asinh(35)/7."""
+    """§2.2 / decisions.md#colour-composite: with Q = 7, α = 0.2, m = 0, I/β = 1 gives asinh(35)/7."""
     beta = {"g": 0.7, "r": 1.17, "i": 1.818}
     for b, bt in beta.items():
         got = C.asinh_scale(np.array([bt]), bt)[0]
@@ -124,7 +124,7 @@ def test_asinh_known_answers():
 
 
 def test_cutout_side_and_fwhm_conversions():
-    """SPEC 1-2 by hand: side = max(ceil(6 R90 / 0.396), 40); FWHM_subject = F/0.396 · 400/side."""
+    """decisions.md#cutout-side, #psf-fwhm by hand: side = max(ceil(6 R90 / 0.396), 40); FWHM_subject = F/0.396 · 400/side."""
     assert C.cutout_side(10.0) == 152  # 60 / 0.396 = 151.52
     assert C.cutout_side(2.0) == 40  # 30.3 -> minimum
     assert C.cutout_side(4.356) == 66  # exactly 66.0 up to rounding noise
@@ -287,7 +287,7 @@ def test_galaxy_outside_every_frame_is_an_error(tmp_path):
 
 
 def test_channel_order_is_configurable(tmp_path):
-    """Default i -> R, r -> G, g -> B (SPEC 4); a g-only source is blue, or red with 'gri'."""
+    """Default i -> R, r -> G, g -> B (decisions.md#colour-composite); a g-only source is blue, or red with 'gri'."""
     d = tmp_path / "frames"
     d.mkdir()
     src = [(RA0, DEC0, 300.0)]

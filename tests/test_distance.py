@@ -1,4 +1,4 @@
-"""Jaccard distance (paper §3.4, SPEC 5, 26) and the distance likelihood (SPEC 6).
+"""Jaccard distance (paper §3.4, decisions.md#jaccard-distance) and the distance likelihood (decisions.md#distance-likelihood).
 
 Known answers are computed by hand from the areas of the boxes.
 """
@@ -49,7 +49,7 @@ def test_box_inside_another_is_one_minus_the_area_ratio():
 
 
 def test_union_is_the_true_union_not_the_enclosing_box():
-    """SPEC 26: 2x2 squares overlapping in a 1x1 corner. True union 4 + 4 - 1 = 7 gives
+    """decisions.md#jaccard-distance: 2x2 squares overlapping in a 1x1 corner. True union 4 + 4 - 1 = 7 gives
     d = 6/7; the enclosing box (3x3 = 9) would give 1 - 1/9 = 8/9."""
     got = d([0, 0, 2, 2], [1, 1, 3, 3])
     assert got == pytest.approx(6 / 7, abs=1e-15)
@@ -110,7 +110,7 @@ def test_metric_like_properties(a, b, scale, dx, dy):
 
 
 def test_neg_log_likelihood_hand_values():
-    """SPEC 6: "d": ½ ln(2πσ²) + d²/(2σ²); "d_squared": ½ ln(2πσ²) + d⁴/(2σ²)."""
+    """decisions.md#distance-likelihood: "d": ½ ln(2πσ²) + d²/(2σ²); "d_squared": ½ ln(2πσ²) + d⁴/(2σ²)."""
     dd, s2 = 0.5, 0.1
     want_d = 0.5 * math.log(2 * math.pi * 0.1) + 0.25 / 0.2
     want_d2 = 0.5 * math.log(2 * math.pi * 0.1) + 0.0625 / 0.2

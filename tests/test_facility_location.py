@@ -1,4 +1,4 @@
-"""Facility location (paper §5.3, §5.7; SPEC 9-12, 25, 27).
+"""Facility location (paper §5.3, §5.7; decisions.md#facility-location-greedy, #nominal-costs, #init-costs, #one-box-per-classification).
 
 Costs are written out from the paper's equations (fac_cost, city_fac_cost, cluster_cost,
 city_dummy_cost, total_cost, init_*), never taken from the code under test; optimality is
@@ -81,7 +81,7 @@ def test_nominal_costs_by_hand():
     f = np.array([0, 0, DUMMY])
     r = total(boxes, f, oc, cc, s2, dc, **NOM)
     c_f = -(LN(0.3) + LN(0.4))  # eq. fac_cost: every volunteer who saw the subject
-    self_a = LN(0.3) - LN(0.7) - LN(0.8) + 0.5 * LN(2 * math.pi * 0.05)  # d = 0 (SPEC 10)
+    self_a = LN(0.3) - LN(0.7) - LN(0.8) + 0.5 * LN(2 * math.pi * 0.05)  # d = 0, own box
     a2_to_a = LN(0.4) - LN(0.6) - LN(0.9) + 0.5 * LN(2 * math.pi * 0.2) + 0.4**2 / (2 * 0.2)
     dummy_far = -LN(0.2)
     np.testing.assert_allclose(r.connection_cost, [self_a, a2_to_a, dummy_far], rtol=1e-13)
@@ -94,7 +94,7 @@ def test_nominal_costs_by_hand():
 
 
 def test_connection_cost_uses_the_city_volunteer():
-    """SPEC 27: with A2 as the facility, A connects with v0's p_fp, p_fn and σ² (not v1's)."""
+    """decisions.md#nominal-costs: with A2 as the facility, A connects with v0's p_fp, p_fn and σ² (not v1's)."""
     boxes = np.array([A, A2])
     oc, cc, s2, dc = nominal_costs([0, 1], [0.2, 0.1], [0.3, 0.4], [0.05, 0.2])
     r = total(boxes, np.array([1, 1]), oc, cc, s2, dc, **NOM)
@@ -190,7 +190,7 @@ def test_toy_initialisation():
 
 
 def test_double_click_never_shares_a_cluster():
-    """SPEC 25: volunteer 1 clicks clump A twice (two boxes, one classification); volunteers
+    """decisions.md#one-box-per-classification: volunteer 1 clicks clump A twice (two boxes, one classification); volunteers
     2 and 3 mark A once. The cluster holds one of volunteer 1's boxes, the other is a false
     positive."""
     boxes = np.array([A1, [0.101, 0.10, 0.201, 0.20], A2_, [0.11, 0.11, 0.21, 0.21]])
@@ -303,7 +303,7 @@ def assert_valid(f, cls, offsets, can_fac, can_city, allow_dummy, min_size):
     st.booleans(),
 )
 def test_constraints_hold(subs, init, min_size, masks, allow_dummy):
-    """No cluster holds two boxes of one classification (double clicks included, SPEC 25),
+    """No cluster holds two boxes of one classification (double clicks included, decisions.md#one-box-per-classification),
     facilities belong to their own cluster, masks and the minimum cluster size are
     respected, with the dummy every possible city is placed."""
     boxes = np.vstack([s[0] for s in subs])
@@ -341,7 +341,7 @@ def shifted(cost, boxes, cls, oc, cc, s2, dc, allow_dummy, city, likelihood):
        st.sampled_from(["d", "d_squared"]))  # fmt: skip
 def test_greedy_within_161_of_brute_force(sub, min_size, likelihood):
     """Nominal costs, ≤ 8 boxes, with exclusivity and the minimum cluster size: greedy cost
-    ≤ 1.61 × optimum (SPEC 9). The JMS bound is for non-negative costs: nominal costs can be
+    ≤ 1.61 × optimum (decisions.md#facility-location-greedy). The JMS bound is for non-negative costs: nominal costs can be
     negative, so both totals are measured from the same baseline Σ_b m_b, m_b = min(C^fc(b,b),
     C^∅c(b)) — every box pays exactly one of its options, each ≥ m_b, so the shifted totals
     are ≥ 0 and their ratio is the meaningful one (the greedy itself works on these shifted

@@ -15,7 +15,7 @@ RP = SimpleNamespace(tau=5.0, n_fp_max=1.0, n_fn_max=0.3, n_sigma_max=3.0)
 
 
 def test_pre_batch_status():
-    """SPEC 20: ≥5 volunteers and no click -> retired empty; ≥3 and ≥1 click -> batch."""
+    """decisions.md#retirement: ≥5 volunteers and no click -> retired empty; ≥3 and ≥1 click -> batch."""
     n_vol = np.array([5, 4, 3, 2, 6, 3])
     n_box = np.array([0, 0, 1, 5, 3, 0])
     empty, eligible = rt.pre_batch_status(n_vol, n_box, 5, 3)
@@ -119,7 +119,7 @@ def mixed():
 def test_statuses_through_the_engine(mixed):
     final = Aggregator(Params(), seed=0).fit(mixed).subjects.set_index("subject_id")["status"]
     assert final[1] == final[2] == "retired_empty" and final[3] == "unretired"
-    r = Aggregator(Params(final_classifications=False), seed=0).fit(mixed)  # SPEC 20 live rule
+    r = Aggregator(Params(final_classifications=False), seed=0).fit(mixed)  # the live rule
     st = r.subjects.set_index("subject_id")["status"]
     assert st[1] == "retired_empty"
     assert st[2] == "unretired" and st[3] == "unretired"

@@ -1,4 +1,4 @@
-"""Per-clump p_fp and p_σ, N_fn terms, the coincidence scan and the risk (§5.7, SPEC 17-19)."""
+"""Per-clump p_fp and p_σ, N_fn terms, the coincidence scan and the risk (§5.7, decisions.md#clump-false-positive-probability, #location-variance, #expected-misses)."""
 
 from __future__ import annotations
 
@@ -33,7 +33,7 @@ def _one_clump(p_fp_mark, p_fn_miss, p_fn_mark=None):
 
 
 def test_p_fp_three_markers_two_missers_by_hand():
-    """SPEC 17: P_fp = Π_miss(1−p_fn)·Π_mark p_fp, P_tp = Π_miss p_fn·Π_mark(1−p_fp)."""
+    """decisions.md#clump-false-positive-probability: P_fp = Π_miss(1−p_fn)·Π_mark p_fp, P_tp = Π_miss p_fn·Π_mark(1−p_fp)."""
     p_fp_mark = np.array([0.1, 0.2, 0.05])
     p_fn_miss = np.array([0.3, 0.4])
     P_fp = 0.7 * 0.6 * 0.1 * 0.2 * 0.05
@@ -86,7 +86,7 @@ def test_p_fp_two_clumps_two_subjects():
 
 
 def test_p_sigma_inverse_variance_sum_by_hand():
-    """SPEC 18: σ²_l = 1/Σ 1/σ²_ijk, p_σ = 1 − erf(δ/sqrt(2σ²_l))."""
+    """decisions.md#location-variance: σ²_l = 1/Σ 1/σ²_ijk, p_σ = 1 − erf(δ/sqrt(2σ²_l))."""
     s2 = risk.clump_location_variance(
         np.array([0, 0, 0, -1, 1]), np.array([0.1, 0.2, 0.4, 9.0, 0.3]), 2
     )

@@ -2,7 +2,7 @@
 
 The export is parsed here with the csv and json modules only (not with
 clumpscout.zooniverse), so these tests check the file format itself.
-Known answers come from the paper (§2.2, §3.2, §6.4), SPEC 1-2 and the
+Known answers come from the paper (§2.2, §3.2, §6.4), decisions.md#cutout-side, #psf-fwhm and the
 real consensus boxes in ../shared (skipped when absent).
 """
 
@@ -424,7 +424,7 @@ def test_report_counts_match_files(universe, export):
 
 
 def test_cutout_geometry_known_answers():
-    # SPEC 1-2: R90 = 10" -> side = ceil(60 / 0.396) = ceil(151.52) = 152 native px;
+    # decisions.md#cutout-side, #psf-fwhm: R90 = 10" -> side = ceil(60 / 0.396) = ceil(151.52) = 152 native px;
     # FWHM 1.2" -> 1.2 / 0.396 * 400 / 152 = 7.974 subject px; R90 -> 10/0.396*400/152 = 66.45
     side, fwhm, r90 = cutout_geometry([10.0, 2.0], [1.2, 1.2])
     assert side.tolist() == [152, 40]

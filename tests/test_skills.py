@@ -2,7 +2,7 @@
 
 Known answers are computed by hand from the paper's formulas (eq. prob_fp,
 prob_fn, volunteer_variance, difficulty_estimate, eta_def, combined_variance,
-anno_model) with the decisions of SPEC 6, 7, 14 and 15.
+anno_model) with the decisions of decisions.md#distance-likelihood, #combined-variance, #variance-estimates, #skill-probabilities.
 """
 
 from __future__ import annotations
@@ -144,7 +144,7 @@ def test_eta_and_combined_variance_by_hand(kind):
 
 
 def test_combined_variance_without_difficulty_uses_the_volunteer():
-    """SPEC 7: before a subject has a difficulty estimate, use σ²_j."""
+    """decisions.md#combined-variance: before a subject has a difficulty estimate, use σ²_j."""
     assert sk.combined_variance(0.4, 0.07, np.nan, "d") == pytest.approx(0.07)
 
 

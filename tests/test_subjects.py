@@ -1,6 +1,6 @@
-"""Cutout side, PSF FWHM and box side per subject (clumpscout.subjects; SPEC 1-3, contract 3).
+"""Cutout side, PSF FWHM and box side per subject (clumpscout.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry, contract 3).
 
-Known answers are computed by hand from SPEC 1-2:
+Known answers are computed by hand from decisions.md#cutout-side, #psf-fwhm:
 side = max(ceil(6 R90 / 0.396"), 40); FWHM_subject = FWHM" / 0.396 * 400 / side; box = 2 FWHM.
 """
 
@@ -263,7 +263,7 @@ def test_real_photoobj_catalogue_rows(shared, tmp_path):
 
 @pytest.mark.shared
 def test_psfield_source_and_comparison_with_catalogue(shared, tmp_path):
-    """SPEC 2: psField psf_width runs 10-15% larger than the catalogue's PSF_FWHM.
+    """decisions.md#psf-fwhm: psField psf_width runs 10-15% larger than the catalogue's PSF_FWHM.
 
     Measured here (r band, psField psf_width vs the median photoObj PSF_FWHM > 0 of the same
     field): run 1000 field 100: 3.055" vs 2.774" (+10.1%, 16 of 19 rows have a PSF_FWHM);

@@ -1,4 +1,4 @@
-"""Z~_n subsamples (paper §6.1, SPEC 22): exact counts, nestedness, seeds, whole classifications."""
+"""Z~_n subsamples (paper §6.1, decisions.md#subsamples): exact counts, nestedness, seeds, whole classifications."""
 
 from __future__ import annotations
 

@@ -176,7 +176,7 @@ def test_a_partial_config_in_another_directory_extends_the_defaults(tmp_path):
 
 
 def test_config_defaults_follow_the_paper_tables():
-    """Table prior_param_values and subject_retirement_params, SPEC 8."""
+    """Table prior_param_values and subject_retirement_params, decisions.md#hyper-parameters."""
     agg = yaml.safe_load((REPO / "config.yaml").read_text())["aggregate"]
     expected = dict(
         p0_fp=0.1,

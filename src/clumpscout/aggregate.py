@@ -230,7 +230,7 @@ class Params:
     # stop at the first iteration whose log-likelihood does not fall, keep the last state) |
     # auto (converge for generative, paper_code for paper)
     em_stop: str = "auto"
-    # model choices (SPEC 6, 13, 16, 21)
+    # model choices (decisions.md#distance-likelihood, #label-box, #em-stopping, #batch-size)
     distance_likelihood: str = "d"
     merge: str = "mean"
     min_cluster_size: int = 2
@@ -400,7 +400,7 @@ def prepare(df: pd.DataFrame, path=None) -> Prepared:
 
     Data errors raise :class:`InputError` naming the row (0-based position in
     the table). A row with NaN coordinates is an empty classification (never a
-    box, SPEC 15); a row with some but not all coordinates is an error.
+    box, decisions.md#skill-probabilities); a row with some but not all coordinates is an error.
     """
     missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
     if missing:
@@ -666,7 +666,7 @@ def _clusters_from_facilities(facility_of: np.ndarray):
 
 
 def merge_labels(xyxy, box_cluster, n_clusters, weights=None) -> np.ndarray:
-    """Label boxes: (weighted) mean of the member boxes' vertex coordinates (SPEC 13)."""
+    """Label boxes: (weighted) mean of the member boxes' vertex coordinates (decisions.md#label-box)."""
     tp = box_cluster >= 0
     cl = box_cluster[tp]
     w = np.ones(int(tp.sum())) if weights is None else np.asarray(weights, float)[tp]
@@ -691,7 +691,7 @@ class _Engine:
         p = self.p
         n = len(b.box_idx)
         if init:
-            # eq. init_open_cost, init_conn_cost, init_city_dummy_cost (SPEC 11)
+            # eq. init_open_cost, init_conn_cost, init_city_dummy_cost (decisions.md#init-costs)
             open_cost = p.f_V * b.n_vol[b.box_subject]
             conn_const = np.zeros(n)
             dummy_cost = np.ones(n)
@@ -710,11 +710,11 @@ class _Engine:
 
     @property
     def _distance_kw(self) -> dict:
-        """The distance settings every facility-location call shares (SPEC 6)."""
+        """The distance settings every facility-location call shares (decisions.md#distance-likelihood)."""
         return {"d_max": self.p.d_max, "likelihood": self.p.distance_likelihood}
 
     def _nominal_costs(self, b: Batch, skills: Skills):
-        """eq. fac_cost, city_fac_cost (city's own skills, SPEC 27), city_dummy_cost (SPEC 10)."""
+        """eq. fac_cost, city_fac_cost (city's own skills, decisions.md#nominal-costs), city_dummy_cost (decisions.md#nominal-costs)."""
         fac_subject = np.bincount(
             b.cls_subject, weights=-np.log(skills.p_fn[b.cls_vol]), minlength=len(b.subjects)
         )
@@ -790,7 +790,7 @@ class _Engine:
             n_unassigned=n_unassigned,
         )
 
-    # -------------------------------------------------------------- EM (SPEC 16)
+    # -------------------------------------------------------------- EM (decisions.md#em-stopping)
     def initial_skills(self, prev):
         """Skills before the first clustering of a cycle (from the cached evidence)."""
         return volunteer_skills(prev, self.p)
@@ -923,7 +923,7 @@ class _Engine:
         n_fp = np.bincount(s.cluster_subject, weights=p_fp_l, minlength=n_s)
         n_sigma = np.bincount(s.cluster_subject, weights=p_sigma_l, minlength=n_s)
 
-        # N_fn: constrained re-clustering (SPEC 19)
+        # N_fn: constrained re-clustering (decisions.md#expected-misses)
         _, _, is_fac = _clusters_from_facilities(s.facility_of)
         can_fac, can_city = constrained_masks(s.box_cluster, is_fac)
         open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
@@ -967,7 +967,7 @@ class _Engine:
         """Assembly cost C(Z'_l) (eq. cluster_cost) and all-to-dummy cost C^∅ of each cluster.
 
         From :func:`clumpscout.facility_location.cluster_costs` (the facility's own
-        box pays its connection at d = 0, SPEC 10); ``costs`` as for :meth:`_solve_costs`.
+        box pays its connection at d = 0, decisions.md#nominal-costs); ``costs`` as for :meth:`_solve_costs`.
         """
         cc = fl.cluster_costs(
             b.box_off, b.xyxy, facility_of, *costs, init_phase=False, **self._distance_kw
@@ -1359,7 +1359,7 @@ class AggregationResult:
                 t[c].unit = u.dimensionless_unscaled
         t.meta["description"] = (
             "Galaxy Zoo: Clump Scout label clumps (Dickinson et al. §5); coordinates in subject "
-            "pixels (x right, y down, origin top-left); p_fp per SPEC 17, p_sigma per SPEC 18; "
+            "pixels (x right, y down, origin top-left); p_fp per decisions.md#clump-false-positive-probability, p_sigma per decisions.md#location-variance; "
             "sigma2 and difficulty are Jaccard-distance variances"
         )
         t.meta["clumpscout_version"] = __version__

@@ -1,9 +1,9 @@
-"""Clustering baselines on the same clicks (paper appendix, SPEC 24; issue 3).
+"""Clustering baselines on the same clicks (paper appendix, decisions.md#meanshift-baseline; issue 3).
 
 Three baselines turn the volunteers' clicks into clumps without any model of the
 volunteers:
 
-1. **MeanShift** (appendix sec:mean_shift_comparison, SPEC 24): per subject,
+1. **MeanShift** (appendix sec:mean_shift_comparison, decisions.md#meanshift-baseline): per subject,
    ``sklearn.cluster.MeanShift(bandwidth=FWHM_subject)`` on the click
    coordinates (subject pixels), every other parameter at its default (flat
    kernel, every click a seed, ``cluster_all=True``, ``max_iter=300``); one clump
@@ -21,7 +21,7 @@ volunteers:
    FWHM) and half the configured box side for fixed-box projects.
 
 ``FWHM_subject`` is read from the boxes table: ``box_side = 2 FWHM_subject``
-(SPEC 3), so the baselines need nothing but ``boxes.parquet``. Each baseline
+(decisions.md#box-geometry), so the baselines need nothing but ``boxes.parquet``. Each baseline
 clump also gets a square box of side ``box_side`` (the subject's volunteer box
 size) centred on it, so :mod:`clumpscout.compare` can score it exactly like our
 labels; baselines have no ``p_fp``, so they are kept at every threshold.
@@ -83,7 +83,7 @@ def clicks_of(boxes_df: pd.DataFrame, path: object = None) -> tuple[pd.DataFrame
     """The clicks of a boxes table, sorted by subject, with each subject's FWHM.
 
     Rows without coordinates (classifications that marked nothing) are not
-    clicks; they are counted. ``fwhm = box_side / 2`` (SPEC 3).
+    clicks; they are counted. ``fwhm = box_side / 2`` (decisions.md#box-geometry).
     """
     missing = [c for c in REQUIRED if c not in boxes_df.columns]
     if missing:
@@ -278,7 +278,7 @@ def meanshift_clusters(
     max_iter: int = 300,
     chunk: int = 20000,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """MeanShift per subject block (SPEC 24). Returns (centres, labels, k).
+    """MeanShift per subject block (decisions.md#meanshift-baseline). Returns (centres, labels, k).
 
     ``centres[offsets[s]:offsets[s]+k[s]]`` are subject ``s``'s cluster centres in
     scikit-learn's order; ``labels`` the cluster (0..k[s]-1) of every click.
@@ -362,7 +362,7 @@ def meanshift_labels(
     impl: str = "numba",
     path: object = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """The MeanShift baseline labels (appendix, SPEC 24).
+    """The MeanShift baseline labels (appendix, decisions.md#meanshift-baseline).
 
     Returns ``(labels, report)``; ``labels`` has :data:`LABEL_COLUMNS`: one row per
     cluster centre (x, y), in scikit-learn's cluster order per subject, with its

@@ -12,9 +12,9 @@ or ellipse) with ``shape_extent="drawn"`` (the default, config ``export.shape_ex
 which the baselines use). When the clicks hold drawn shapes the boxes table passes ``shape``
 through; a points-only table is unchanged.
 
-Boxes are **not clipped** to the image (SPEC 3: a box that sticks out is kept as is; clicks
+Boxes are **not clipped** to the image (decisions.md#box-geometry: a box that sticks out is kept as is; clicks
 outside the image are flagged by ``extract`` in ``outside_image`` and kept too). Normalised
-coordinates divide x by the image width and y by the image height (SPEC 3); they are given in
+coordinates divide x by the image width and y by the image height (decisions.md#box-geometry); they are given in
 ``x1_norm`` ... ``y2_norm`` and may leave [0, 1] for boxes that stick out.
 
 A classification that marked nothing keeps its single row with NaN coordinates (contract 4), so
@@ -152,7 +152,7 @@ def make_boxes(
     shape_extent: str = "drawn",
 ) -> pd.DataFrame:
     """One box per click or drawn shape (contract 4), empty classifications kept as NaN rows
-    (SPEC 3); ``shape_extent``: see the module docstring (docs/decisions.md#shapes)."""
+    (decisions.md#box-geometry); ``shape_extent``: see the module docstring (docs/decisions.md#shapes)."""
     _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
     _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
     if box_side is not None and not (float(box_side) > 0):

@@ -1,4 +1,4 @@
-"""Purity and completeness of label boxes against points (paper §6.3, SPEC 23).
+"""Purity and completeness of label boxes against points (paper §6.3, decisions.md#expert-comparison).
 
 The paper (§6.3, subsec:expert_comparison) scores the labels ``Ŷ*_n(p*)`` —
 the label boxes of the expert-annotated subjects computed from ``n``
@@ -16,7 +16,7 @@ experts clicking one missed clump add three), exactly as the paper defines
 them. We also report ``recall``, the fraction of points that lie inside at
 least one kept box, which counts points on both sides.
 
-Decisions (documented here, SPEC 23):
+Decisions (documented here, decisions.md#expert-comparison):
 
 - a box *contains* a point when ``x1 <= x <= x2`` and ``y1 <= y <= y2`` (closed
   box, subject pixels);

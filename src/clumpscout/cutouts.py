@@ -2,10 +2,10 @@
 
 For every galaxy of a catalogue (subject_id, ra, dec, petroR90_r and a PSF FWHM):
 
-1. **Cutout side** (SPEC 1): ``side = max(ceil(6 · R90_r / 0.396"), 40)`` native
+1. **Cutout side** (decisions.md#cutout-side): ``side = max(ceil(6 · R90_r / 0.396"), 40)`` native
    pixels (:func:`clumpscout.subjects.cutout_side`; this module reuses the
    geometry and psField reader of :mod:`clumpscout.subjects`).
-2. **Common grid** (SPEC 4): a north-up, east-left gnomonic (TAN) grid of
+2. **Common grid** (decisions.md#colour-composite): a north-up, east-left gnomonic (TAN) grid of
    ``side × side`` pixels at 0.396"/px centred on the galaxy
    (:func:`cutout_wcs`). Array row 0 is the *north* edge, so the array is the
    image as displayed (the WCS has ``CDELT2 < 0``).
@@ -17,13 +17,13 @@ For every galaxy of a catalogue (subject_id, ra, dec, petroR90_r and a PSF FWHM)
    flagged ``edge``. Values are nanomaggies per output pixel (input values are
    multiplied by the ratio of pixel areas when ``conserve_flux``; 1.000 for SDSS
    frames).
-4. **asinh scaling** (§2.2 equation, Lupton et al. 2004; SPEC 4), per band:
+4. **asinh scaling** (§2.2 equation, Lupton et al. 2004; decisions.md#colour-composite), per band:
    ``I' = asinh(Q · (I/β − m) / α) / Q`` with Q = 7, α = 0.2, m = 0 and
    β = (0.7, 1.17, 1.818) for (g, r, i), clipped to [0, 1] (:func:`asinh_scale`).
    astropy's ``make_lupton_rgb`` is a different (colour-preserving) stretch and
    is *not* used.
 5. **Colour composite**: channel order configurable; default i → R, r → G,
-   g → B (SPEC 4: the paper's "g, r, i to red, blue, green" is read as a typo).
+   g → B (decisions.md#colour-composite: the paper's "g, r, i to red, blue, green" is read as a typo).
 6. **Resize** to 400 × 400 with Pillow (each scaled band as a 32-bit float image,
    then clipped and quantised to 8 bits) and written as ``png/<subject_id>.png``.
 
@@ -52,7 +52,7 @@ catalogue's ``frame`` column, else its ``run``/``camcol``/``field`` columns,
 else the frame set in which the galaxy lies farthest from the edges. A frame
 set lacking a band is an :class:`~clumpscout.errors.InputError`.
 
-PSF FWHM (SPEC 2): the catalogue's ``psffwhm_r`` (CAS) / ``PSF_FWHM`` (flat file)
+PSF FWHM (decisions.md#psf-fwhm): the catalogue's ``psffwhm_r`` (CAS) / ``PSF_FWHM`` (flat file)
 by default, or ``psf_width[r]`` from a psField (HDU 6) / photoField file;
 ``psf_source`` records which, per subject.
 """
@@ -93,7 +93,7 @@ BANDS: tuple[str, ...] = ("g", "r", "i")
 NATIVE_SCALE = 0.396  # arcsec per native SDSS pixel
 IMAGE_SIZE = 400  # subject image side (px)
 
-#: SPEC 4 / §2.2: the paper's asinh parameters
+#: decisions.md#colour-composite / §2.2: the paper's asinh parameters
 DEFAULTS: dict = {
     "asinh_Q": 7.0,
     "asinh_alpha": 0.2,
@@ -104,7 +104,7 @@ DEFAULTS: dict = {
     "resize_filter": "bicubic",
     "png_compress_level": 1,
     "conserve_flux": True,
-    # geometry (the `subjects` config section; SPEC 1-2)
+    # geometry (the `subjects` config section; decisions.md#cutout-side, #psf-fwhm)
     "native_scale": NATIVE_SCALE,
     "image_size": IMAGE_SIZE,
     "min_side": 40,
@@ -122,21 +122,21 @@ _FRAME_RE = re.compile(
 _SDSS_ID_RE = re.compile(r"(\d{6})-(\d)-(\d{4})")
 
 
-# ------------------------------------------------------------------ geometry (SPEC 1, 2)
+# ------------------------------------------------------------------ geometry (decisions.md#cutout-side, #psf-fwhm)
 
 
 def fwhm_native(fwhm_arcsec, native_scale=NATIVE_SCALE):
-    """PSF FWHM in native SDSS pixels: ``FWHM" / 0.396`` (SPEC 2; :func:`clumpscout.subjects.psf_in_pixels`)."""
+    """PSF FWHM in native SDSS pixels: ``FWHM" / 0.396`` (decisions.md#psf-fwhm; :func:`clumpscout.subjects.psf_in_pixels`)."""
     return psf_in_pixels(fwhm_arcsec, 1.0, native_scale, 1.0)[0]
 
 
 def fwhm_subject(fwhm_arcsec, side, native_scale=NATIVE_SCALE, image_size=IMAGE_SIZE):
-    """SPEC 2: PSF FWHM in subject pixels, ``FWHM" / 0.396 · 400 / side`` (via clumpscout.subjects)."""
+    """decisions.md#psf-fwhm: PSF FWHM in subject pixels, ``FWHM" / 0.396 · 400 / side`` (via clumpscout.subjects)."""
     return psf_in_pixels(fwhm_arcsec, side, native_scale, image_size)[1]
 
 
 def cutout_wcs(ra: float, dec: float, side: int, native_scale: float = NATIVE_SCALE) -> WCS:
-    """North-up, east-left TAN grid of ``side × side`` px centred on (ra, dec) (SPEC 4).
+    """North-up, east-left TAN grid of ``side × side`` px centred on (ra, dec) (decisions.md#colour-composite).
 
     Array row 0 is the north edge (``CDELT2 < 0``), so the array is the image as
     displayed; the centre of the grid is at 0-based pixel ``((side−1)/2, (side−1)/2)``.
@@ -177,11 +177,11 @@ def sky_to_subject(ra_pt, dec_pt, ra, dec, side, native_scale=NATIVE_SCALE, imag
     return native_to_subject(col, row, side, image_size)
 
 
-# --------------------------------------------------------------------- asinh (SPEC 4)
+# --------------------------------------------------------------------- asinh (decisions.md#colour-composite)
 
 
 def asinh_scale(image, beta: float, Q: float = 7.0, alpha: float = 0.2, m: float = 0.0, clip=True):
-    """§2.2 / SPEC 4: ``I' = asinh(Q · (I/β − m) / α) / Q``, clipped to [0, 1] if ``clip``.
+    """§2.2 / decisions.md#colour-composite: ``I' = asinh(Q · (I/β − m) / α) / Q``, clipped to [0, 1] if ``clip``.
 
     NaN stays NaN (also through the clip). Returns float32.
     """
@@ -225,7 +225,7 @@ def resize_band(band: np.ndarray, size: int = IMAGE_SIZE, resize_filter: str = "
 
 
 def compose_rgb(bands: Mapping[str, np.ndarray], channels: Sequence[str] = ("i", "r", "g")):
-    """8-bit colour composite: ``channels`` name the bands shown as (R, G, B) (SPEC 4).
+    """8-bit colour composite: ``channels`` name the bands shown as (R, G, B) (decisions.md#colour-composite).
 
     Each band is clipped to [0, 1] and quantised to ``round(255 · v)``; NaN is black.
     """
@@ -380,7 +380,7 @@ def resample(
     conserve_flux: bool = True,
     target_scale: float = NATIVE_SCALE,
 ) -> np.ndarray:
-    """Resample ``frame`` onto the ``target`` grid through the frame's own WCS (SPEC 4).
+    """Resample ``frame`` onto the ``target`` grid through the frame's own WCS (decisions.md#colour-composite).
 
     :func:`scipy.ndimage.map_coordinates` (spline of ``order``) on the part of the
     frame the grid needs; grid points outside the frame (or next to a NaN of the
@@ -512,7 +512,7 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
     return normalise_catalogue(df, path)
 
 
-# --------------------------------------------------------------------------------- PSF (SPEC 2)
+# --------------------------------------------------------------------------------- PSF (decisions.md#psf-fwhm)
 
 
 def field_of(frame_id: str) -> int | None:
@@ -528,7 +528,7 @@ def psf_per_subject(
     psfield: str | Path | None,
     where: object = None,
 ) -> tuple[np.ndarray, list[str]]:
-    """PSF FWHM (arcsec) and its source for every catalogue row (SPEC 2).
+    """PSF FWHM (arcsec) and its source for every catalogue row (decisions.md#psf-fwhm).
 
     ``psf_source="catalogue"`` uses the catalogue's column and falls back to the
     psField file when the column is absent; ``"psfield"`` uses the file. A
@@ -892,7 +892,7 @@ def make_cutouts(
             "file": "bands.npy",
             "dtype": "float16",
             "order": list(BANDS),
-            "scaling": "unclipped asinh (SPEC 4)",
+            "scaling": "unclipped asinh (decisions.md#colour-composite)",
             "asinh_Q": float(c["asinh_Q"]),
             "asinh_alpha": float(c["asinh_alpha"]),
             "asinh_m": float(c["asinh_m"]),
@@ -908,7 +908,10 @@ def make_cutouts(
             "%d subject(s) reach a frame edge (NaN-filled, flagged 'edge')", report["n_edge"]
         )
     if n_side_differs:
-        log.warning("%d subject(s): given side_native differs from SPEC 1's side", n_side_differs)
+        log.warning(
+            "%d subject(s): given side_native differs from decisions.md#cutout-side's side",
+            n_side_differs,
+        )
     write_json(report, out / "cutouts_report.json")
     return meta, report
 
@@ -1159,7 +1162,7 @@ def demo_field(
 
     The field has no photoObj rows, so galaxies are found in the r frame
     (:func:`find_sources`, :func:`pick_galaxies`) and sized with
-    :func:`petrosian_r90`; the PSF comes from the psField (SPEC 2), the
+    :func:`petrosian_r90`; the PSF comes from the psField (decisions.md#psf-fwhm), the
     photoField value is recorded beside it. A bright star is cut out as well and
     the distance between its g, r, i centroids after resampling is reported.
     """
@@ -1362,7 +1365,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--psf-source",
         choices=("catalogue", "psfield"),
         default=DEFAULTS["psf_source"],
-        help="PSF FWHM from the catalogue column (default) or the psField (SPEC 2)",
+        help="PSF FWHM from the catalogue column (default) or the psField (decisions.md#psf-fwhm)",
     )
     p.add_argument("--out", required=True, help="output folder (png/, bands.npy, cutouts.parquet)")
     p.add_argument("--channels", default="irg", help="bands shown as R, G, B (default irg)")

@@ -1,11 +1,11 @@
 """Jaccard distance between boxes and the distance likelihood (paper §3.4, §4.4).
 
 * :func:`jaccard_nb` / :func:`jaccard_distance` / :func:`pairwise_jaccard` — the paper's
-  scale-free distance ``d = 1 − A_intersection / A_union`` (§3.4, SPEC 5). The union is the
-  TRUE union ``area A + area B − area(A∩B)`` (SPEC 26), not the enclosing box. Disjoint
+  scale-free distance ``d = 1 − A_intersection / A_union`` (§3.4, decisions.md#jaccard-distance). The union is the
+  TRUE union ``area A + area B − area(A∩B)`` (decisions.md#jaccard-distance), not the enclosing box. Disjoint
   boxes (including boxes that only touch along an edge or a corner) are at distance 1.
 * :func:`neg_log_distance_likelihood` / :func:`neg_log_likelihood_nb` — ``−ln Gaussian(|d|²; σ²)``
-  of eq. anno_model / city_fac_cost, read as SPEC 6 says:
+  of eq. anno_model / city_fac_cost, read as decisions.md#distance-likelihood says:
 
   - ``"d"`` (default): the zero-mean normal density of d with variance σ²,
     ``½ ln(2πσ²) + d²/(2σ²)``;
@@ -13,7 +13,7 @@
     ``½ ln(2πσ²) + d⁴/(2σ²)``.
 
 Boxes are ``(x1, y1, x2, y2)`` with ``x1 <= x2`` and ``y1 <= y2``; the aggregation uses
-normalised coordinates (x / image width, y / image height; SPEC 5, footnote to §5.7).
+normalised coordinates (x / image width, y / image height; decisions.md#jaccard-distance, footnote to §5.7).
 
 Degenerate boxes (documented choice): a side is ``max(0, x2 − x1)``, so an inverted or
 zero-width box has zero area. Two boxes whose union has zero area (both degenerate) are at
@@ -29,8 +29,8 @@ import math
 import numba
 import numpy as np
 
-#: ``kind`` of the distance likelihood (SPEC 6) -> integer code used inside numba kernels.
-#: distance likelihoods: "d" and "d_squared" (the paper's model, SPEC 6 readings) and
+#: ``kind`` of the distance likelihood (decisions.md#distance-likelihood) -> integer code used inside numba kernels.
+#: distance likelihoods: "d" and "d_squared" (the paper's model, decisions.md#distance-likelihood readings) and
 #: "d_truncated" (the generative model: as "d", but a box farther than d_max from a
 #: facility cannot join it, so the location density stays normalised where the Jaccard
 #: distance saturates at 1; the truncation is applied by the facility-location code)
@@ -41,7 +41,7 @@ _HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
 
 @numba.njit(cache=True, nogil=True)
 def jaccard_nb(ax1, ay1, ax2, ay2, bx1, by1, bx2, by2):
-    """Jaccard distance ``1 − |A∩B| / |A∪B|`` of two boxes (paper §3.4, SPEC 5, SPEC 26).
+    """Jaccard distance ``1 − |A∩B| / |A∪B|`` of two boxes (paper §3.4, decisions.md#jaccard-distance, decisions.md#jaccard-distance).
 
     Scalar numba kernel. The union is ``area A + area B − intersection`` (true union).
     Disjoint boxes are at distance 1; see the module docstring for degenerate boxes.
@@ -90,7 +90,7 @@ def jaccard_distance(a, b) -> np.ndarray:
     """Jaccard distance between boxes ``a`` and ``b`` of shape ``(..., 4)``, broadcasting.
 
     ``a[..., :] = (x1, y1, x2, y2)``. Returns an array of the broadcast shape without the
-    last axis (a 0-d array for two single boxes). Paper §3.4, SPEC 5, SPEC 26.
+    last axis (a 0-d array for two single boxes). Paper §3.4, decisions.md#jaccard-distance, decisions.md#jaccard-distance.
     """
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
@@ -132,7 +132,7 @@ def pairwise_jaccard(boxes) -> np.ndarray:
 
 @numba.njit(cache=True, nogil=True)
 def neg_log_likelihood_nb(d, sigma2, kind):
-    """``−ln Gaussian`` of a Jaccard distance (SPEC 6); ``kind`` 0 = "d", 1 = "d_squared".
+    """``−ln Gaussian`` of a Jaccard distance (decisions.md#distance-likelihood); ``kind`` 0 = "d", 1 = "d_squared".
 
     kind 0: ``½ ln(2πσ²) + d²/(2σ²)``; kind 1: ``½ ln(2πσ²) + d⁴/(2σ²)``.
     """
@@ -143,7 +143,7 @@ def neg_log_likelihood_nb(d, sigma2, kind):
 
 
 def likelihood_code(kind: str) -> int:
-    """Integer code of a distance-likelihood ``kind`` ("d" or "d_squared", SPEC 6)."""
+    """Integer code of a distance-likelihood ``kind`` ("d" or "d_squared", decisions.md#distance-likelihood)."""
     try:
         return LIKELIHOOD_CODES[kind]
     except KeyError:
@@ -153,7 +153,7 @@ def likelihood_code(kind: str) -> int:
 
 
 def neg_log_distance_likelihood(d, sigma2, kind: str = "d"):
-    """``−ln Gaussian(|d|²; σ²)`` of eq. anno_model / city_fac_cost as SPEC 6 reads it.
+    """``−ln Gaussian(|d|²; σ²)`` of eq. anno_model / city_fac_cost as decisions.md#distance-likelihood reads it.
 
     ``kind="d"``: ``½ ln(2πσ²) + d²/(2σ²)`` (normal density of d, variance σ²; default);
     ``kind="d_squared"``: ``½ ln(2πσ²) + d⁴/(2σ²)`` (the authors' code: density at d²).

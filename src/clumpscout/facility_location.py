@@ -1,4 +1,4 @@
-"""Greedy facility location with a dummy facility (paper §5.3, §5.7; SPEC 9-12, 25, 27).
+"""Greedy facility location with a dummy facility (paper §5.3, §5.7; decisions.md#facility-location-greedy, #nominal-costs, #init-costs, #one-box-per-classification).
 
 For every subject the volunteer boxes are partitioned into clusters, each with a central
 *facility* box, plus a *dummy* facility for false positives, minimising the total cost
@@ -6,24 +6,24 @@ For every subject the volunteer boxes are partitioned into clusters, each with a
 
     C_i = Σ_clusters [ C^f(facility) + Σ_{b in cluster} C^fc(facility, b) ] + Σ_{b -> dummy} C^∅c(b)
 
-Costs (all per box, supplied by the caller; the CITY's volunteer sets them, SPEC 27):
+Costs (all per box, supplied by the caller; the CITY's volunteer sets them, decisions.md#nominal-costs):
 
-* nominal phase (eq. fac_cost, city_fac_cost, city_dummy_cost; SPEC 10):
+* nominal phase (eq. fac_cost, city_fac_cost, city_dummy_cost; decisions.md#nominal-costs):
   ``C^f(f) = open_cost[f]`` (the caller passes ``−Σ_{j∈V_i} ln p_fn_j``),
   ``C^fc(f, b) = conn_const[b] + neg_log_distance_likelihood(d(f, b), sigma2[b])`` with
   ``conn_const = ln p_fn − ln(1 − p_fn) − ln(1 − p_fp)`` of b's volunteer; the facility's own
-  box is connected to itself at d = 0 and pays that cost too (SPEC 10; eq. cluster_cost's
+  box is connected to itself at d = 0 and pays that cost too (decisions.md#nominal-costs; eq. cluster_cost's
   ``j ≠ j'`` is overridden); ``C^∅c(b) = dummy_cost[b]`` (``−ln p_fp``).
-* initialisation phase (eq. init_open_cost, init_conn_cost, init_city_dummy_cost; SPEC 11):
+* initialisation phase (eq. init_open_cost, init_conn_cost, init_city_dummy_cost; decisions.md#init-costs):
   ``open_cost = f_V |V_i|`` and ``dummy_cost = 1`` (filled by the caller),
   ``C^fc = 0`` if ``d ≤ d_max`` else forbidden (∞).
 
 Constraints: at most one box per classification (``cls``) per cluster, a double click
-included (SPEC 12, 25); with the dummy available a real cluster has at least
+included (decisions.md#one-box-per-classification); with the dummy available a real cluster has at least
 ``min_cluster_size`` boxes (paper: "establishing a new cluster entails labelling a box as a
 facility and connecting at least one other box provided by a different volunteer").
 
-The greedy (SPEC 9) — a constrained Jain–Mahdian–Saberi ("1.61") greedy
+The greedy (decisions.md#facility-location-greedy) — a constrained Jain–Mahdian–Saberi ("1.61") greedy
 ------------------------------------------------------------------------------
 The JMS algorithm in its time-driven form (Jain, Mahdian, Markakis, Saberi & Vazirani 2003,
 Algorithm 2; the star formulation is equivalent): every still-unconnected city raises its
@@ -897,7 +897,7 @@ def _solve_subject(lo, hi, rows, opts, out):
             )  # fmt: skip
             D[i, j] = d
             D[j, i] = d
-    # W[f, b]: shifted connection cost of city b to facility f (SPEC 10, 11, 27)
+    # W[f, b]: shifted connection cost of city b to facility f (decisions.md#nominal-costs, #init-costs)
     for f in range(n):
         for b in range(n):
             if not city[b]:
@@ -1089,25 +1089,25 @@ def solve_batch(
     allow_dummy: bool = True,
     min_cluster_size: int = 2,
 ) -> np.ndarray:
-    """Greedy facility location for every subject of a batch (paper §5.3; SPEC 9-12, 25, 27).
+    """Greedy facility location for every subject of a batch (paper §5.3; decisions.md#facility-location-greedy, #nominal-costs, #init-costs, #one-box-per-classification).
 
     Parameters
     ----------
     offsets : int64[S+1]
         Subject s owns rows ``offsets[s]:offsets[s+1]`` (rows grouped by subject).
     boxes : float64[N, 4]
-        ``(x1, y1, x2, y2)`` in normalised coordinates (SPEC 5). Must be finite.
+        ``(x1, y1, x2, y2)`` in normalised coordinates (decisions.md#jaccard-distance). Must be finite.
     cls : int64[N]
         Classification code: boxes with equal code in a subject come from one classification
-        and never share a cluster (SPEC 12, 25), a double click included.
+        and never share a cluster (decisions.md#one-box-per-classification), a double click included.
     open_cost : float64[N]
         ``C^f`` of opening a facility at the box: nominal ``−Σ_{j∈V_i} ln p_fn_j``
         (eq. fac_cost), init ``f_V |V_i|`` (eq. init_open_cost).
     conn_const : float64[N]
         The city-side constant of eq. city_fac_cost, ``ln p_fn − ln(1−p_fn) − ln(1−p_fp)`` of
-        the box's (the city's) volunteer (SPEC 27). Ignored in the init phase.
+        the box's (the city's) volunteer (decisions.md#nominal-costs). Ignored in the init phase.
     sigma2 : float64[N]
-        σ² of the city box (its volunteer's, or the combined variance, SPEC 7). Ignored in the
+        σ² of the city box (its volunteer's, or the combined variance, decisions.md#combined-variance). Ignored in the
         init phase.
     dummy_cost : float64[N]
         ``C^∅c``: nominal ``−ln p_fp`` (eq. city_dummy_cost), init 1 (eq. init_city_dummy_cost).
@@ -1116,7 +1116,7 @@ def solve_batch(
     d_max : float
         Only used in the init phase.
     likelihood : "d" | "d_squared"
-        Distance likelihood (SPEC 6).
+        Distance likelihood (decisions.md#distance-likelihood).
     can_be_facility, can_be_city : bool[N] or None
         Masks for the constrained re-clustering of §5.7 (default: all True). A box that is
         neither is left unassigned (−2).
@@ -1187,7 +1187,7 @@ class ClusterCosts:
 
     Per box (length N):
       ``connection_cost`` — ``C^fc(facility, b)`` for a cluster member (the facility itself at
-      d = 0, SPEC 10), ``C^∅c(b)`` for a box on the dummy, NaN for an unassigned box;
+      d = 0, decisions.md#nominal-costs), ``C^∅c(b)`` for a box on the dummy, NaN for an unassigned box;
       ``cluster_of`` — index into the per-cluster arrays, −1 dummy, −2 unassigned.
     Per cluster (length L, ordered by facility row):
       ``facility`` (global row), ``cluster_subject``, ``cluster_size`` (boxes incl. facility),

@@ -6,7 +6,7 @@ software versions in the metadata, so the same data give the same bytes) and
 returns a dict of the numbers the figure shows (fractions, medians, counts), which
 the workflow stores beside the figure as ``<stem>.json`` and the tests check.
 
-Tables that cover several subsamples Z̃_n (SPEC 22) are passed *stacked*: one
+Tables that cover several subsamples Z̃_n (decisions.md#subsamples) are passed *stacked*: one
 DataFrame with an ``n`` column (see :func:`stack_by_n`).
 
 Figures use matplotlib's object API (:class:`matplotlib.figure.Figure` on the Agg
@@ -321,7 +321,7 @@ def plot_pfp_distribution(
     inset_max: float = 0.01,
     dpi: int = 150,
 ) -> dict:
-    """fig:clump_fpp_dist: clump p_fp (SPEC 17) at n = 20 and versus n.
+    """fig:clump_fpp_dist: clump p_fp (decisions.md#clump-false-positive-probability) at n = 20 and versus n.
 
     ``labels``: stacked labels.parquet (n, p_fp). Returns the fraction below the
     inset limit at n_ref, the fraction outside [0.2, 0.8] (the paper's ~90 %) and
@@ -339,7 +339,7 @@ def plot_psigma_distribution(
     inset_max: float = 0.01,
     dpi: int = 150,
 ) -> dict:
-    """fig:clump_variance_dist: clump p_σ (SPEC 18) at n = 20 and versus n."""
+    """fig:clump_variance_dist: clump p_σ (decisions.md#location-variance) at n = 20 and versus n."""
     return _probability_distribution(
         labels, "p_sigma", stem, n_ref=n_ref, inset_max=inset_max, dpi=dpi
     )
@@ -351,7 +351,7 @@ def plot_psigma_distribution(
 def normalised_offsets(labels: pd.DataFrame, sizes: pd.DataFrame | None = None) -> pd.DataFrame:
     """Clump centres in normalised image coordinates about the image centre.
 
-    X = x / image_width − ½, Y = y / image_height − ½ (SPEC 3 normalisation) and
+    X = x / image_width − ½, Y = y / image_height − ½ (decisions.md#box-geometry normalisation) and
     R = sqrt(X² + Y²) (fig:clump_location_vs_pfp's R_clump). Sizes come from
     ``sizes`` (subject_id, image_width, image_height); 400 × 400 when absent."""
     require(labels, ["subject_id", "x", "y"], "labels")
@@ -691,7 +691,7 @@ def plot_method_comparison(
 
 def empirical_matches(labels: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     """Label clumps of the expert subjects, each flagged ``tp`` when its box holds
-    at least one expert click of any expert (SPEC 23, clumpscout.compare.containment),
+    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.compare.containment),
     and ``normal`` when a strict majority of its volunteers marked it normal
     (frac_unusual < 0.5). Subjects without expert classifications are left out."""
     from clumpscout.compare import containment
@@ -722,7 +722,7 @@ def plot_pfp_true_false(
     """fig:volunteer_normal_set_fpp_dist: p_fp of empirically true vs false positives.
 
     ``matches``: one row per label clump of the compared subjects with ``p_fp`` and
-    boolean ``tp`` (contains an expert click, SPEC 23); the caller restricts it to
+    boolean ``tp`` (contains an expert click, decisions.md#expert-comparison); the caller restricts it to
     the clumps a majority of volunteers called normal. Orange = true positives,
     blue = false positives (the paper's colours); the inset zooms below
     ``inset_max``. Returns the fraction of each class with p_fp < ``cut`` (the
@@ -913,7 +913,7 @@ class LogLinear:
 def filtered_n_fp(labels: pd.DataFrame, p_fp_cut: float) -> pd.DataFrame:
     """N_fp per (n, subject) after discarding clumps with p_fp > ``p_fp_cut``.
 
-    N_fp,i = Σ_l p_fp,l (the normalised p_fp of SPEC 17; §5.7 N_i^fp), summed over
+    N_fp,i = Σ_l p_fp,l (the normalised p_fp of decisions.md#clump-false-positive-probability; §5.7 N_i^fp), summed over
     the clumps that remain."""
     keep = labels[labels["p_fp"] <= p_fp_cut]
     return (
@@ -1096,7 +1096,7 @@ def plot_clumps_per_galaxy(
 
 
 def status_fractions(subjects: pd.DataFrame) -> pd.DataFrame:
-    """Fraction of subjects per status (SPEC 20) for each n: rows n, columns statuses.
+    """Fraction of subjects per status (decisions.md#retirement) for each n: rows n, columns statuses.
 
     Unknown status values are counted in an ``other`` column."""
     require(subjects, ["n", "status"], "subjects")
@@ -1152,7 +1152,7 @@ def plot_meanshift_difference(
     column: str = "diff_meanshift",
     dpi: int = 150,
 ) -> dict:
-    """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (SPEC 24).
+    """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (decisions.md#meanshift-baseline).
 
     ``count_difference``: clumpscout.baseline.count_difference's table (subject_id,
     ``diff_meanshift`` = n_ours − n_meanshift; a plain ``difference`` column works too).
@@ -1345,7 +1345,7 @@ def plot_meanshift_examples(
 
     (1) subject image (else a blank frame); (2) all volunteer boxes on grey
     scale; (3) our label boxes, dashed where p_fp > ``p_fp_dashed``; (4) MeanShift
-    clump centres as red circles of radius box_side / 2 (= one FWHM, SPEC 24)."""
+    clump centres as red circles of radius box_side / 2 (= one FWHM, decisions.md#meanshift-baseline)."""
     require(boxes, ["subject_id", "x1", "y1", "x2", "y2"], "boxes")
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     require(meanshift, ["subject_id", "x", "y"], "meanshift labels")

@@ -3,7 +3,7 @@
 - :func:`plot_flux_true_false` — fig:expert_all_set_hitmiss_band_flux_dists_lscale:
   g, r, i flux distributions (log axis, dashed lines at the means) and flux-ratio
   distributions (dashed lines at the medians) of aggregated clumps that are
-  empirically true / false positives against the expert clicks (SPEC 23).
+  empirically true / false positives against the expert clicks (decisions.md#expert-comparison).
 - :func:`plot_flux_vs_pfp` — fig:flux_versus_fpp: flux and flux ratio against
   ``p_fp`` for every clump at n = 20 (points, and binned means / medians).
 - :func:`plot_flux_truth` — not in the paper (it had no truth): the same fluxes
@@ -14,7 +14,7 @@
 
 Fluxes are the ``flux_g/r/i`` columns of :mod:`clumpscout.photometry`: the
 background-subtracted light in the box, asinh-scaled with the band's β like the
-subject images (SPEC 4); ratios g/r, r/i, g/i of those are larger for bluer clumps. Every function
+subject images (decisions.md#colour-composite); ratios g/r, r/i, g/i of those are larger for bluer clumps. Every function
 follows :mod:`clumpscout.figures`' conventions: DataFrames in, an output stem,
 ``<stem>.png`` and ``<stem>.pdf`` written without dates, a dict of the plotted
 numbers returned (stored as ``<stem>.json`` by :func:`build`).

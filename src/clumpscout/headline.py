@@ -16,7 +16,7 @@ paper's values are for it), except ``dataset`` and ``truth`` counts (no method).
   128,100 clumps in 44,126 galaxies, from Z), and the volunteer activity
   (median subjects per volunteer, fraction under 10);
 - ``per_n``: for each subsample Z̃_n the median clump p_fp and p_σ, and the
-  fractions of subjects retired / retired_empty / stale / unretired (SPEC 20);
+  fractions of subjects retired / retired_empty / stale / unretired (decisions.md#retirement);
 - ``experts``: per n and subset (all, normal) the optimal threshold, optimal C
   and P, max C, max P and C, P at p* = 1 against the expert clicks (§6.3);
 - ``truth``: the same against the simulated true clumps, plus the expected
@@ -107,9 +107,9 @@ NOTES: dict[str, str] = {
     "galaxies_with_true_clumps": "simulated galaxies with ≥ 1 true clump",
     "median_subjects_per_volunteer": "at the reference n (volunteers.parquet)",
     "fraction_volunteers_below_10_subjects": "at the reference n",
-    "median_p_fp": "median clump p_fp (SPEC 17)",
-    "median_p_sigma": "median clump p_sigma (SPEC 18)",
-    "fraction_retired": "retired by the risk criterion (SPEC 20)",
+    "median_p_fp": "median clump p_fp (decisions.md#clump-false-positive-probability)",
+    "median_p_sigma": "median clump p_sigma (decisions.md#location-variance)",
+    "fraction_retired": "retired by the risk criterion (decisions.md#retirement)",
     "fraction_retired_empty": "retired with no clump click",
     "fraction_retired_any": "retired + retired_empty (the paper's 'retired')",
     "fraction_stale": "stale after the maximum number of cycles",
@@ -225,7 +225,7 @@ def volunteer_activity(volunteers: pd.DataFrame) -> dict[str, float]:
 
 
 def per_n_numbers(labels: pd.DataFrame, subjects: pd.DataFrame) -> pd.DataFrame:
-    """Per n: median p_fp and p_σ of the clumps and the status fractions (SPEC 20).
+    """Per n: median p_fp and p_σ of the clumps and the status fractions (decisions.md#retirement).
 
     ``labels`` and ``subjects`` are stacked over n (an ``n`` column)."""
     ns = sorted(set(subjects["n"].unique()) | set(labels["n"].unique()))

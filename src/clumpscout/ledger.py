@@ -1,6 +1,6 @@
 """The click ledger: every input click accounted for at the end of the DAG (issue 6 item 2).
 
-For every ``n`` of the subsample list (paper §6.1, SPEC 22: the subsamples Z~_n) the ledger
+For every ``n`` of the subsample list (paper §6.1, decisions.md#subsamples: the subsamples Z~_n) the ledger
 follows the clicks of the classification export down to the aggregation's assignments and checks
 that every link adds up::
 
@@ -16,7 +16,7 @@ that every link adds up::
       = clustered (assignments ``cluster`` >= 0)         (clustered)
       + dummy     (``cluster`` == -1)                    (dummy)
       + not aggregated (boxes of subjects never put in a working batch: fewer than
-        ``min_volunteers_batch`` volunteers, SPEC 20-21; ``assignment`` "not_aggregated")
+        ``min_volunteers_batch`` volunteers, decisions.md#retirement, #batch-size; ``assignment`` "not_aggregated")
 
 Coordinate-less rows (one per classification that kept no click, contract 2/4) are followed
 too: box rows = rows in Z~_n + rows not drawn; rows in Z~_n = assignment rows, whose

@@ -14,7 +14,7 @@ per box and band:
   box ``bg_factor`` (2) times larger (the galaxy's disc under a clump, and the
   sky), times the box area. Nanomaggies. ``bg_nmgy_g`` … is that background per pixel.
 - ``flux_g`` …: ``flux_nmgy`` scaled like the band of the subject images,
-  ``asinh(Q · (F/β − m) / α) / Q`` with the band's β (§2.2, SPEC 4), not clipped
+  ``asinh(Q · (F/β − m) / α) / Q`` with the band's β (§2.2, decisions.md#colour-composite), not clipped
   (a box holds more than one pixel's worth). The figures use these.
 - ``ratio_g_r``, ``ratio_r_i``, ``ratio_g_i``: ratios of the scaled fluxes
   (larger = bluer as shown); g/r and r/i are the non-redundant pair, g/i (their
@@ -29,10 +29,10 @@ per box and band:
 
 Boxes come from ``labels.parquet`` (aggregation contract 5) or are built around
 the simulated true clumps and distractors (``truth_clumps.csv``,
-``truth_distractors.csv``) with the subject's ``box_side`` (SPEC 3). With expert
+``truth_distractors.csv``) with the subject's ``box_side`` (decisions.md#box-geometry). With expert
 clicks, each label gets ``expert_match`` = "tp" if it contains at least one
 expert click, "fp" if none, missing for subjects the experts did not see
-(SPEC 23, via :func:`clumpscout.compare.containment`).
+(decisions.md#expert-comparison, via :func:`clumpscout.compare.containment`).
 """
 
 from __future__ import annotations
@@ -252,7 +252,7 @@ def measure(
 def truth_boxes(
     truth: pd.DataFrame, subjects: pd.DataFrame, distractors: pd.DataFrame | None = None
 ) -> pd.DataFrame:
-    """Boxes of side ``box_side`` (SPEC 3) around the true clumps and the distractors.
+    """Boxes of side ``box_side`` (decisions.md#box-geometry) around the true clumps and the distractors.
 
     Columns: subject_id, source ("clump" or the distractor's kind), index (the
     clump number, or the distractor's row), x, y, x1, y1, x2, y2, the true
@@ -306,7 +306,7 @@ def truth_boxes(
 
 
 def expert_match(labels: pd.DataFrame, expert_clicks: pd.DataFrame) -> pd.Series:
-    """SPEC 23: "tp" if a label box contains ≥ 1 expert click, else "fp"; NA off the expert set."""
+    """decisions.md#expert-comparison: "tp" if a label box contains ≥ 1 expert click, else "fp"; NA off the expert set."""
     from clumpscout.compare import containment
 
     hit, _ = containment(labels, expert_clicks)

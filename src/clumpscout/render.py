@@ -428,7 +428,7 @@ def render_frames(
         how="inner",
         validate="one_to_one",
     )
-    if "psf_fwhm_arcsec" in gal.columns:  # the PSF the subjects stage used (SPEC 2)
+    if "psf_fwhm_arcsec" in gal.columns:  # the PSF the subjects stage used (decisions.md#psf-fwhm)
         gal["psffwhm_r"] = gal["psf_fwhm_arcsec"].fillna(gal["psffwhm_r"])
     n_no_subject = len(galaxies) - len(gal)
     sources = _sources_by_subject(truth, distractors)

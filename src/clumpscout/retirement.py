@@ -1,23 +1,23 @@
-"""The working batch and subject retirement (paper §5.1 and §5.8; SPEC 20-21).
+"""The working batch and subject retirement (paper §5.1 and §5.8; decisions.md#retirement, #batch-size).
 
 * Before batching: a subject that ≥ ``min_volunteers_empty`` (5) volunteers saw
   and none marked a clump retires as empty without entering the batch; a
   subject enters the batch once ≥ ``min_volunteers_batch`` (3) volunteers saw it
-  and ≥ 1 clump was marked (§5.1, SPEC 20). Others wait (status ``unretired``).
-  With ``final_classifications`` (default; our decision where the paper and SPEC
-  are silent) the classifications given are all there will be, as in every
+  and ≥ 1 clump was marked (§5.1, decisions.md#retirement). Others wait (status ``unretired``).
+  With ``final_classifications`` (default; our decision where the paper is silent,
+  decisions.md#final-classifications) the classifications given are all there will be, as in every
   subsample Z̃_n: waiting for a fifth volunteer is then waiting forever, so a
   subject that ≥ ``min_volunteers_batch`` volunteers saw and none marked retires
   as empty too. The paper counts < 1% unretired subjects even at n = 3 (§6.4,
   fig. retirement_reason_fraction), which the literal rule cannot give (at n = 3
   every subject whose 3 volunteers marked nothing would stay unretired: ~27% of
-  the default universe). ``final_classifications: false`` is SPEC 20's live rule.
-* The working batch (SPEC 21): the subjects left over from the last cycle plus
+  the default universe). ``final_classifications: false`` is decisions.md#retirement's live rule.
+* The working batch (decisions.md#batch-size): the subjects left over from the last cycle plus
   new subjects, added in blocks (one subject's classifications at a time, in
   arrival order) until the batch holds at least ``min_batch_classifications``
   classifications; 0 puts every eligible subject in one batch.
 * After a cycle (:func:`retire_mask`): retire when ``R_i < τ`` and
-  ``N_fp < N_fp,max`` and ``N_fn < N_fn,max`` and ``N_σ < N_σ,max`` (SPEC 20).
+  ``N_fp < N_fp,max`` and ``N_fn < N_fn,max`` and ``N_σ < N_σ,max`` (decisions.md#retirement).
   Subjects processed in ``max_cycles`` cycles without retiring are stale:
   flagged for experts; their annotations update volunteer skills only if
   ``stale_updates_skills``. The rest stay for the next cycle, their
@@ -45,7 +45,7 @@ def pre_batch_status(
     min_volunteers_batch: int,
     final: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(retired_empty, eligible) masks per subject (§5.1, SPEC 20).
+    """(retired_empty, eligible) masks per subject (§5.1, decisions.md#retirement).
 
     ``retired_empty``: ≥ min_volunteers_empty volunteers and no clump click (with
     ``final``: ≥ min(min_volunteers_empty, min_volunteers_batch) volunteers, see the
@@ -60,7 +60,7 @@ def pre_batch_status(
 
 
 def retire_mask(n_fp, n_fn, n_sigma, risk, p) -> np.ndarray:
-    """``R_i < τ`` and every N below its maximum (§5.8, SPEC 20)."""
+    """``R_i < τ`` and every N below its maximum (§5.8, decisions.md#retirement)."""
     return (
         (np.asarray(risk) < p.tau)
         & (np.asarray(n_fp) < p.n_fp_max)
@@ -76,7 +76,7 @@ def fill_batch(
     n_classifications: np.ndarray,
     min_batch_classifications: int,
 ) -> tuple[np.ndarray, int]:
-    """The next working batch: leftovers plus new subjects from ``queue[start:]`` (SPEC 21).
+    """The next working batch: leftovers plus new subjects from ``queue[start:]`` (decisions.md#batch-size).
 
     New subjects are added one block (subject) at a time until the batch holds
     at least ``min_batch_classifications`` classifications; 0 adds the whole
@@ -102,7 +102,7 @@ def fill_batch(
 
 
 class SkillCache:
-    """Volunteer evidence carried between cycles (§5.8, SPEC 20).
+    """Volunteer evidence carried between cycles (§5.8, decisions.md#retirement).
 
     ``counts`` holds the sufficient statistics of every subject that has
     retired (plus stale ones if configured); a cycle estimates skills from

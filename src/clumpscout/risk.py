@@ -1,13 +1,13 @@
 """Per-clump p_fp and p_σ, per-subject N_fp, N_fn, N_σ and risk (paper §5.7).
 
-* p_fp of a clump, SPEC 17 (eq. cluster_false_pos_prob, cluster_true_pos_prob):
+* p_fp of a clump, decisions.md#clump-false-positive-probability (eq. cluster_false_pos_prob, cluster_true_pos_prob):
   ``p_fp,l = P_fp / (P_fp + P_tp)`` with
   ``P_fp = Π_miss (1 − p_fn_j) · Π_mark p_fp_j`` and
   ``P_tp = Π_miss p_fn_j · Π_mark (1 − p_fp_j)``, in log space.
-* p_σ of a clump, SPEC 18: ``σ²_l = 1 / Σ_k 1/σ²_ijk`` (inverse-variance sum of
+* p_σ of a clump, decisions.md#location-variance: ``σ²_l = 1 / Σ_k 1/σ²_ijk`` (inverse-variance sum of
   its boxes' combined variances, eq. combined_variance) and
   ``p_σ,l = 1 − erf(δ / sqrt(2 σ²_l))``.
-* N_fn, SPEC 19 (eq. est_num_fn, exp_num_fn): the constrained re-clustering
+* N_fn, decisions.md#expected-misses (eq. est_num_fn, exp_num_fn): the constrained re-clustering
   (:func:`constrained_masks`) gives ``N_fn,init = Σ_l' p_fn/(p_fn + p_tn)``,
   ``p_fn = e^{−C_l'}``, ``p_tn = e^{−C^∅_l'}``; plus the batch-wide coincidence
   term ``Σ_{b∈B*_i} p∩_b · e^{−C_f,i}`` (:func:`coincidence_scan`,
@@ -34,7 +34,7 @@ def clump_false_positive_prob(
     p_fp: np.ndarray,
     p_fn: np.ndarray,
 ) -> np.ndarray:
-    """Normalised false-positive probability of every label clump (SPEC 17).
+    """Normalised false-positive probability of every label clump (decisions.md#clump-false-positive-probability).
 
     ``V_mark,l``: the classifications with a box in clump l; ``V_miss,l``: the
     other classifications of the subject (empty ones included). Products of
@@ -62,7 +62,7 @@ def clump_false_positive_prob(
 
 
 def clump_location_variance(box_cluster: np.ndarray, box_sigma2: np.ndarray, n_clusters: int):
-    """``σ²_l = 1 / Σ_{k∈Z_l} 1/σ²_ijk`` (SPEC 18; the inverse-variance sum)."""
+    """``σ²_l = 1 / Σ_{k∈Z_l} 1/σ²_ijk`` (decisions.md#location-variance; the inverse-variance sum)."""
     tp = box_cluster >= 0
     prec = np.bincount(box_cluster[tp], weights=1.0 / box_sigma2[tp], minlength=n_clusters)
     with np.errstate(divide="ignore"):
@@ -70,7 +70,7 @@ def clump_location_variance(box_cluster: np.ndarray, box_sigma2: np.ndarray, n_c
 
 
 def clump_sigma_prob(sigma2_l: np.ndarray, delta: float) -> np.ndarray:
-    """``p_σ,l = 1 − erf(δ / sqrt(2 σ²_l))``: P(|d_l| > δ) for d_l ~ N(0, σ²_l) (SPEC 18)."""
+    """``p_σ,l = 1 − erf(δ / sqrt(2 σ²_l))``: P(|d_l| > δ) for d_l ~ N(0, σ²_l) (decisions.md#location-variance)."""
     return special.erfc(delta / np.sqrt(2.0 * np.asarray(sigma2_l, dtype=np.float64)))
 
 
@@ -83,11 +83,11 @@ def subject_risk(n_fp, n_fn, n_sigma, alpha_fp: float, alpha_fn: float, alpha_si
     )
 
 
-# --------------------------------------------------------------- N_fn (SPEC 19)
+# --------------------------------------------------------------- N_fn (decisions.md#expected-misses)
 
 
 def constrained_masks(box_cluster: np.ndarray, is_facility: np.ndarray):
-    """The three constraints of the N_fn re-clustering (§5.7, SPEC 19).
+    """The three constraints of the N_fn re-clustering (§5.7, decisions.md#expected-misses).
 
     1. boxes of true-positive clusters (facilities and cities) are not cities;
     2. only boxes that were not facilities may become facilities;
@@ -263,7 +263,7 @@ def _scan(boxes, order, d_max, level, cx, cy, x0, y0, cell, nx, ny, off, maxw, m
 
 
 def coincidence_scan(boxes: np.ndarray, d_max: float, seed) -> tuple[np.ndarray, np.ndarray]:
-    """The batch-wide coincidence scan of §5.7 (SPEC 19), with grid hashing.
+    """The batch-wide coincidence scan of §5.7 (decisions.md#expected-misses), with grid hashing.
 
     The working batch's boxes (normalised coordinates, all subjects together)
     are shuffled with ``seed`` and processed in that order: a box that coincides
@@ -324,7 +324,7 @@ def coincidence_term(
     log_open_cost: np.ndarray,
     d_max: float,
 ) -> np.ndarray:
-    """Second term of eq. exp_num_fn for every subject of the batch (SPEC 19).
+    """Second term of eq. exp_num_fn for every subject of the batch (decisions.md#expected-misses).
 
     ``p∩_b = n∩_b / n_z`` (n_z: annotations, i.e. classifications, in the
     batch); B*_i are the retained boxes that coincide with none of subject i's

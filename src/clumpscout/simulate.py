@@ -52,7 +52,7 @@ FWHM in native 0.396" pixels: a lognormal core (median ``psf_fwhm_px_median``
 ``psf_tail_fraction`` [1%] of galaxies log-uniform between 7.5 px and
 ``psf_tail_max_px`` [18] (§2.2: 1.5-7.5 px for 99%, median ~2.8, a 1% tail to
 ~18); psffwhm_r = FWHM_px x 0.396". With the cutout side max(ceil(6 R90 /
-0.396"), 40) native px (SPEC 1) the subject-pixel FWHM F (SPEC 2) has median
+0.396"), 40) native px (decisions.md#cutout-side) the subject-pixel FWHM F (decisions.md#psf-fwhm) has median
 ~11.3 and range ~1.6 to ~140 at paper scale (§2.2: ~1 to ~70, median ~11; the
 few above 70 are tail-PSF galaxies near the 3" limit). Sky positions uniform on
 the sphere in 110 < ra < 260, -5 < dec < 70. Galaxy r magnitude from Euclidean
@@ -236,10 +236,10 @@ log = logging.getLogger("clumpscout.simulate")
 
 #: the samples of §2.1, in ``sample_counts`` order
 SAMPLES = ("primary", "secondary", "simulated-clumps")
-NATIVE_SCALE = 0.396  # arcsec per native SDSS pixel (SPEC 1)
+NATIVE_SCALE = 0.396  # arcsec per native SDSS pixel (decisions.md#cutout-side)
 IMAGE_SIZE = 400  # subject image side after resizing (px)
-MIN_SIDE = 40  # minimum cutout side (native px, SPEC 1)
-R90_FACTOR = 6.0  # cutout side = 6 R90 (SPEC 1)
+MIN_SIDE = 40  # minimum cutout side (native px, decisions.md#cutout-side)
+R90_FACTOR = 6.0  # cutout side = 6 R90 (decisions.md#cutout-side)
 MIN_R90 = 3.0  # GZ2 sample selection: petroR90_r >= 3 arcsec
 LAUNCH_DAYS = 7.0  # e-folding time of the launch burst of arrivals
 EXPERT_USER_ID0 = 90000001  # experts' made-up user ids
@@ -520,7 +520,7 @@ def _largest_remainder(total: int, weights) -> np.ndarray:
 
 
 def cutout_geometry(petro_r90_arcsec, psf_fwhm_arcsec):
-    """Cutout side (native px), subject scale and FWHM in subject px (SPEC 1, 2).
+    """Cutout side (native px), subject scale and FWHM in subject px (decisions.md#cutout-side, #psf-fwhm).
 
     ``side = max(ceil(6 R90 / 0.396"), 40)``; one subject pixel spans
     ``side / 400`` native pixels; ``FWHM_subject = FWHM" / 0.396 x 400 / side``.

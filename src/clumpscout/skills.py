@@ -9,22 +9,22 @@ Notation (paper, Appendix "Table of symbols"):
   its cluster ``l`` is its label clump, or ``-1`` for the dummy facility (a
   false positive);
 * a *classification* is one volunteer's annotation of one subject, empty ones
-  included (an empty classification is never a box, SPEC 15);
+  included (an empty classification is never a box, decisions.md#skill-probabilities);
 * ``K_i = |ŷ_i|`` is the number of label clumps of subject ``i``.
 
-Skill estimators (SPEC 14-15, eq. skill_prob_estimate, eq. variance_param_estimate):
+Skill estimators (decisions.md#variance-estimates, #skill-probabilities, eq. skill_prob_estimate, eq. variance_param_estimate):
 
 * ``p_fp_j = (nβ_fp p0_fp + n_fp,j) / (nβ_fp + n_boxes,j)``        (eq. prob_fp)
 * ``p_fn_j = (nβ_fn p0_fn + n_fn,j) / (nβ_fn + n_tp,j + n_fn,j)``   (eq. prob_fn)
 * ``σ²_j = (nχ_V σ²0_V + Σ Δ²) / (n_tp,j + nχ_V + 2)``, Δ the Jaccard distance of
   each true-positive box to its label box (eq. volunteer_variance with the true
-  mode of the scaled-inverse-χ² posterior, SPEC 14).
+  mode of the scaled-inverse-χ² posterior, decisions.md#variance-estimates).
 * ``σ²_il = (nχ_S σ²0_S + Σ_{b∈Z_il} (σ²_min,i + d_b²)) / (|Z_il| + nχ_S + 2)``,
-  ``σ²_min,i = σ²0_S / K_i`` (eq. difficulty_estimate, SPEC 14).
+  ``σ²_min,i = σ²0_S / K_i`` (eq. difficulty_estimate, decisions.md#variance-estimates).
 
 Volunteer evidence is carried as :class:`SkillCounts` (sufficient statistics),
 so that skills cached at the start of a cycle can be restored and updated with
-the counts of the subjects that retired (§5.8, SPEC 20): the Beta and
+the counts of the subjects that retired (§5.8, decisions.md#retirement): the Beta and
 scaled-inverse-χ² posteriors factor into prior and per-batch terms (Appendix A).
 """
 
@@ -43,8 +43,8 @@ class SkillCounts:
     """Per-volunteer sufficient statistics of the skill posteriors (Appendix A).
 
     ``n_boxes``: p_fp trials (boxes drawn); ``n_fp``: boxes on the dummy facility;
-    ``n_tp``: boxes in label clumps; ``n_fn``: label clumps missed (SPEC 15);
-    ``sum_d2``: Σ Δ² over the true-positive boxes (SPEC 14; n = n_tp).
+    ``n_tp``: boxes in label clumps; ``n_fn``: label clumps missed (decisions.md#skill-probabilities);
+    ``sum_d2``: Σ Δ² over the true-positive boxes (decisions.md#variance-estimates; n = n_tp).
     """
 
     n_boxes: np.ndarray
@@ -104,7 +104,7 @@ def beta_posterior_mean(n_beta: float, p0: float, successes, trials) -> np.ndarr
 
 
 def scaled_inv_chi2_mode(n_chi: float, sigma2_0: float, sum_sq, n) -> np.ndarray:
-    """Mode of the scaled-inverse-χ² posterior of a variance (SPEC 14).
+    """Mode of the scaled-inverse-χ² posterior of a variance (decisions.md#variance-estimates).
 
     Prior Scale-inv-χ²(nχ, σ²0) times ``n`` zero-mean Gaussian draws with
     ``Σ Δ² = sum_sq`` gives Scale-inv-χ²(n + nχ, (nχσ²0 + ΣΔ²)/(n + nχ)), whose
@@ -117,7 +117,7 @@ def scaled_inv_chi2_mode(n_chi: float, sigma2_0: float, sum_sq, n) -> np.ndarray
 
 
 def volunteer_skills(counts: SkillCounts, p) -> Skills:
-    """Skills from accumulated counts: eq. prob_fp, prob_fn (SPEC 15), volunteer_variance (SPEC 14).
+    """Skills from accumulated counts: eq. prob_fp, prob_fn (decisions.md#skill-probabilities), volunteer_variance (decisions.md#variance-estimates).
 
     With no trials the estimates are the initial values of §5.2: p0_fp, p0_fn, σ²_V,0.
 
@@ -143,7 +143,7 @@ def batch_counts(
     n_volunteers: int,
     cls_weight: np.ndarray | None = None,
 ) -> tuple[SkillCounts, dict[str, np.ndarray]]:
-    """Per-volunteer trial counts of one clustering (eq. num_fp, num_fn, num_tp; SPEC 15).
+    """Per-volunteer trial counts of one clustering (eq. num_fp, num_fn, num_tp; decisions.md#skill-probabilities).
 
     * a box on the dummy facility (``box_cluster < 0``) is a false positive, a
       box in a label clump a true positive; each box is one p_fp trial;
@@ -185,7 +185,7 @@ def subject_difficulty(
     sigma2_0_S: float,
     n_chi_S: float,
 ) -> np.ndarray:
-    """Difficulty ``σ²_il`` of each label clump (eq. difficulty_estimate, SPEC 14).
+    """Difficulty ``σ²_il`` of each label clump (eq. difficulty_estimate, decisions.md#variance-estimates).
 
     ``Δ² = σ²_min,i + d²`` over the clump's boxes ``Z_il`` (d: Jaccard distance
     of the box to the label box), ``σ²_min,i = σ²0_S / |ŷ_i|``, n = |Z_il|,
@@ -205,16 +205,16 @@ def subject_difficulty(
 
 
 def log_distance_likelihood(d, sigma2, kind: str) -> np.ndarray:
-    """``ln Gaussian(|d|²; σ²)`` of eq. anno_model in the reading chosen by SPEC 6."""
+    """``ln Gaussian(|d|²; σ²)`` of eq. anno_model in the reading chosen by decisions.md#distance-likelihood."""
     return -neg_log_distance_likelihood(np.asarray(d, float), np.asarray(sigma2, float), kind)
 
 
 def eta(d, sigma2_volunteer, sigma2_subject, kind: str) -> np.ndarray:
-    """Weight of volunteer skill vs subject difficulty, eq. eta_def (SPEC 7).
+    """Weight of volunteer skill vs subject difficulty, eq. eta_def (decisions.md#combined-variance).
 
     ``η = p_j / (p_i + p_j)`` with ``p_j = Gaussian(d; σ²_j)`` and
     ``p_i = Gaussian(d; σ²_il)``, computed in log space (``expit(ln p_j − ln p_i)``).
-    Where the subject has no difficulty estimate yet (NaN), η = 1 (SPEC 7).
+    Where the subject has no difficulty estimate yet (NaN), η = 1 (decisions.md#combined-variance).
     """
     sigma2_subject = np.asarray(sigma2_subject, dtype=np.float64)
     missing = ~np.isfinite(sigma2_subject)
@@ -225,7 +225,7 @@ def eta(d, sigma2_volunteer, sigma2_subject, kind: str) -> np.ndarray:
 
 
 def combined_variance(d, sigma2_volunteer, sigma2_subject, kind: str) -> np.ndarray:
-    """``σ²_ijk = (1 − η) σ²_il + η σ²_j`` (eq. combined_variance, SPEC 7).
+    """``σ²_ijk = (1 − η) σ²_il + η σ²_j`` (eq. combined_variance, decisions.md#combined-variance).
 
     Before a subject has a difficulty estimate (NaN) the volunteer's σ²_j is used.
     """
@@ -292,7 +292,7 @@ def log_likelihood(
     batch_volunteers: np.ndarray,
     p,
 ) -> dict[str, float]:
-    """Total log-likelihood of a batch: eq. joint_model with eq. anno_model (SPEC 16).
+    """Total log-likelihood of a batch: eq. joint_model with eq. anno_model (decisions.md#em-stopping).
 
     Data terms, summed over the classifications of the batch:
 

@@ -1,9 +1,9 @@
-"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; SPEC 1-3; contract 3).
+"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; contract 3).
 
-For each galaxy of a catalogue (paper §2.2, SPEC 1-2):
+For each galaxy of a catalogue (paper §2.2, decisions.md#cutout-side, #psf-fwhm):
 
 - cutout side in native SDSS pixels ``side_native = max(ceil(r90_factor * R90 / native_scale),
-  min_side)`` (6 R90, 0.396"/px, at least 40 px; SPEC 1). R90 is the r-band 90% Petrosian
+  min_side)`` (6 R90, 0.396"/px, at least 40 px; decisions.md#cutout-side). R90 is the r-band 90% Petrosian
   radius in arcsec. SDSS writes -9999 for a radius it could not measure: such a galaxy gets the
   minimum side (the paper's footnote: the minimum "handles galaxies that have very small,
   incorrectly measured Petrosian radii"); they are counted in the log. ``ceil`` is taken after
@@ -12,8 +12,8 @@ For each galaxy of a catalogue (paper §2.2, SPEC 1-2):
 - subject pixel scale ``subject_scale = side_native * native_scale / image_size`` (arcsec per
   subject px; the cutout is resized to image_size = 400 px);
 - ``fwhm_native = FWHM" / native_scale`` and ``fwhm_subject = fwhm_native * image_size /
-  side_native`` (SPEC 2);
-- the box side ``box_side = 2 * fwhm_subject`` in subject pixels (paper §3.3, SPEC 3).
+  side_native`` (decisions.md#psf-fwhm);
+- the box side ``box_side = 2 * fwhm_subject`` in subject pixels (paper §3.3, decisions.md#box-geometry).
 
 Catalogue columns are matched case-insensitively. R90: ``petroR90_r`` (CAS) or ``PETROTH90``
 (SDSS flat files). PSF FWHM: ``psffwhm_r`` (CAS) or ``PSF_FWHM`` (flat files). Flat-file columns
@@ -23,7 +23,7 @@ or "1.2 1.1 1.0 ...") in a CSV; the r band (index 2) is used. Also read when pre
 galaxy, relative to the catalogue's folder) and ``field`` (to pick a field from a photoField
 file). A catalogue can be CSV or FITS (e.g. a photoObj file with a ``subject_id`` column added).
 
-PSF source (``psf_source``, SPEC 2): ``catalogue`` (default) or ``psfield``: ``psf_width`` of
+PSF source (``psf_source``, decisions.md#psf-fwhm): ``catalogue`` (default) or ``psfield``: ``psf_width`` of
 psField HDU 6 (or of a photoField file's row for the field), r band, in arcsec; it runs 10-15%
 larger than the catalogue value on the paper's data. The source used is recorded per subject in
 ``psf_source``. A subject whose PSF FWHM is missing, not finite or not positive is an
@@ -106,7 +106,7 @@ def cutout_side(
 ) -> np.ndarray:
     """Cutout side in native pixels, ``max(ceil(r90_factor R90 / native_scale), min_side)``.
 
-    Paper §2.2, SPEC 1. Negative radii (SDSS's -9999 "not measured") give ``min_side``.
+    Paper §2.2, decisions.md#cutout-side. Negative radii (SDSS's -9999 "not measured") give ``min_side``.
     """
     r90 = np.asarray(r90_arcsec, dtype=float)
     raw = np.ceil(np.round(r90_factor * r90 / native_scale, 9))
@@ -114,21 +114,21 @@ def cutout_side(
 
 
 def subject_scale(side_native: np.ndarray, native_scale: float, image_size: Any) -> np.ndarray:
-    """Arcsec per subject pixel after resizing the cutout to ``image_size`` px (SPEC 1)."""
+    """Arcsec per subject pixel after resizing the cutout to ``image_size`` px (decisions.md#cutout-side)."""
     return np.asarray(side_native, dtype=float) * native_scale / np.asarray(image_size, float)
 
 
 def psf_in_pixels(
     fwhm_arcsec: np.ndarray, side_native: np.ndarray, native_scale: float, image_size: Any
 ) -> tuple[np.ndarray, np.ndarray]:
-    """PSF FWHM in native and in subject pixels: ``F/0.396`` and ``F/0.396 * 400/side`` (SPEC 2)."""
+    """PSF FWHM in native and in subject pixels: ``F/0.396`` and ``F/0.396 * 400/side`` (decisions.md#psf-fwhm)."""
     fwhm_native = np.asarray(fwhm_arcsec, dtype=float) / native_scale
     fwhm_subject = fwhm_native * np.asarray(image_size, float) / np.asarray(side_native, float)
     return fwhm_native, fwhm_subject
 
 
 def box_side_from_fwhm(fwhm_subject: np.ndarray) -> np.ndarray:
-    """Box side = 2 FWHM in subject pixels (paper §3.3, SPEC 3)."""
+    """Box side = 2 FWHM in subject pixels (paper §3.3, decisions.md#box-geometry)."""
     return 2.0 * np.asarray(fwhm_subject, dtype=float)
 
 
@@ -142,7 +142,7 @@ def _band_index(band: str) -> int:
 
 
 def read_psfield_fwhm(path: str | Path, band: str = "r", field: int | None = None) -> float:
-    """PSF FWHM (arcsec) of one SDSS field from a psField or photoField file (SPEC 2).
+    """PSF FWHM (arcsec) of one SDSS field from a psField or photoField file (decisions.md#psf-fwhm).
 
     psField: HDU 6 has one row per field with ``psf_width`` (arcsec, one value per band
     u, g, r, i, z). photoField: HDU 1 has one row per field of a camera column with
@@ -343,7 +343,7 @@ def build_subjects(
     ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``.
     ``psfield`` (or ``cfg["psfield"]``): the psField/photoField file used for every galaxy
     without a ``psfield`` column value when ``psf_source`` is ``psfield``.
-    See the module docstring for the formulas (SPEC 1-3) and decisions.
+    See the module docstring for the formulas (decisions.md#cutout-side, #psf-fwhm, #box-geometry) and decisions.
     """
     c = _config(cfg)
     psfield = psfield or c.get("psfield")
@@ -479,7 +479,7 @@ def _from_catalogue(
         i = int(np.flatnonzero(bad)[0])
         raise InputError(
             f"no usable PSF FWHM ({what} = {fwhm[i]}) for subject {sid[i]}; every subject "
-            "needs one (SPEC 2)",
+            "needs one (decisions.md#psf-fwhm)",
             path=path,
             row=int(rows[i]),
         )

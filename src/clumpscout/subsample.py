@@ -1,10 +1,10 @@
-"""Subsamples Z~_n of n classifications per subject (paper §6.1, SPEC 22).
+"""Subsamples Z~_n of n classifications per subject (paper §6.1, decisions.md#subsamples).
 
 The paper assembles ``{Z~_n}_{n=3}^{20}``: for every subject, ``n`` of its
 annotations (classifications) drawn at random, and aggregates each subsample on
 its own to see how the results depend on the number of volunteers per subject.
 
-Decisions (SPEC 22):
+Decisions (decisions.md#subsamples):
 
 - the unit of a draw is a *classification* (``classification_id``), i.e. one
   volunteer's annotation of one subject; all of its box rows (or its single
@@ -104,7 +104,7 @@ def draw_subsample(
     nested: bool = True,
     path: object = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Draw ``Z~_n``: ``n`` classifications per subject without replacement (SPEC 22).
+    """Draw ``Z~_n``: ``n`` classifications per subject without replacement (decisions.md#subsamples).
 
     Parameters
     ----------

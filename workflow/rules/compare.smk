@@ -1,6 +1,6 @@
-# Issue 4 items 1-3: subsamples Z~_n (SPEC 22), comparison of the labels of both models with
-# the experts' clicks (§6.3, SPEC 23) and with the simulated truth, and the clustering
-# baselines (MeanShift: appendix, SPEC 24; single linkage: issue 3; DBSCAN), scored side by
+# Issue 4 items 1-3: subsamples Z~_n (decisions.md#subsamples), comparison of the labels of both models with
+# the experts' clicks (§6.3, decisions.md#expert-comparison) and with the simulated truth, and the clustering
+# baselines (MeanShift: appendix, decisions.md#meanshift-baseline; single linkage: issue 3; DBSCAN), scored side by
 # side with both models at n = baseline.n.
 
 BASELINE_N = int(section("baseline").get("n", 20))

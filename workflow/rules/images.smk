@@ -1,4 +1,4 @@
-# Issue 5: subject images (§2.2, SPEC 1-4), clump photometry and the flux figures (§6.3, §6.5).
+# Issue 5: subject images (§2.2, decisions.md#cutout-side, #psf-fwhm, #box-geometry, #colour-composite), clump photometry and the flux figures (§6.3, §6.5).
 #
 # Simulated universe (images.enabled): render_frames draws SDSS-like g, r, i frames
 # (clumpscout.render), cutouts turns them into 400 x 400 subject PNGs and scaled bands
