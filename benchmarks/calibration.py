@@ -72,7 +72,7 @@ for _p in (REPO / "src", REPO / "benchmarks"):
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from regimes import Timer, build_subsample, regime_config  # noqa: E402
+from regimes import Timer, build_subsample, extract_with_config, regime_config  # noqa: E402
 
 log = logging.getLogger("clumpscout.calibration")
 
@@ -299,23 +299,12 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
     from clumpscout.aggregate import Aggregator, Params
     from clumpscout.simulate import stage_seed
     from clumpscout.subsample import draw_subsample
-    from clumpscout.zooniverse import extract_clicks
 
     timer = Timer("calibration")
     # n large: every classification (Z); the subsamples are drawn below as the workflow does
     boxes, report = build_subsample(cfg, seed, 10**9, work, timer, "")
-    ex, export = dict(cfg.get("extract") or {}), dict(cfg.get("export") or {})
     with timer("extract experts"):
-        experts, _ = extract_clicks(
-            work / "expert_classifications.csv",
-            work / "subjects_export.csv",
-            workflow_id=export.get("workflow_id"),
-            workflow_version=export.get("workflow_version"),
-            clump_task=ex.get("clump_task", "T1"),
-            unusual_tools=ex.get("unusual_tools", [1]),
-            tools=ex.get("tools"),
-            missing_subjects=ex.get("missing_subjects", "keep"),
-        )
+        experts, _ = extract_with_config(cfg, work / "expert_classifications.csv", work)
     # clump-task clicks and classifications per volunteer (a classification that marked
     # nothing has one row without coordinates)
     per_volunteer = (

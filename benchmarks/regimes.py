@@ -222,6 +222,25 @@ class Timer:
         return _Ctx()
 
 
+def extract_with_config(cfg: dict, classifications: Path, universe: Path):
+    """``extract_clicks`` of an export of the universe with the config's ``extract`` and
+    ``export`` settings, as the workflow's extract rules call it."""
+    from clumpscout.zooniverse import extract_clicks
+
+    ex = dict(cfg.get("extract") or {})
+    export = dict(cfg.get("export") or {})
+    return extract_clicks(
+        classifications,
+        universe / "subjects_export.csv",
+        workflow_id=export.get("workflow_id"),
+        workflow_version=export.get("workflow_version"),
+        clump_task=ex.get("clump_task", "T1"),
+        unusual_tools=ex.get("unusual_tools", [1]),
+        tools=ex.get("tools"),
+        missing_subjects=ex.get("missing_subjects", "keep"),
+    )
+
+
 def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: Timer, tag: str):
     """Simulate a universe and run extract → subjects → boxes → subsample on it.
 
@@ -231,25 +250,14 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
     from clumpscout.simulate import simulate_universe, stage_seed
     from clumpscout.subjects import build_subjects
     from clumpscout.subsample import draw_subsample
-    from clumpscout.zooniverse import extract_clicks
 
     with timer(f"{tag}simulate"):
         report = simulate_universe(
             dict(cfg.get("simulate") or {}), stage_seed(master_seed, "simulate"), universe
         )
-    ex = dict(cfg.get("extract") or {})
     export = dict(cfg.get("export") or {})
     with timer(f"{tag}extract, subjects, boxes, subsample"):
-        clicks, _ = extract_clicks(
-            universe / "classifications.csv",
-            universe / "subjects_export.csv",
-            workflow_id=export.get("workflow_id"),
-            workflow_version=export.get("workflow_version"),
-            clump_task=ex.get("clump_task", "T1"),
-            unusual_tools=ex.get("unusual_tools", [1]),
-            tools=ex.get("tools"),
-            missing_subjects=ex.get("missing_subjects", "keep"),
-        )
+        clicks, _ = extract_with_config(cfg, universe / "classifications.csv", universe)
         catalogue = universe / "galaxies.csv" if has_catalogue(cfg) else None
         subjects = build_subjects(
             catalogue=catalogue,
