@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
@@ -21,3 +22,13 @@ def shared() -> Path:
     if not SHARED.is_dir():
         pytest.skip("../shared is absent")
     return SHARED
+
+
+@pytest.fixture(autouse=True)
+def _reset_cli_logging():
+    """The CLI attaches handlers to the package logger; remove them after each test."""
+    yield
+    lg = logging.getLogger("clumpscout")
+    for h in list(lg.handlers):
+        lg.removeHandler(h)
+    lg.propagate = True

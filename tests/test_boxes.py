@@ -16,17 +16,6 @@ from clumpscout.cli import main as cli_main
 from clumpscout.errors import InputError
 
 
-@pytest.fixture(autouse=True)
-def _reset_cli_logging():
-    yield
-    import logging
-
-    lg = logging.getLogger("clumpscout")
-    for h in list(lg.handlers):
-        lg.removeHandler(h)
-    lg.propagate = True
-
-
 def clicks_table(rows):
     """rows: (classification_id, subject_id, volunteer, x, y, unusual)."""
     df = pd.DataFrame(

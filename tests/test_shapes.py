@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import csv
 import json
-import logging
 import math
 import subprocess
 import sys
@@ -35,15 +34,6 @@ from clumpscout.zooniverse import ELLIPSE, SHAPES, extract_clicks, shape_extent
 
 DATA_DIGGING = "data/zooniverse_exports/data_digging"
 EXTENT = ["x", "y", "x1", "y1", "x2", "y2"]
-
-
-@pytest.fixture(autouse=True)
-def _reset_cli_logging():
-    yield
-    lg = logging.getLogger("clumpscout")
-    for h in list(lg.handlers):
-        lg.removeHandler(h)
-    lg.propagate = True
 
 
 def _cli(argv) -> int:

@@ -27,17 +27,6 @@ from clumpscout.subjects import (
 SDSS = "data/sdss"
 
 
-@pytest.fixture(autouse=True)
-def _reset_cli_logging():
-    yield
-    import logging
-
-    lg = logging.getLogger("clumpscout")
-    for h in list(lg.handlers):
-        lg.removeHandler(h)
-    lg.propagate = True
-
-
 def test_cutout_side_by_hand():
     # 6 x 5" / 0.396 = 75.76 -> 76; 6 x 1" / 0.396 = 15.2 -> 16 < 40 -> 40
     assert cutout_side(5.0).tolist() == 76

@@ -552,17 +552,6 @@ def test_annotations_not_a_list(tmp_path):
 # --------------------------------------------------------------------------- CLI
 
 
-@pytest.fixture(autouse=True)
-def _reset_cli_logging():
-    """The CLI attaches a stderr handler (pytest's capture stream); detach it afterwards."""
-    yield
-    import logging
-
-    for h in list(logging.getLogger("clumpscout").handlers):
-        logging.getLogger("clumpscout").removeHandler(h)
-    logging.getLogger("clumpscout").propagate = True
-
-
 def test_cli_writes_clicks_and_report(basic, tmp_path):
     exp, subj = basic
     out = tmp_path / "out" / "clicks.parquet"
