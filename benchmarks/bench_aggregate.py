@@ -128,8 +128,8 @@ def main(argv=None) -> int:
     import numpy as np
     import pandas as pd
 
-    from clumpscout.aggregate import Aggregator, Params, load_config
     from clumpscout.logs import setup_logging
+    from clumpscout.model.aggregate import Aggregator, Params, load_config
 
     setup_logging(None, logging.WARNING if args.quiet else logging.INFO)
     t0 = time.perf_counter()

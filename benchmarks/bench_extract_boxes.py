@@ -5,8 +5,8 @@ The paper's data set (§3.2): 1,739,259 classifications, 3,561,454 clicks, 85,28
 classification export of that shape itself (same columns and JSON structure as a real export:
 classic front-end point marks with ``tool``/``tool_label``, a bulge task T0, the clump task T1 with
 tools 0 = normal and 1 = unusual, metadata with ``subject_dimensions``, ``subject_data``), so it
-does not depend on the simulator. Then it runs :func:`clumpscout.zooniverse.extract_clicks`
-and :func:`clumpscout.boxes.make_boxes` and prints the wall time and the peak resident memory of
+does not depend on the simulator. Then it runs :func:`clumpscout.data.zooniverse.extract_clicks`
+and :func:`clumpscout.data.boxes.make_boxes` and prints the wall time and the peak resident memory of
 the process (``resource.getrusage``; ``--tracemalloc`` adds Python-heap peaks, slower).
 
 Usage::
@@ -51,7 +51,7 @@ from pathlib import Path
 import numpy as np
 from _measure import cpu_s, peak_rss_mb
 
-from clumpscout.simulate_export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
+from clumpscout.simulation.export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
 
 PAPER = {
     "classifications": 1_739_259,
@@ -193,7 +193,7 @@ def write_synthetic_export(
 
 
 def _orjson_available() -> bool:
-    from clumpscout import zooniverse
+    from clumpscout.data import zooniverse
 
     return zooniverse._orjson is not None
 
@@ -225,10 +225,10 @@ def main(argv: list[str] | None = None) -> int:
             return 0
     else:
         cpath, spath = args.classifications, args.subjects
-    from clumpscout.boxes import make_boxes
+    from clumpscout.data.boxes import make_boxes
+    from clumpscout.data.subjects import build_subjects
+    from clumpscout.data.zooniverse import extract_clicks
     from clumpscout.logs import setup_logging
-    from clumpscout.subjects import build_subjects
-    from clumpscout.zooniverse import extract_clicks
 
     setup_logging()
     rss0 = peak_rss_mb()

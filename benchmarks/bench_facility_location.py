@@ -20,7 +20,7 @@ import time
 import numba
 import numpy as np
 
-from clumpscout.facility_location import cluster_costs, solve_batch
+from clumpscout.model.facility_location import cluster_costs, solve_batch
 
 
 def make_batch(n_subjects: int, seed: int = 0, n_class: int = 20) -> dict:

@@ -1,6 +1,6 @@
 """Benchmark: wall time and peak memory of the ``ledger`` stage on an existing results folder.
 
-Runs :func:`clumpscout.ledger.run_ledger` exactly as the workflow's rule does
+Runs :func:`clumpscout.data.ledger.run_ledger` exactly as the workflow's rule does
 (workflow/rules/ledger.smk, scripts/ledger.py): the classification and subject exports of
 ``RESULTS/universe``, ``RESULTS/clicks/clicks_report.json``, ``RESULTS/boxes/boxes.parquet``
 and, for every ``n`` found under ``RESULTS/subsamples/n*``, the Z~_n boxes and the assignments
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from clumpscout.ledger import per_n_paths, run_ledger
+    from clumpscout.data.ledger import per_n_paths, run_ledger
     from clumpscout.logs import setup_logging
 
     r = args.results

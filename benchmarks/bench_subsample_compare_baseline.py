@@ -76,7 +76,8 @@ def main() -> None:
     ap.add_argument("--subjects", type=int, default=85_286)
     ap.add_argument("--sklearn-sample", type=int, default=100)
     a = ap.parse_args()
-    from clumpscout.baseline import (
+    from clumpscout.data.subsample import draw_subsample
+    from clumpscout.evaluation.baseline import (
         _subject_blocks,
         clicks_of,
         dbscan_labels,
@@ -84,8 +85,7 @@ def main() -> None:
         meanshift_labels,
         single_linkage_labels,
     )
-    from clumpscout.compare import score_truth
-    from clumpscout.subsample import draw_subsample
+    from clumpscout.evaluation.compare import score_truth
 
     t = time.perf_counter()
     boxes, truth = synthetic_boxes(a.subjects)

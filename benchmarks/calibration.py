@@ -32,19 +32,19 @@ Definitions, both sides alike:
   outside it), so neither side drops anything. Clump counts are per subject with at least
   one label; box side = x2 − x1; radius = distance of the box centre from the image centre
   (crop px); R = radius / 400, the normalised radius of the paper's fig.
-  clump_location_vs_pfp (``clumpscout.figures.normalised_offsets``); unusual = label 2 in
+  clump_location_vs_pfp (``clumpscout.figures.paper.normalised_offsets``); unusual = label 2 in
   the real file, ``frac_unusual`` ≥ 0.5 (a majority of its volunteers used the unusual
   tool) in ours;
 - *§6 numbers*: clumps per galaxy = labels with p_fp < 0.85 per subject, zeros included
-  (``clumpscout.figures.clumps_per_subject``); shares of subjects with N_fp > 1 or
+  (``clumpscout.figures.paper.clumps_per_subject``); shares of subjects with N_fp > 1 or
   N_fn > 1 are over every subject of Z̃_n (undefined values count as not above 1);
-  stale = status ``stale``; against the experts ``clumpscout.compare.score_points`` (p* = 1
-  is the last point of the curve) and ``clumpscout.figures.empirical_matches`` (the
+  stale = status ``stale``; against the experts ``clumpscout.evaluation.compare.score_points`` (p* = 1
+  is the last point of the curve) and ``clumpscout.figures.paper.empirical_matches`` (the
   normal labels, true = holds any expert click);
 - *totals*: per subject or per classification from ``simulate_report.json``; the
   volunteer-cohort rows depend on the project's size (committed volunteers can classify
   up to half of all subjects), so below the paper's size they are measured on a cohort
-  drawn at the paper's size with the same knobs (``clumpscout.simulate.make_volunteers``
+  drawn at the paper's size with the same knobs (``clumpscout.simulation.universe.make_volunteers``
   with 1,739,259 classifications of 85,286 subjects).
 
 ``--set knob=value`` overrides ``simulate`` knobs (e.g. the values printed by
@@ -296,9 +296,9 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
 
     Returns a dict: report (simulate_report), labels / subjects per n, expert_clicks,
     seconds per stage."""
-    from clumpscout.aggregate import Aggregator, Params
-    from clumpscout.simulate import stage_seed
-    from clumpscout.subsample import draw_subsample
+    from clumpscout.data.subsample import draw_subsample
+    from clumpscout.model.aggregate import Aggregator, Params
+    from clumpscout.simulation.universe import stage_seed
 
     timer = Timer("calibration")
     # n large: every classification (Z); the subsamples are drawn below as the workflow does
@@ -332,7 +332,7 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
 
 def cohort_values(sim: dict) -> dict[str, float]:
     """Volunteer-cohort statistics at the paper's size (see the module docstring)."""
-    from clumpscout.simulate import make_volunteers, resolve_config
+    from clumpscout.simulation.universe import make_volunteers, resolve_config
 
     p = resolve_config({**sim, "n_subjects": PAPER_SUBJECTS})
     rng = np.random.default_rng(np.random.SeedSequence(20231).spawn(4)[3])
@@ -362,8 +362,8 @@ def simulated_values(
 ) -> tuple[dict[str, float], dict[str, float], dict[str, int]]:
     """Every simulated statistic of :data:`TARGETS`: (values, standard errors, and the
     sample sizes the paper's own proportions of §6.3 rest on, for their standard error)."""
-    from clumpscout.compare import score_points
-    from clumpscout.figures import clumps_per_subject, empirical_matches
+    from clumpscout.evaluation.compare import score_points
+    from clumpscout.figures.paper import clumps_per_subject, empirical_matches
 
     rep = run["report"]
     val: dict[str, float] = {}

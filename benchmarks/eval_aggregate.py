@@ -6,7 +6,7 @@
 
 Prints, for our labels (and with ``--baselines`` for the MeanShift and single-linkage
 baselines on the same clicks): completeness and purity at the p_fp threshold maximising
-sqrt(C² + P²) and at p* = 1, the expected calibration error of p_fp (clumpscout.compare),
+sqrt(C² + P²) and at p* = 1, the expected calibration error of p_fp (clumpscout.evaluation.compare),
 and decisions.md#expected-counts-check: the sums of N_fp and N_fn over the aggregated subjects against the realised
 numbers of false labels (containing no true clump) and missed true clumps.
 """
@@ -41,9 +41,9 @@ def main(argv=None) -> int:
     ap.add_argument("--baselines", action="store_true")
     args = ap.parse_args(argv)
 
-    from clumpscout import baseline, compare
-    from clumpscout.aggregate import Aggregator, Params
+    from clumpscout.evaluation import baseline, compare
     from clumpscout.logs import setup_logging
+    from clumpscout.model.aggregate import Aggregator, Params
 
     setup_logging(None, logging.WARNING)
     boxes = pd.read_parquet(args.boxes)

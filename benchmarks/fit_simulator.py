@@ -178,7 +178,7 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def main(argv=None) -> int:
     from clumpscout.logs import setup_logging
-    from clumpscout.simulate import resolve_config
+    from clumpscout.simulation.universe import resolve_config
 
     args = parse_args(argv)
     out = Path(args.out)

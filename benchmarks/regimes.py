@@ -7,30 +7,30 @@ For each regime (``resources/regimes/{regime}.yaml``, merged over config.yaml li
 ``snakemake --configfile``; ``paper`` falls back to config.yaml alone while the file is
 absent) the script runs the workflow's Python API, stage by stage:
 
-1. ``clumpscout.simulate.simulate_universe`` (``simulate.n_subjects`` = ``--subjects``);
-2. ``clumpscout.zooniverse.extract_clicks`` (the ``extract:`` section) →
-   ``clumpscout.subjects.build_subjects`` (as the workflow: ``source: simulate`` reads
+1. ``clumpscout.simulation.universe.simulate_universe`` (``simulate.n_subjects`` = ``--subjects``);
+2. ``clumpscout.data.zooniverse.extract_clicks`` (the ``extract:`` section) →
+   ``clumpscout.data.subjects.build_subjects`` (as the workflow: ``source: simulate`` reads
    galaxies.csv as the catalogue, except with ``simulate.kind: counting``, whose
    galaxies.csv is no catalogue; then, as with ``source: export``, the subjects come from
-   the subject export with ``export.box_side``) → ``clumpscout.boxes.make_boxes`` →
-   ``clumpscout.subsample.draw_subsample`` to ``n`` classifications per subject;
+   the subject export with ``export.box_side``) → ``clumpscout.data.boxes.make_boxes`` →
+   ``clumpscout.data.subsample.draw_subsample`` to ``n`` classifications per subject;
 3. the methods, all on the same subsample:
 
    - ``generative`` and ``paper``: ``Aggregator(Params(model=...), seed).fit(boxes)`` with
      the regime's ``aggregate:`` section (only the model differs);
-   - ``single_linkage``: ``clumpscout.baseline.single_linkage_labels`` (cut
+   - ``single_linkage``: ``clumpscout.evaluation.baseline.single_linkage_labels`` (cut
      ``baseline.single_linkage_cut`` FWHM) with ``min_volunteers`` tuned on a *different*
      universe: the regime simulated again with seed + 1, the value in 2..10 with the
      largest √(C² + P²) there (ties: the smaller value), tuned separately for each truth;
-   - ``dbscan``: ``clumpscout.baseline.dbscan_labels`` with ``baseline.dbscan_eps_factor``
+   - ``dbscan``: ``clumpscout.evaluation.baseline.dbscan_labels`` with ``baseline.dbscan_eps_factor``
      and ``baseline.dbscan_min_samples`` (default 0.5 and 3: eps = half the box side);
-   - ``meanshift``: ``clumpscout.baseline.meanshift_labels`` (bandwidth = the subject's FWHM).
+   - ``meanshift``: ``clumpscout.evaluation.baseline.meanshift_labels`` (bandwidth = the subject's FWHM).
 
 Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); the
 simulate, subsample and aggregate stages take the workflow's stage seeds
-(``clumpscout.simulate.stage_seed(S, stage)``), so a run is deterministic.
+(``clumpscout.simulation.universe.stage_seed(S, stage)``), so a run is deterministic.
 
-Scoring (:mod:`clumpscout.evaluation` on top of :mod:`clumpscout.compare`): a label is
+Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`): a label is
 true when its box contains the centre of a real object of its subject. ``regimes.csv``
 scores against the true clumps, ``regimes_any_object.csv`` against any real object
 (clumps, faint features, foreground stars, bulges). Only the subjects of the subsample
@@ -38,7 +38,7 @@ count. Columns:
 
 - ``purity``, ``completeness``, ``p_star``: for the two models at the **optimal** p_fp
   threshold p*, the one maximising √(C² + P²) over 101 thresholds in [0, 1]
-  (``clumpscout.compare.summarise_curve``; a label is kept when p_fp ≤ p*); for the
+  (``clumpscout.evaluation.compare.summarise_curve``; a label is kept when p_fp ≤ p*); for the
   baselines at their own settings (every label; ``p_star`` empty);
 - ``ece``: expected calibration error of p_fp (10 bins), "false" = the label contains no
   real object's centre; empty for the baselines;
@@ -225,7 +225,7 @@ class Timer:
 def extract_with_config(cfg: dict, classifications: Path, universe: Path):
     """``extract_clicks`` of an export of the universe with the config's ``extract`` and
     ``export`` settings, as the workflow's extract rules call it."""
-    from clumpscout.zooniverse import extract_clicks
+    from clumpscout.data.zooniverse import extract_clicks
 
     ex = dict(cfg.get("extract") or {})
     export = dict(cfg.get("export") or {})
@@ -246,10 +246,10 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
 
     Returns ``(boxes_n, simulate_report)``.
     """
-    from clumpscout.boxes import make_boxes
-    from clumpscout.simulate import simulate_universe, stage_seed
-    from clumpscout.subjects import build_subjects
-    from clumpscout.subsample import draw_subsample
+    from clumpscout.data.boxes import make_boxes
+    from clumpscout.data.subjects import build_subjects
+    from clumpscout.data.subsample import draw_subsample
+    from clumpscout.simulation.universe import simulate_universe, stage_seed
 
     with timer(f"{tag}simulate"):
         report = simulate_universe(
@@ -272,7 +272,7 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
 
 
 def truths(universe: Path) -> dict[str, pd.DataFrame]:
-    from clumpscout.evaluation import truth_tables
+    from clumpscout.evaluation.regimes import truth_tables
 
     clumps, objects = truth_tables(universe)
     return {"clumps": clumps, "any_object": objects}
@@ -285,8 +285,8 @@ def _hypot(row: dict) -> float:
 
 def tune_single_linkage(boxes: pd.DataFrame, truth: dict, cut: float) -> tuple[dict, list]:
     """min_volunteers in 2..10 maximising √(C² + P²) per truth (ties: the smaller)."""
-    from clumpscout.baseline import single_linkage_labels
-    from clumpscout.evaluation import score_method
+    from clumpscout.evaluation.baseline import single_linkage_labels
+    from clumpscout.evaluation.regimes import score_method
 
     subjects = np.unique(boxes["subject_id"])
     best: dict[str, tuple[float, int]] = {}
@@ -303,7 +303,7 @@ def tune_single_linkage(boxes: pd.DataFrame, truth: dict, cut: float) -> tuple[d
 
 
 def _baseline_labels(boxes: pd.DataFrame, cfg: dict, min_volunteers: dict, timer: Timer):
-    from clumpscout import baseline
+    from clumpscout.evaluation import baseline
 
     bl = dict(cfg.get("baseline") or {})
     cut = float(bl.get("single_linkage_cut", 1.0))
@@ -332,9 +332,9 @@ def _baseline_labels(boxes: pd.DataFrame, cfg: dict, min_volunteers: dict, timer
 # ---------------------------------------------------------------- one regime
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
-    from clumpscout.aggregate import Aggregator, Params
-    from clumpscout.evaluation import marked_objects, score_method
-    from clumpscout.simulate import stage_seed
+    from clumpscout.evaluation.regimes import marked_objects, score_method
+    from clumpscout.model.aggregate import Aggregator, Params
+    from clumpscout.simulation.universe import stage_seed
 
     cfg = copy.deepcopy(cfg)
     cfg.setdefault("simulate", {})["n_subjects"] = int(args.subjects)
@@ -442,7 +442,7 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
 
 def _acceptance(name, rows, subject_tables, labels, truth, marked) -> list[dict]:
     """The acceptance checks of the consensus model, per truth and model."""
-    from clumpscout.evaluation import DISTRACTOR_KINDS, expected_count_error
+    from clumpscout.evaluation.regimes import DISTRACTOR_KINDS, expected_count_error
 
     out = []
     for t in TRUTHS:

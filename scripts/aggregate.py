@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule aggregate -> clumpscout.aggregate.Aggregator."""
+"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregate.Aggregator."""
 
 from _common import main
 
@@ -6,7 +6,7 @@ from _common import main
 def _run(sm):
     from pathlib import Path
 
-    from clumpscout.aggregate import Aggregator, Params, read_boxes
+    from clumpscout.model.aggregate import Aggregator, Params, read_boxes
 
     params = Params.from_dict(dict(sm.params.aggregate))
     boxes = read_boxes(sm.input[0])

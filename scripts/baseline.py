@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules baseline / baseline_dbscan -> clumpscout.baseline.
+"""Snakemake adapter: rules baseline / baseline_dbscan -> clumpscout.evaluation.baseline.
 
 Rule baseline writes MeanShift (appendix, decisions.md#meanshift-baseline) and single linkage (issue 3); rule
 baseline_dbscan writes DBSCAN.
@@ -10,7 +10,11 @@ from _common import main
 def _run(sm):
     import pandas as pd
 
-    from clumpscout.baseline import dbscan_labels, meanshift_labels, single_linkage_labels
+    from clumpscout.evaluation.baseline import (
+        dbscan_labels,
+        meanshift_labels,
+        single_linkage_labels,
+    )
     from clumpscout.io import write_json, write_parquet
 
     boxes = pd.read_parquet(sm.input[0])

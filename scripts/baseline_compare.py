@@ -3,7 +3,7 @@
 baseline_counts: clumps per subject, ours (the paper model) − each baseline.
 baseline_compare_*: the expert / truth scores of every method at n = baseline.n (both models
 and the baselines; ``params.methods`` names the label-table inputs) in the format of
-clumpscout.compare, tagged by ``method`` and ``n``.
+clumpscout.evaluation.compare, tagged by ``method`` and ``n``.
 """
 
 from _common import main
@@ -12,8 +12,8 @@ from _common import main
 def _run(sm):
     import pandas as pd
 
-    from clumpscout.baseline import count_difference
-    from clumpscout.compare import read_table, score_points, score_truth, subjects_of
+    from clumpscout.evaluation.baseline import count_difference
+    from clumpscout.evaluation.compare import read_table, score_points, score_truth, subjects_of
     from clumpscout.io import write_csv
 
     keys = set(sm.input.keys())

@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule boxes -> clumpscout.boxes.make_boxes."""
+"""Snakemake adapter: rule boxes -> clumpscout.data.boxes.make_boxes."""
 
 from _common import main
 
@@ -6,7 +6,7 @@ from _common import main
 def _run(sm):
     import pandas as pd
 
-    from clumpscout.boxes import make_boxes
+    from clumpscout.data.boxes import make_boxes
     from clumpscout.io import write_parquet
 
     boxes = make_boxes(

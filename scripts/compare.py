@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.compare (§6.3, decisions.md#expert-comparison).
+"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.evaluation.compare (§6.3, decisions.md#expert-comparison).
 
 The tables are tagged with the consensus model and n (columns ``model``, ``n``)."""
 
@@ -6,7 +6,7 @@ from _common import main
 
 
 def _run(sm):
-    from clumpscout.compare import read_table, score_points, score_truth, subjects_of
+    from clumpscout.evaluation.compare import read_table, score_points, score_truth, subjects_of
     from clumpscout.io import write_csv
 
     labels = read_table(sm.input.labels)

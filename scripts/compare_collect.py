@@ -1,10 +1,10 @@
-"""Snakemake adapter: rules compare_*_collect -> one table over every n (clumpscout.compare)."""
+"""Snakemake adapter: rules compare_*_collect -> one table over every n (clumpscout.evaluation.compare)."""
 
 from _common import main
 
 
 def _run(sm):
-    from clumpscout.compare import collect_tables
+    from clumpscout.evaluation.compare import collect_tables
     from clumpscout.io import write_csv
 
     for key in sm.output.keys():

@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule cutouts -> clumpscout.cutouts.make_cutouts (+ the report montage)."""
+"""Snakemake adapter: rule cutouts -> clumpscout.images.cutouts.make_cutouts (+ the report montage)."""
 
 from _common import main
 
@@ -8,8 +8,8 @@ def _run(sm):
 
     import pandas as pd
 
-    from clumpscout.cutouts import make_cutouts
-    from clumpscout.figures_flux import montage_items, plot_subject_montage
+    from clumpscout.figures.flux import montage_items, plot_subject_montage
+    from clumpscout.images.cutouts import make_cutouts
 
     frames = Path(sm.input.frames)
     out = Path(sm.output.table).parent

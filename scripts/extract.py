@@ -1,11 +1,11 @@
-"""Snakemake adapter: rules extract / extract_experts -> clumpscout.zooniverse.extract_clicks."""
+"""Snakemake adapter: rules extract / extract_experts -> clumpscout.data.zooniverse.extract_clicks."""
 
 from _common import main
 
 
 def _run(sm):
+    from clumpscout.data.zooniverse import LIMIT_DEFAULTS, extract_clicks
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.zooniverse import LIMIT_DEFAULTS, extract_clicks
 
     cfg = dict(sm.params.extract)
     clicks, report = extract_clicks(

@@ -1,4 +1,4 @@
-"""Snakemake adapter: the figure rules -> clumpscout.figures.build (one figure per rule)."""
+"""Snakemake adapter: the figure rules -> clumpscout.figures.paper.build (one figure per rule)."""
 
 from _common import main
 
@@ -16,7 +16,7 @@ def _inputs(sm) -> dict:
 
 
 def _run(sm):
-    from clumpscout.figures import build
+    from clumpscout.figures.paper import build
 
     params = {
         "ns": list(sm.params.ns),

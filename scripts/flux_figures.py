@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule flux_figures -> clumpscout.figures_flux.build."""
+"""Snakemake adapter: rule flux_figures -> clumpscout.figures.flux.build."""
 
 from _common import main
 
@@ -8,7 +8,7 @@ def _run(sm):
 
     import pandas as pd
 
-    from clumpscout.figures_flux import build
+    from clumpscout.figures.flux import build
 
     tables = {k: pd.read_parquet(v) for k, v in sm.input.items()}
     names = [k[: -len("_png")] for k in sm.output.keys() if k.endswith("_png")]

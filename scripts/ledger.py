@@ -1,10 +1,10 @@
-"""Snakemake adapter: rule ledger -> clumpscout.ledger.run_ledger (issue 6 item 2)."""
+"""Snakemake adapter: rule ledger -> clumpscout.data.ledger.run_ledger (issue 6 item 2)."""
 
 from _common import main
 
 
 def _run(sm):
-    from clumpscout.ledger import run_ledger
+    from clumpscout.data.ledger import run_ledger
 
     ns = [int(n) for n in sm.params.ns]
     per_n = {

@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules photometry_truth / photometry_labels -> clumpscout.photometry."""
+"""Snakemake adapter: rules photometry_truth / photometry_labels -> clumpscout.images.photometry."""
 
 from _common import main
 
@@ -8,8 +8,8 @@ def _run(sm):
 
     import pandas as pd
 
+    from clumpscout.images.photometry import photometry_labels, photometry_truth
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.photometry import photometry_labels, photometry_truth
 
     cutouts = Path(sm.input.table).parent
     if "labels" in sm.input.keys():

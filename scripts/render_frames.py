@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule render_frames -> clumpscout.render.render_frames."""
+"""Snakemake adapter: rule render_frames -> clumpscout.images.render.render_frames."""
 
 from _common import main
 
@@ -6,7 +6,7 @@ from _common import main
 def _run(sm):
     import pandas as pd
 
-    from clumpscout.render import render_frames
+    from clumpscout.images.render import render_frames
 
     render_frames(
         pd.read_csv(sm.input.galaxies),

@@ -1,10 +1,10 @@
-"""Snakemake adapter: rule simulate -> clumpscout.simulate.simulate_universe."""
+"""Snakemake adapter: rule simulate -> clumpscout.simulation.universe.simulate_universe."""
 
 from _common import main
 
 
 def _run(sm):
-    from clumpscout.simulate import simulate_universe
+    from clumpscout.simulation.universe import simulate_universe
 
     simulate_universe(
         dict(sm.params.simulate),

@@ -1,11 +1,11 @@
-"""Snakemake adapter: rule subjects -> clumpscout.subjects.build_subjects."""
+"""Snakemake adapter: rule subjects -> clumpscout.data.subjects.build_subjects."""
 
 from _common import main
 
 
 def _run(sm):
+    from clumpscout.data.subjects import build_subjects
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.subjects import build_subjects
 
     table = build_subjects(
         catalogue=sm.input.catalogue or None,

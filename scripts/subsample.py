@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule subsample -> clumpscout.subsample.draw_subsample (decisions.md#subsamples)."""
+"""Snakemake adapter: rule subsample -> clumpscout.data.subsample.draw_subsample (decisions.md#subsamples)."""
 
 from _common import main
 
@@ -6,8 +6,8 @@ from _common import main
 def _run(sm):
     import pandas as pd
 
+    from clumpscout.data.subsample import draw_subsample
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.subsample import draw_subsample
 
     boxes, report = draw_subsample(
         pd.read_parquet(sm.input[0]),

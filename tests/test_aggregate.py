@@ -12,8 +12,8 @@ import yaml
 from conftest import REPO
 
 from clumpscout import cli
-from clumpscout.aggregate import Aggregator, Params, aggregate, prepare
 from clumpscout.errors import InputError
+from clumpscout.model.aggregate import Aggregator, Params, aggregate, prepare
 
 SIDE = 20.0
 TRUE = np.array([[100.0, 120.0], [270.0, 290.0]])
@@ -75,7 +75,7 @@ def test_params_match_config_yaml_and_schema():
 
 def test_param_bounds_are_the_schemas():
     """``clumpscout aggregate --config`` checks the bounds the workflow's schema checks."""
-    from clumpscout.aggregate import _BOUNDS
+    from clumpscout.model.aggregate import _BOUNDS
 
     props = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
     props = props["properties"]["aggregate"]["properties"]
@@ -323,7 +323,7 @@ def test_a_batch_without_any_cluster():
 
 def test_a_flat_config_file_is_checked_key_by_key(tmp_path):
     """A typo in a flat settings file is an error naming the key, not silently ignored."""
-    from clumpscout.aggregate import load_config
+    from clumpscout.model.aggregate import load_config
 
     good = tmp_path / "good.yaml"
     good.write_text("p0_fn: 0.3\nseed: 4\n")

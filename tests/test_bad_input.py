@@ -38,13 +38,13 @@ import pytest
 import yaml
 
 from clumpscout.cli import main as cli_main
-from clumpscout.simulate_export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
+from clumpscout.simulation.export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- valid inputs
 
-# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulate_export
+# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulation.export
 # and pinned there by tests/test_simulate.py against its own hand-written lists (and, for the
 # classification export, against the real Penguin Watch export in ../shared).
 EXPORT_HEADER = list(CLASSIFICATION_COLUMNS)

@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 from scipy.cluster.hierarchy import fcluster, linkage
 
-from clumpscout.baseline import (
+from clumpscout.errors import InputError
+from clumpscout.evaluation.baseline import (
     count_difference,
     dbscan_clusters,
     dbscan_labels,
@@ -18,7 +19,6 @@ from clumpscout.baseline import (
     single_linkage_clusters,
     single_linkage_labels,
 )
-from clumpscout.errors import InputError
 
 SIDE = 20.0  # box side = 2 FWHM -> FWHM = 10 px
 

@@ -1,4 +1,4 @@
-"""Clicks -> boxes (clumpscout.boxes; paper §3.3, decisions.md#box-geometry, contract 4)."""
+"""Clicks -> boxes (clumpscout.data.boxes; paper §3.3, decisions.md#box-geometry, contract 4)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clumpscout.boxes import BOX_COLUMNS, make_boxes, square_boxes
 from clumpscout.cli import main as cli_main
+from clumpscout.data.boxes import BOX_COLUMNS, make_boxes, square_boxes
 from clumpscout.errors import InputError
 
 
@@ -166,8 +166,8 @@ def test_extract_subjects_boxes_pipeline(tmp_path):
     """extract -> subjects (catalogue) -> boxes on a tiny synthetic Clump Scout export."""
     from test_zooniverse import classic_point, row, write_export, write_subjects
 
-    from clumpscout.subjects import build_subjects
-    from clumpscout.zooniverse import extract_clicks
+    from clumpscout.data.subjects import build_subjects
+    from clumpscout.data.zooniverse import extract_clicks
 
     exp = write_export(
         tmp_path / "c.csv",
@@ -187,8 +187,8 @@ def test_extract_subjects_boxes_pipeline(tmp_path):
 @pytest.mark.shared
 def test_penguin_watch_end_to_end(shared, tmp_path):
     """A plain Zooniverse project: box side from config, image size from subject_dimensions."""
-    from clumpscout.subjects import build_subjects
-    from clumpscout.zooniverse import extract_clicks
+    from clumpscout.data.subjects import build_subjects
+    from clumpscout.data.zooniverse import extract_clicks
 
     d = shared / "data/zooniverse_exports/penguin_watch"
     subj = d / "penguin-watch-subjects-trim.csv"

@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clumpscout.compare import (
+from clumpscout.errors import InputError
+from clumpscout.evaluation.compare import (
     calibration,
     collect_tables,
     curve_counts,
@@ -18,7 +19,6 @@ from clumpscout.compare import (
     score_truth,
     threshold_grid,
 )
-from clumpscout.errors import InputError
 
 
 def box(sid, x1, y1, side, p, fu):

@@ -20,14 +20,14 @@ from hypothesis import strategies as st
 from PIL import Image
 
 from clumpscout import cli
-from clumpscout import cutouts as C
 from clumpscout.errors import InputError
+from clumpscout.images import cutouts as C
 
 S = 0.396 / 3600.0  # deg per native pixel
 
 
 def frame_wcs(ra, dec, crpix, theta_deg):
-    """SDSS-parity TAN WCS rotated by theta (written independently of clumpscout.render)."""
+    """SDSS-parity TAN WCS rotated by theta (written independently of clumpscout.images.render)."""
     t = math.radians(theta_deg)
     w = WCS(naxis=2)
     w.wcs.ctype = ["RA---TAN", "DEC--TAN"]

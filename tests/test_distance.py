@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clumpscout.distance import (
+from clumpscout.model.distance import (
     jaccard_distance,
     jaccard_nb,
     neg_log_distance_likelihood,

@@ -189,7 +189,7 @@ def test_aggregate_setting_reruns_aggregation_and_downstream_only(run_a, tmp_pat
 
 def test_code_change_is_tracked(run_a, tmp_path):
     proj = _with(run_a, tmp_path / "p", lambda c: None)
-    module = proj / "src/clumpscout/risk.py"
+    module = proj / "src/clumpscout/model/risk.py"
     module.write_text(module.read_text() + "\n# an edit\n")
     rules = planned_rules(proj, "--rerun-triggers", "mtime", "params", "input", "code")
     assert "aggregate" in rules

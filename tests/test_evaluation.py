@@ -1,4 +1,4 @@
-"""Scoring helpers of the regime benchmark (clumpscout.evaluation), on hand-computed toys."""
+"""Scoring helpers of the regime benchmark (clumpscout.evaluation.regimes), on hand-computed toys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clumpscout import evaluation as ev
+from clumpscout.evaluation import regimes as ev
 
 REPO = Path(__file__).resolve().parents[1]
 

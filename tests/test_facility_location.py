@@ -19,8 +19,8 @@ import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from clumpscout.distance import jaccard_distance, neg_log_distance_likelihood
-from clumpscout.facility_location import (
+from clumpscout.model.distance import jaccard_distance, neg_log_distance_likelihood
+from clumpscout.model.facility_location import (
     DUMMY,
     UNASSIGNED,
     brute_force,
@@ -500,7 +500,7 @@ def test_numba_num_threads_1_vs_2_subprocess(tmp_path):
             sys.path.insert(0, {str(os.path.dirname(__file__))!r})
             import numpy as np
             from test_facility_location import random_batch, NOM
-            from clumpscout.facility_location import solve_batch
+            from clumpscout.model.facility_location import solve_batch
             offsets, boxes, cls, *costs = random_batch(300, seed=11)
             f = solve_batch(offsets, boxes, cls, *costs, **NOM)
             g = solve_batch(offsets, boxes, cls, costs[0] * 0 + 2.0, costs[1], costs[2],

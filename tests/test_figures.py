@@ -19,8 +19,8 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from clumpscout import figures as F
 from clumpscout.errors import InputError
+from clumpscout.figures import paper as F
 
 DPI = 20
 NS = (3, 20)

@@ -9,7 +9,7 @@ columns, stray quotes and newlines, files cut short. Every run goes through the 
 (in-process) and must end
 
 - with exit 0, every output complete (no temporary file), every classification counted (kept or
-  dropped by reason) and the click ledger (clumpscout.ledger, which re-reads the export on its
+  dropped by reason) and the click ledger (clumpscout.data.ledger, which re-reads the export on its
   own) balanced; or
 - with exit 2 and one ``error:`` line naming the input file (and no output at all).
 
@@ -51,8 +51,8 @@ from test_bad_input import (
 )
 
 from clumpscout.cli import main as cli_main
-from clumpscout.ledger import export_ledger
-from clumpscout.zooniverse import extract_clicks
+from clumpscout.data.ledger import export_ledger
+from clumpscout.data.zooniverse import extract_clicks
 
 REGRESSIONS = Path(__file__).resolve().parent / "data" / "fuzz_regressions"
 PENGUIN = Path(__file__).resolve().parents[2] / "shared/data/zooniverse_exports/penguin_watch"
@@ -548,7 +548,7 @@ def _check_extract(export: Path, subjects: Path, out: Path) -> str:
     if rep["clicks_kept"] != int(clicks["x"].notna().sum()):
         raise FuzzFailure("extract: clicks_kept differs from the clicks table")
     boxes = pd.DataFrame({"classification_id": clicks["classification_id"], "x1": clicks["x"]})
-    ledger_log = logging.getLogger("clumpscout.ledger")
+    ledger_log = logging.getLogger("clumpscout.data.ledger")
     level = ledger_log.level
     ledger_log.setLevel(logging.WARNING)
     try:
@@ -698,7 +698,7 @@ def test_too_many_marks_and_field_size_are_counted_drops(tmp_path):
 
 
 def test_a_field_beyond_the_read_block_is_one_line_naming_the_row(tmp_path, monkeypatch):
-    import clumpscout.zooniverse as z
+    import clumpscout.data.zooniverse as z
 
     monkeypatch.setattr(z, "_BATCH", 1 << 15)  # 16 MiB at least, in real runs
     rows = valid_export_rows()
@@ -788,8 +788,8 @@ def test_a_field_over_the_limit_is_never_a_python_string(tmp_path):
 
 
 def test_limits_are_checked():
+    from clumpscout.data.zooniverse import check_limits
     from clumpscout.errors import InputError
-    from clumpscout.zooniverse import check_limits
 
     assert check_limits(None)["max_marks"] == 1000
     for bad in ({"max_marks": 0}, {"max_json_depth": "64"}, {"drop_flagged": "all"},

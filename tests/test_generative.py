@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clumpscout import facility_location as fl
-from clumpscout import generative as gen
-from clumpscout.aggregate import Params, aggregate
+from clumpscout.model import facility_location as fl
+from clumpscout.model import generative as gen
+from clumpscout.model.aggregate import Params, aggregate
 
 SIDE = 20.0
 
@@ -50,7 +50,7 @@ def test_location_density_integrates_to_one(sigma2):
     dx, dy = np.meshgrid(g, g)
     a = np.array([0.5 - s / 2, 0.5 - s / 2, 0.5 + s / 2, 0.5 + s / 2])
     boxes = np.stack([a[0] + dx, a[1] + dy, a[2] + dx, a[3] + dy], axis=-1).reshape(-1, 4)
-    from clumpscout.distance import jaccard_distance
+    from clumpscout.model.distance import jaccard_distance
 
     d = jaccard_distance(boxes, np.broadcast_to(a, boxes.shape))
     f = np.exp(gen.log_location_density(d, sigma2, s * s))

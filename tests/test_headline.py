@@ -11,8 +11,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clumpscout import headline as H
 from clumpscout.errors import InputError
+from clumpscout.evaluation import headline as H
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clumpscout.health import WARNING_PREFIX, diagnose, log_warnings
+from clumpscout.model.health import WARNING_PREFIX, diagnose, log_warnings
 
 NEAR = [(10, 10, 20, 20), (11, 10, 21, 20), (10, 11, 20, 21), (11, 11, 21, 21)]
 FAR = (50, 50, 60, 60)
@@ -250,7 +250,7 @@ def test_agrees_with_a_brute_force_reference():
     a, lab = assignments(rows), labels(labs)
     diag = diagnose(a, lab)
     expected_agree = expected_unlab = 0
-    from clumpscout.distance import jaccard_distance
+    from clumpscout.model.distance import jaccard_distance
 
     for s, g in a.groupby("subject_id"):
         xy = g[["x1", "y1", "x2", "y2"]].to_numpy()

@@ -1,4 +1,4 @@
-"""The click ledger (clumpscout.ledger; issue 6 item 2): every input click accounted for.
+"""The click ledger (clumpscout.data.ledger; issue 6 item 2): every input click accounted for.
 
 A toy export (the bad-input suite's valid 5-subject export plus rows and clicks the reader must
 drop, each for a known reason) goes through the real CLI (extract, subjects, boxes, subsample,
@@ -33,9 +33,9 @@ from test_bad_input import (
     write_valid_inputs,
 )
 
-from clumpscout import ledger as ledger_mod
 from clumpscout.cli import main as cli_main
-from clumpscout.ledger import (
+from clumpscout.data import ledger as ledger_mod
+from clumpscout.data.ledger import (
     LedgerError,
     build_ledger,
     check_ledger,

@@ -1,4 +1,4 @@
-"""Clump photometry on the scaled subject bands (clumpscout.photometry) and the flux figures."""
+"""Clump photometry on the scaled subject bands (clumpscout.images.photometry) and the flux figures."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import pandas as pd
 import pytest
 
 from clumpscout import cli
-from clumpscout import cutouts as C
-from clumpscout import photometry as P
 from clumpscout.errors import InputError
-from clumpscout.figures_flux import build
+from clumpscout.figures.flux import build
+from clumpscout.images import cutouts as C
+from clumpscout.images import photometry as P
 
 BETA = {"g": 0.7, "r": 1.17, "i": 1.818}
 

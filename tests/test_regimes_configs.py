@@ -19,7 +19,7 @@ import pytest
 import yaml
 from conftest import REPO
 
-from clumpscout.simulate import DEFAULTS, resolve_config, simulate_universe, stage_seed
+from clumpscout.simulation.universe import DEFAULTS, resolve_config, simulate_universe, stage_seed
 
 REGIMES = ("clean", "paper", "noisy", "spammers", "counting")
 SMALL = 150
@@ -218,9 +218,9 @@ def test_counting_universe(universes):
 
 
 def test_counting_export_goes_through_the_box_side_path(universes):
-    from clumpscout.boxes import make_boxes
-    from clumpscout.subjects import build_subjects
-    from clumpscout.zooniverse import extract_clicks
+    from clumpscout.data.boxes import make_boxes
+    from clumpscout.data.subjects import build_subjects
+    from clumpscout.data.zooniverse import extract_clicks
 
     u = universes("counting")
     cfg = _config("counting")

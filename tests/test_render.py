@@ -1,4 +1,4 @@
-"""Simulated SDSS-like frames (clumpscout.render) and the image rules of the workflow."""
+"""Simulated SDSS-like frames (clumpscout.images.render) and the image rules of the workflow."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from astropy.io import fits
 from astropy.wcs import WCS
 from conftest import REPO
 
-from clumpscout import cutouts as C
-from clumpscout import render as R
+from clumpscout.images import cutouts as C
+from clumpscout.images import render as R
 
 SIDE = 80
 

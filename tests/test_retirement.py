@@ -8,8 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clumpscout import retirement as rt
-from clumpscout.aggregate import Aggregator, Params
+from clumpscout.model import retirement as rt
+from clumpscout.model.aggregate import Aggregator, Params
 
 RP = SimpleNamespace(tau=5.0, n_fp_max=1.0, n_fn_max=0.3, n_sigma_max=3.0)
 
@@ -66,7 +66,7 @@ def test_fill_batch_blocks_and_leftovers():
 
 def test_skill_cache_commit():
     c = rt.SkillCache(2)
-    from clumpscout.skills import SkillCounts
+    from clumpscout.model.skills import SkillCounts
 
     s = SkillCounts.zeros(2)
     s.n_boxes[:] = [3, 1]

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clumpscout import risk
-from clumpscout.distance import jaccard_distance
+from clumpscout.model import risk
+from clumpscout.model.distance import jaccard_distance
 
 
 def _one_clump(p_fp_mark, p_fn_miss, p_fn_mark=None):

@@ -26,11 +26,11 @@ import yaml
 from conftest import REPO
 from test_zooniverse import classic_point, row, write_export, write_subjects
 
-from clumpscout.aggregate import aggregate
-from clumpscout.boxes import make_boxes
 from clumpscout.cli import main as cli_main
+from clumpscout.data.boxes import make_boxes
+from clumpscout.data.zooniverse import ELLIPSE, SHAPES, extract_clicks, shape_extent
 from clumpscout.errors import InputError
-from clumpscout.zooniverse import ELLIPSE, SHAPES, extract_clicks, shape_extent
+from clumpscout.model.aggregate import aggregate
 
 DATA_DIGGING = "data/zooniverse_exports/data_digging"
 EXTENT = ["x", "y", "x1", "y1", "x2", "y2"]

@@ -1,7 +1,7 @@
-"""Tests of the simulated Clump Scout universe (clumpscout.simulate, contract 1).
+"""Tests of the simulated Clump Scout universe (clumpscout.simulation.universe, contract 1).
 
 The export is parsed here with the csv and json modules only (not with
-clumpscout.zooniverse), so these tests check the file format itself.
+clumpscout.data.zooniverse), so these tests check the file format itself.
 Known answers come from the paper (§2.2, §3.2, §6.4), decisions.md#cutout-side, #psf-fwhm and the
 real consensus boxes in ../shared (skipped when absent).
 """
@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from clumpscout import cli
-from clumpscout.simulate import (
+from clumpscout.simulation.universe import (
     DEFAULTS,
     cutout_geometry,
     make_clumps,

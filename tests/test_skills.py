@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from clumpscout import skills as sk
+from clumpscout.model import skills as sk
 
 P = SimpleNamespace(
     p0_fp=0.1,

@@ -1,4 +1,4 @@
-"""Cutout side, PSF FWHM and box side per subject (clumpscout.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry, contract 3).
+"""Cutout side, PSF FWHM and box side per subject (clumpscout.data.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry, contract 3).
 
 Known answers are computed by hand from decisions.md#cutout-side, #psf-fwhm:
 side = max(ceil(6 R90 / 0.396"), 40); FWHM_subject = FWHM" / 0.396 * 400 / side; box = 2 FWHM.
@@ -14,8 +14,7 @@ import pandas as pd
 import pytest
 
 from clumpscout.cli import main as cli_main
-from clumpscout.errors import InputError
-from clumpscout.subjects import (
+from clumpscout.data.subjects import (
     SUBJECT_COLUMNS,
     build_subjects,
     cutout_side,
@@ -23,6 +22,7 @@ from clumpscout.subjects import (
     psf_in_pixels,
     read_psfield_fwhm,
 )
+from clumpscout.errors import InputError
 
 SDSS = "data/sdss"
 

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clumpscout.data.subsample import draw_subsample
 from clumpscout.errors import InputError
-from clumpscout.subsample import draw_subsample
 
 
 def make_boxes(rows_per_class: dict[int, list[int]], seed: int = 0) -> pd.DataFrame:

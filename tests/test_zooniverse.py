@@ -1,4 +1,4 @@
-"""The Zooniverse export reader (clumpscout.zooniverse; contract 2, issue 2 item 4).
+"""The Zooniverse export reader (clumpscout.data.zooniverse; contract 2, issue 2 item 4).
 
 Synthetic exports are built in code (columns and JSON as in a real export); the real Penguin Watch
 export in ../shared is compared with panoptes-aggregation 3.4.5's point extractor output.
@@ -16,11 +16,11 @@ import pandas as pd
 import pytest
 
 from clumpscout.cli import main as cli_main
+from clumpscout.data.zooniverse import CLICK_COLUMNS, extract_clicks, report_path
 from clumpscout.errors import InputError
-from clumpscout.simulate_export import CLASSIFICATION_COLUMNS
-from clumpscout.zooniverse import CLICK_COLUMNS, extract_clicks, report_path
+from clumpscout.simulation.export import CLASSIFICATION_COLUMNS
 
-# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulate_export
+# Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulation.export
 # and pinned there by tests/test_simulate.py against its own hand-written lists (and, for the
 # classification export, against the real Penguin Watch export in ../shared).
 HEADER = list(CLASSIFICATION_COLUMNS)
@@ -312,7 +312,7 @@ def test_nan_inf_and_null_coordinates_are_dropped_and_counted(tmp_path):
 
 def test_results_do_not_depend_on_orjson(tmp_path, monkeypatch):
     """orjson (fast path) and json.loads (fallback) give the same table and report."""
-    from clumpscout import zooniverse
+    from clumpscout.data import zooniverse
 
     marks = [classic_point(float("nan"), 1.0), classic_point(1e300, 2.0), classic_point(3, 4)]
     rows = [row(1, "a", 5, marks), row(2, "b", 5, [classic_point(0.1, 0.2, 1)])]

@@ -21,25 +21,37 @@ from clumpscout.errors import InputError
 
 #: sub-command -> (module, one-line help). Contract names: keep them stable.
 COMMANDS: dict[str, tuple[str, str]] = {
-    "simulate": ("clumpscout.simulate", "simulate a Clump Scout universe as a Zooniverse export"),
+    "simulate": (
+        "clumpscout.simulation.universe",
+        "simulate a Clump Scout universe as a Zooniverse export",
+    ),
     "subjects": (
-        "clumpscout.subjects",
+        "clumpscout.data.subjects",
         "cutout side and PSF FWHM per subject from a galaxy catalogue",
     ),
-    "extract": ("clumpscout.zooniverse", "Zooniverse classification export -> tidy clicks table"),
-    "boxes": ("clumpscout.boxes", "clicks -> square boxes of side 2 FWHM"),
-    "aggregate": ("clumpscout.aggregate", "the paper's probabilistic consensus model (§4-5)"),
-    "subsample": ("clumpscout.subsample", "draw n classifications per subject (Z~_n)"),
-    "compare": ("clumpscout.compare", "purity and completeness against expert clicks or truth"),
+    "extract": (
+        "clumpscout.data.zooniverse",
+        "Zooniverse classification export -> tidy clicks table",
+    ),
+    "boxes": ("clumpscout.data.boxes", "clicks -> square boxes of side 2 FWHM"),
+    "aggregate": (
+        "clumpscout.model.aggregate",
+        "consensus labels with p_fp: the generative model or the paper's (§4-5)",
+    ),
+    "subsample": ("clumpscout.data.subsample", "draw n classifications per subject (Z~_n)"),
+    "compare": (
+        "clumpscout.evaluation.compare",
+        "purity and completeness against expert clicks or truth",
+    ),
     "baseline": (
-        "clumpscout.baseline",
+        "clumpscout.evaluation.baseline",
         "clustering baselines: MeanShift (appendix), single linkage, DBSCAN",
     ),
-    "cutouts": ("clumpscout.cutouts", "SDSS frames -> colour subject images (§2.2)"),
-    "photometry": ("clumpscout.photometry", "g, r, i flux inside clump boxes"),
-    "figures": ("clumpscout.figures", "the paper's figures"),
-    "headline": ("clumpscout.headline", "headline numbers table"),
-    "ledger": ("clumpscout.ledger", "account for every input click"),
+    "cutouts": ("clumpscout.images.cutouts", "SDSS frames -> colour subject images (§2.2)"),
+    "photometry": ("clumpscout.images.photometry", "g, r, i flux inside clump boxes"),
+    "figures": ("clumpscout.figures.paper", "the paper's figures"),
+    "headline": ("clumpscout.evaluation.headline", "headline numbers table"),
+    "ledger": ("clumpscout.data.ledger", "account for every input click"),
 }
 
 

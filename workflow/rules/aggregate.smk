@@ -33,16 +33,7 @@ rule aggregate:
     params:
         aggregate=aggregate_params,
         seed=seed_for("aggregate"),
-        code=code_digest(
-            "aggregate",
-            "generative",
-            "health",
-            "skills",
-            "risk",
-            "retirement",
-            "distance",
-            "facility_location",
-        ),
+        code=code_digest("aggregate"),
     script:
         "../../scripts/aggregate.py"
 

@@ -1,4 +1,5 @@
 import hashlib
+import importlib.util
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -33,24 +34,20 @@ def check_config(cfg):
 check_config(config)
 
 SRC = Path(workflow.basedir) / "src" / "clumpscout"
+# loaded from the project's own source (the workflow needs no installed package for this)
+_spec = importlib.util.spec_from_file_location("_codedeps", SRC / "codedeps.py")
+_codedeps = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(_codedeps)
+_code_digest = _codedeps.code_digest
 RESULTS = "results"
 
 
-def code_digest(*modules):
-    """sha256 of the package modules a rule runs (plus the shared helpers).
-
-    Passed as a param so that editing those modules re-runs the rule. List every module
-    the rule's script imports, directly or through other package modules (lazy imports
-    too), and no other: tests/test_workflow.py checks each rule's list against its script.
-    """
-    names = sorted(set(modules) | {"io", "errors", "logs"})
-    h = hashlib.sha256()
-    for name in names:
-        path = SRC / f"{name}.py"
-        h.update(name.encode())
-        if path.exists():
-            h.update(path.read_bytes())
-    return h.hexdigest()[:16]
+def code_digest(script):
+    """Digest of scripts/<script>.py and every package file it runs (found from its imports,
+    lazy ones included, by clumpscout.codedeps). Passed as a param so that editing any of
+    that code re-runs the rule, and nothing else does."""
+    root = Path(workflow.basedir)
+    return _code_digest(root / "scripts" / f"{script}.py", SRC.parent, root)
 
 
 def section(name):
@@ -66,7 +63,7 @@ def seed_for(stage):
 
 SIMULATED = config["source"] == "simulate"
 # simulate.kind counting: a point-marking project without galaxies
-# (clumpscout.simulate_counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
+# (clumpscout.simulation.counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
 # every subject gets the box side export.box_side, and there are no galaxies to render.
 COUNTING = SIMULATED and section("simulate").get("kind", "galaxy") == "counting"
 HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))

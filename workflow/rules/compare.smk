@@ -81,7 +81,7 @@ if HAS_EXPERTS:
             mem_mb=1000,
             runtime=5,
         params:
-            code=code_digest("compare"),
+            code=code_digest("compare_collect"),
         script:
             "../../scripts/compare_collect.py"
 
@@ -149,7 +149,7 @@ if SIMULATED:
             mem_mb=1000,
             runtime=5,
         params:
-            code=code_digest("compare"),
+            code=code_digest("compare_collect"),
         script:
             "../../scripts/compare_collect.py"
 
@@ -233,7 +233,7 @@ rule baseline_counts:
         mem_mb=2000,
         runtime=10,
     params:
-        code=code_digest("baseline", "compare"),
+        code=code_digest("baseline_compare"),
     script:
         "../../scripts/baseline_compare.py"
 
@@ -276,7 +276,7 @@ if HAS_EXPERTS:
             n=BASELINE_N,
             methods=list(METHOD_LABELS),
             thresholds=section("compare").get("thresholds", 101),
-            code=code_digest("baseline", "compare"),
+            code=code_digest("baseline_compare"),
         script:
             "../../scripts/baseline_compare.py"
 
@@ -307,7 +307,7 @@ if SIMULATED:
             methods=list(METHOD_LABELS),
             thresholds=section("compare").get("thresholds", 101),
             bins=section("compare").get("calibration_bins", 10),
-            code=code_digest("baseline", "compare"),
+            code=code_digest("baseline_compare"),
         script:
             "../../scripts/baseline_compare.py"
 

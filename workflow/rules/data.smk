@@ -25,7 +25,7 @@ rule simulate:
     params:
         simulate=section("simulate"),
         seed=seed_for("simulate"),
-        code=code_digest("simulate", "simulate_counting", "simulate_export"),
+        code=code_digest("simulate"),
     script:
         "../../scripts/simulate.py"
 
@@ -49,7 +49,7 @@ rule subjects:
     params:
         subjects=section("subjects"),
         box_side=section("export").get("box_side"),
-        code=code_digest("subjects", "zooniverse"),
+        code=code_digest("subjects"),
     script:
         "../../scripts/subjects.py"
 
@@ -75,7 +75,7 @@ rule extract:
         extract=section("extract"),
         workflow_id=section("export").get("workflow_id"),
         workflow_version=section("export").get("workflow_version"),
-        code=code_digest("zooniverse"),
+        code=code_digest("extract"),
     script:
         "../../scripts/extract.py"
 
@@ -99,7 +99,7 @@ rule extract_experts:
         extract=section("extract"),
         workflow_id=section("export").get("workflow_id"),
         workflow_version=section("export").get("workflow_version"),
-        code=code_digest("zooniverse"),
+        code=code_digest("extract"),
     script:
         "../../scripts/extract.py"
 

@@ -1,5 +1,5 @@
 # Issue 4 items 4-6: every figure of §6 and the appendix (one rule and one plotting function
-# per figure, clumpscout.figures), the headline numbers (clumpscout.headline) and the report
+# per figure, clumpscout.figures.paper), the headline numbers (clumpscout.evaluation.headline) and the report
 # wiring: `snakemake --report results/report.html` shows every figure with its caption.
 #
 # Each rule's params carry only the figure settings it uses (config section `figures`), so a
@@ -33,7 +33,7 @@ rule fig_clump_fpp_dist:
         ns=NS,
         lists=["labels"],
         figures=fig_cfg("n_ref", "inset_max"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -56,7 +56,7 @@ rule fig_clump_variance_dist:
         ns=NS,
         lists=["labels"],
         figures=fig_cfg("n_ref", "inset_max"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -79,7 +79,7 @@ rule fig_clump_location_vs_pfp:
         figure="clump_location_vs_pfp",
         ns=NS,
         figures=fig_cfg("n_ref", "position_bins", "position_radius"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -101,7 +101,7 @@ rule fig_worker_skill_evolution:
         figure="worker_skill_evolution",
         ns=NS,
         figures=fig_cfg("n_ref"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -125,7 +125,7 @@ rule fig_subject_risk_param_evolution:
         ns=NS,
         lists=["subjects", "labels"],
         figures=fig_cfg("p_fp_cut"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -149,7 +149,7 @@ rule fig_clumps_per_galaxy_filtered:
         ns=NS,
         lists=["subjects", "labels"],
         figures=fig_cfg("p_fp_cut"),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -172,7 +172,7 @@ rule fig_retirement_reason_fraction:
         ns=NS,
         lists=["subjects"],
         figures=fig_cfg(),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -198,7 +198,7 @@ rule fig_agg_examples:
         lists=["images"],
         figures=fig_cfg("n_ref", "n_examples", "p_fp_dashed"),
         seed=FIG_SEED,
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -220,7 +220,7 @@ rule fig_agg_v_ms_dist:
         figure="agg_v_ms_dist",
         ns=NS,
         figures=fig_cfg(),
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -249,7 +249,7 @@ rule fig_agg_v_ms_more_examples:
         lists=["images"],
         figures=fig_cfg("n_examples", "p_fp_dashed"),
         seed=FIG_SEED,
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -278,7 +278,7 @@ rule fig_agg_v_ms_less_examples:
         lists=["images"],
         figures=fig_cfg("n_examples", "p_fp_dashed"),
         seed=FIG_SEED,
-        code=code_digest("figures", "compare"),
+        code=code_digest("figures"),
     script:
         "../../scripts/figures.py"
 
@@ -319,7 +319,7 @@ if HAS_EXPERTS:
             ns=NS,
             reference="experts",
             figures=fig_cfg(),
-            code=code_digest("figures", "compare"),
+            code=code_digest("figures"),
         script:
             "../../scripts/figures.py"
 
@@ -341,7 +341,7 @@ if HAS_EXPERTS:
             figure="volunteer_normal_set_fpp_dist",
             ns=NS,
             figures=fig_cfg("n_ref", "inset_max", "tp_cut"),
-            code=code_digest("figures", "compare"),
+            code=code_digest("figures"),
         script:
             "../../scripts/figures.py"
 
@@ -369,7 +369,7 @@ if SIMULATED:
             ns=NS,
             reference="truth",
             figures=fig_cfg(),
-            code=code_digest("figures", "compare"),
+            code=code_digest("figures"),
         script:
             "../../scripts/figures.py"
 
@@ -390,7 +390,7 @@ if SIMULATED:
             figure="pfp_calibration_truth",
             ns=NS,
             figures=fig_cfg("n_ref"),
-            code=code_digest("figures", "compare"),
+            code=code_digest("figures"),
         script:
             "../../scripts/figures.py"
 
@@ -423,7 +423,7 @@ if METHOD_TABLES:
             figure="method_comparison",
             ns=NS,
             figures=fig_cfg(),
-            code=code_digest("figures", "compare"),
+            code=code_digest("figures"),
         script:
             "../../scripts/figures.py"
 
@@ -464,7 +464,7 @@ rule headline:
         ns=NS,
         n_ref=FIG_N_REF,
         model=PAPER_MODEL,
-        code=code_digest("headline", "figures", "compare"),
+        code=code_digest("headline"),
     script:
         "../../scripts/headline.py"
 

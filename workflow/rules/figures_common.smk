@@ -19,7 +19,7 @@ CAT_HEADLINE = "0. Headline numbers"
 
 
 def fig_cfg(*keys):
-    """The figure settings a rule uses (defaults in clumpscout.figures.DEFAULTS)."""
+    """The figure settings a rule uses (defaults in clumpscout.figures.paper.DEFAULTS)."""
     return {k: FIGCFG[k] for k in ("dpi",) + keys if k in FIGCFG}
 
 
@@ -35,7 +35,7 @@ def fig_labels(name):
         src = str(SRC.parent)
         if src not in sys.path:
             sys.path.insert(0, src)
-        from clumpscout.figures import report_labels
+        from clumpscout.figures.paper import report_labels
 
         return report_labels(name, output.json)
 

@@ -1,10 +1,10 @@
 # Issue 5: subject images (§2.2, decisions.md#cutout-side, #psf-fwhm, #box-geometry, #colour-composite), clump photometry and the flux figures (§6.3, §6.5).
 #
 # Simulated universe (images.enabled): render_frames draws SDSS-like g, r, i frames
-# (clumpscout.render), cutouts turns them into 400 x 400 subject PNGs and scaled bands
-# (clumpscout.cutouts), photometry_truth / photometry_labels measure the true clumps and the
-# n = photometry_n labels on those bands (clumpscout.photometry), flux_figures plots them
-# (clumpscout.figures_flux). images.real_demo adds cutouts of the real SDSS frames in
+# (clumpscout.images.render), cutouts turns them into 400 x 400 subject PNGs and scaled bands
+# (clumpscout.images.cutouts), photometry_truth / photometry_labels measure the true clumps and the
+# n = photometry_n labels on those bands (clumpscout.images.photometry), flux_figures plots them
+# (clumpscout.figures.flux). images.real_demo adds cutouts of the real SDSS frames in
 # ../shared (field 2583/2/136 and HCG 88).
 
 
@@ -36,15 +36,7 @@ if IMAGES:
         params:
             render=dict(IMGCFG.get("render") or {}),
             seed=seed_for("render"),
-            code=code_digest(
-                "render",
-                "cutouts",
-                "subjects",
-                "zooniverse",
-                "figures_flux",
-                "figures",
-                "compare",
-            ),
+            code=code_digest("render_frames"),
         script:
             "../../scripts/render_frames.py"
 
@@ -78,14 +70,7 @@ if IMAGES:
             cutouts=cutout_cfg(),
             montage=int(IMGCFG.get("montage_subjects", 12)),
             dpi=section("figures").get("dpi", 150),
-            code=code_digest(
-                "cutouts",
-                "subjects",
-                "zooniverse",
-                "figures_flux",
-                "figures",
-                "compare",
-            ),
+            code=code_digest("cutouts"),
         script:
             "../../scripts/cutouts.py"
 
@@ -109,15 +94,7 @@ if IMAGES:
             runtime=20,
         params:
             bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
-            code=code_digest(
-                "photometry",
-                "cutouts",
-                "subjects",
-                "zooniverse",
-                "figures_flux",
-                "figures",
-                "compare",
-            ),
+            code=code_digest("photometry"),
         script:
             "../../scripts/photometry.py"
 
@@ -150,15 +127,7 @@ if IMAGES:
             params:
                 n=PHOT_N,
                 bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
-                code=code_digest(
-                    "photometry",
-                    "cutouts",
-                    "subjects",
-                    "zooniverse",
-                    "figures_flux",
-                    "figures",
-                    "compare",
-                ),
+                code=code_digest("photometry"),
             script:
                 "../../scripts/photometry.py"
 
@@ -179,7 +148,7 @@ if IMAGES:
             runtime=10,
         params:
             dpi=section("figures").get("dpi", 150),
-            code=code_digest("figures_flux", "figures", "compare"),
+            code=code_digest("flux_figures"),
         script:
             "../../scripts/flux_figures.py"
 
@@ -221,14 +190,7 @@ if IMGCFG.get("real_demo", False):
             cutouts=cutout_cfg(),
             n_galaxies=int(DEMO.get("n_galaxies", 4)),
             dpi=section("figures").get("dpi", 150),
-            code=code_digest(
-                "cutouts",
-                "subjects",
-                "zooniverse",
-                "figures_flux",
-                "figures",
-                "compare",
-            ),
+            code=code_digest("real_demo"),
         script:
             "../../scripts/real_demo.py"
 

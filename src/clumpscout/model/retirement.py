@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from clumpscout.skills import SkillCounts
+from clumpscout.model.skills import SkillCounts
 
 #: subject status codes (contract 5: status column)
 RETIRED, RETIRED_EMPTY, STALE, UNRETIRED = 0, 1, 2, 3

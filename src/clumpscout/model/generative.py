@@ -1,6 +1,6 @@
 """The generative consensus model: a well-posed likelihood for marked points or boxes.
 
-This is the default model of :mod:`clumpscout.aggregate` (``model: generative``).
+This is the default model of :mod:`clumpscout.model.aggregate` (``model: generative``).
 Derivation, symbols and the reasons for each choice: ``docs/model.md`` (section
 "Generative model") and ``docs/decisions.md#generative-model``.
 
@@ -41,7 +41,7 @@ The model (per subject i, seen by the classifications c ∈ V_i of volunteers j(
   box and is counted among them.
 
 Given a partition of the boxes into candidate clusters (one box per classification per
-cluster; the facility-location step of :mod:`clumpscout.aggregate` finds it), each
+cluster; the facility-location step of :mod:`clumpscout.model.aggregate` finds it), each
 candidate is either a real object of a class c or a coincidence of false boxes. With
 ``t_j = 1 − p_fn_j`` and ``G_i(q) = Σ_{c∈V_i} ln(1 − q t_j(c))`` (every viewer misses;
 ``G_i(1) = Σ ln p_fn``):
@@ -207,7 +207,7 @@ def facility_costs(
 ):
     """Facility-location costs that make the partition step climb the generative likelihood.
 
-    The kernel (:func:`clumpscout.facility_location.solve_batch`, distance likelihood
+    The kernel (:func:`clumpscout.model.facility_location.solve_batch`, distance likelihood
     ``d``) charges a city box b joining a facility at Jaccard distance d
     ``conn_const_b + ½ ln(2πσ²_b) + d²/(2σ²_b)``, a facility its ``open_cost`` and a
     box on the dummy its ``dummy_cost``. With

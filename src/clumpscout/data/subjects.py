@@ -252,7 +252,7 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
 
     Multi-dimensional FITS columns (per-band arrays) are kept as one column of arrays.
     """
-    from clumpscout.zooniverse import read_header
+    from clumpscout.data.zooniverse import read_header
 
     path = Path(path)
     suffix = "".join(path.suffixes).lower()
@@ -277,7 +277,7 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
         try:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
         except (UnicodeDecodeError, pd.errors.ParserError, ValueError) as exc:
-            from clumpscout.zooniverse import locate_csv_problem
+            from clumpscout.data.zooniverse import locate_csv_problem
 
             row, problem = locate_csv_problem(path, len(header))
             if row >= 0:
@@ -349,7 +349,7 @@ def build_subjects(
     psfield = psfield or c.get("psfield")
     export = None
     if subjects_export is not None:
-        from clumpscout.zooniverse import read_subjects_export
+        from clumpscout.data.zooniverse import read_subjects_export
 
         with timed(f"reading subject export {Path(subjects_export).name}", log):
             export = read_subjects_export(subjects_export)
@@ -602,8 +602,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clumpscout.data.zooniverse import report_path
     from clumpscout.io import write_json, write_parquet
-    from clumpscout.zooniverse import report_path
 
     psf_source = args.psf_source or ("psfield" if args.psfield else "catalogue")
     cfg = {

@@ -462,7 +462,7 @@ def curve_markers(curve: pd.DataFrame) -> dict[str, dict[str, float]]:
     return {"optimal": row(opt), "max_c": row(max_c), "max_p": row(max_p)}
 
 
-#: marker -> (threshold, completeness, purity) columns of a clumpscout.compare summary
+#: marker -> (threshold, completeness, purity) columns of a clumpscout.evaluation.compare summary
 SUMMARY_MARKERS = {
     "optimal": ("opt_threshold", "opt_completeness", "opt_purity"),
     "max_c": ("max_completeness_threshold", "max_completeness", "purity_at_max_completeness"),
@@ -499,7 +499,7 @@ def plot_purity_completeness(
     ``curves``: stacked compare curves (n, subset, threshold, completeness, purity),
     one panel per subset, one curve per n coloured by n. Crosses mark the optimal
     point, squares the maximum completeness and triangles the maximum purity:
-    from ``summary`` (clumpscout.compare's opt_*, max_* columns) when given, else
+    from ``summary`` (clumpscout.evaluation.compare's opt_*, max_* columns) when given, else
     computed from the curve (:func:`curve_markers`, same tie rules)."""
     require(curves, ["n", "subset", "threshold", "completeness", "purity"], "curves")
     present = [s for s in subsets if (curves["subset"] == s).any()] or list(subsets)[:1]
@@ -608,7 +608,7 @@ def plot_method_comparison(
     """Both consensus models and the three baselines against the truth and the experts.
 
     ``curves`` / ``summaries``: per reference (``truth``, ``experts``; either may be
-    absent) the comparison tables of every method at one n (clumpscout.compare
+    absent) the comparison tables of every method at one n (clumpscout.evaluation.compare
     columns tagged ``method``). One purity–completeness panel per reference: each
     model's curve over p* with a cross at its optimal p* and a circle at p* = 1;
     each baseline as one diamond (it has no p_fp). The last panel counts the labels
@@ -691,10 +691,10 @@ def plot_method_comparison(
 
 def empirical_matches(labels: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     """Label clumps of the expert subjects, each flagged ``tp`` when its box holds
-    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.compare.containment),
+    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.evaluation.compare.containment),
     and ``normal`` when a strict majority of its volunteers marked it normal
     (frac_unusual < 0.5). Subjects without expert classifications are left out."""
-    from clumpscout.compare import containment
+    from clumpscout.evaluation.compare import containment
 
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     require(points, ["subject_id", "x", "y"], "expert clicks")
@@ -1154,7 +1154,7 @@ def plot_meanshift_difference(
 ) -> dict:
     """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (decisions.md#meanshift-baseline).
 
-    ``count_difference``: clumpscout.baseline.count_difference's table (subject_id,
+    ``count_difference``: clumpscout.evaluation.baseline.count_difference's table (subject_id,
     ``diff_meanshift`` = n_ours − n_meanshift; a plain ``difference`` column works too).
     Every subject counts, zero-clump ones included; all clumps whatever their p_fp."""
     if column not in count_difference.columns and "difference" in count_difference.columns:
@@ -1413,7 +1413,7 @@ def plot_calibration(
 ) -> dict:
     """p_fp against the simulated truth (no counterpart in the paper).
 
-    ``calibration``: clumpscout.compare's stacked reliability table (n, subset,
+    ``calibration``: clumpscout.evaluation.compare's stacked reliability table (n, subset,
     bin_lo, bin_hi, n_labels, mean_p_fp, frac_false, frac_false_se). Left: the
     fraction of label clumps that are truly false vs their mean p_fp per bin at
     n_ref (a calibrated p_fp lies on the diagonal). Right: the expected

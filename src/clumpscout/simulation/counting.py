@@ -1,6 +1,6 @@
 """A simulated point-marking project without galaxies (penguins, craters, ...).
 
-``simulate.kind: counting`` makes :func:`clumpscout.simulate.simulate_universe`
+``simulate.kind: counting`` makes :func:`clumpscout.simulation.universe.simulate_universe`
 draw this universe instead of Clump Scout. It is written as the same files, so
 the rest of the pipeline (extract -> subjects -> boxes -> aggregate) and any
 scorer read it unchanged:
@@ -189,7 +189,7 @@ def _misplaced(x, y, pairs, c) -> np.ndarray:
 def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
     """The objects of every image (see the module docstring). Returns (df, n_dropped);
     df columns: _gal (image index), object, x, y, grouped, _detect."""
-    from clumpscout.simulate import _csr, _local_index, _pairs_within
+    from clumpscout.simulation.universe import _csr, _local_index, _pairs_within
 
     k = rng.integers(c["objects_min"], c["objects_max"] + 1, n_img)
     img = np.repeat(np.arange(n_img), k)
@@ -226,7 +226,7 @@ def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
 
 def draw_counting_skills(n: int, p: dict, rng) -> pd.DataFrame:
     """Per-volunteer skills of the counting project (module docstring)."""
-    from clumpscout.simulate import _beta
+    from clumpscout.simulation.universe import _beta
 
     c = p["counting"]
     conc = c["skill_concentration"]
@@ -267,7 +267,7 @@ def make_counting_experts(n: int, p: dict, rng) -> pd.DataFrame:
 
 def _object_pairs(cls_sub, objects, n_sub):
     """(classification, object row) for every object of every classified image."""
-    from clumpscout.simulate import _csr, _local_index
+    from clumpscout.simulation.universe import _csr, _local_index
 
     ptr = _csr(np.bincount(objects["_gal"].to_numpy(), minlength=n_sub))
     n_obj = np.diff(ptr)[cls_sub]
@@ -278,7 +278,7 @@ def _object_pairs(cls_sub, objects, n_sub):
 
 def draw_counting_clicks(cls_sub, cls_vol, skills, objects, n_sub, c, rng) -> pd.DataFrame:
     """Every click of every classification; columns as
-    :func:`clumpscout.simulate.draw_clicks` (task 0; source object | spurious;
+    :func:`clumpscout.simulation.universe.draw_clicks` (task 0; source object | spurious;
     ``clump`` = the object's index in its image). Sorted by cls, click order."""
     sk = {k: skills[k].to_numpy() for k in skills.columns}
     pc, po = _object_pairs(cls_sub, objects, n_sub)
@@ -323,7 +323,7 @@ def draw_counting_clicks(cls_sub, cls_vol, skills, objects, n_sub, c, rng) -> pd
 
 
 def _layout(c: dict):
-    from clumpscout.simulate_export import ExportLayout
+    from clumpscout.simulation.export import ExportLayout
 
     return ExportLayout(image_width=c["image_width"], image_height=c["image_height"], **WORKFLOW)
 
@@ -350,7 +350,7 @@ def _objects_table(sid: np.ndarray, objects: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_truth(out: Path, sid, objects, obj_table, c) -> None:
-    from clumpscout.simulate_export import write_table_csv
+    from clumpscout.simulation.export import write_table_csv
 
     counts = np.bincount(objects["_gal"].to_numpy(), minlength=len(sid))
     images = pd.DataFrame(
@@ -386,7 +386,7 @@ def _counting_report(objects, n_dropped, clicks, q, truth_objects) -> dict:
 def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
     """Simulate the counting project described by the resolved ``simulate`` section
     ``p`` (``kind: counting``) and write it to ``out_dir``; returns the report."""
-    from clumpscout import simulate as sim
+    from clumpscout.simulation import universe as sim
 
     c = p["counting"]
     out = Path(out_dir)

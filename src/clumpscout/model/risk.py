@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from scipy import special
 
-from clumpscout.distance import jaccard_nb
+from clumpscout.model.distance import jaccard_nb
 
 
 def clump_false_positive_prob(

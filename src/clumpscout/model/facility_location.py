@@ -121,7 +121,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from clumpscout.distance import (
+from clumpscout.model.distance import (
     jaccard_distance,
     jaccard_nb,
     likelihood_code,

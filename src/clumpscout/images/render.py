@@ -2,7 +2,7 @@
 
 One small frame per galaxy and band, ``frame-<band>-sim-<subject_id>.fits``, in
 nanomaggies, written like an SDSS corrected frame (HDU 0, TAN WCS, FILTER and
-BUNIT keywords), so that :mod:`clumpscout.cutouts` treats them exactly as real
+BUNIT keywords), so that :mod:`clumpscout.images.cutouts` treats them exactly as real
 frames:
 
 - **WCS**: TAN at 0.396"/px with SDSS parity (east left when north is up),
@@ -33,7 +33,7 @@ frames:
   galaxy model already has), and otherwise are Gaussian blobs of intrinsic sigma
   ``feature_sigma_arcsec`` (faint blue features).
   Subject px are converted to the sky with the subject's ``side_native``
-  (:func:`clumpscout.cutouts.subject_to_sky`), the inverse of what the cutout does.
+  (:func:`clumpscout.images.cutouts.subject_to_sky`), the inverse of what the cutout does.
 - **PSF**: double Gaussian (90 % core, 10 % wing of twice the core sigma),
   r-band FWHM from the catalogue (``psffwhm_r``), other bands scaled by
   ``psf_scale`` (g is broader at SDSS).
@@ -56,8 +56,8 @@ from astropy.io import fits
 from astropy.wcs import WCS
 from scipy.optimize import brentq
 
-from clumpscout.cutouts import BANDS, NATIVE_SCALE, subject_to_sky
 from clumpscout.errors import InputError
+from clumpscout.images.cutouts import BANDS, NATIVE_SCALE, subject_to_sky
 from clumpscout.io import atomic_path, write_csv, write_json
 from clumpscout.logs import progress, timed
 
@@ -152,7 +152,7 @@ def galaxy_parameters(r90: float, rng: np.random.Generator, given: Mapping | Non
     ``given`` (a galaxies.csv row with :data:`GIVEN_COLUMNS`, as the simulator
     writes) fixes the total g, r, i fluxes, the axis ratio, the position angle
     and B/T, so that clump contrasts are the simulator's. Its ``position_angle``
-    is measured in subject px from +x towards +y (clumpscout.simulate); on the
+    is measured in subject px from +x towards +y (clumpscout.simulation.universe); on the
     sky (east of north, x = west, y = south) that is ``90° − position_angle``.
     The bulge takes B/T of the r flux and ``BULGE_COLOUR`` × B/T of g and i
     (redder); the disc the rest.
@@ -262,7 +262,7 @@ def _frame_header(w: WCS, band: str, sid) -> fits.Header:
             ("CD2_2", float(w.wcs.cd[1, 1])),
             ("FILTER", band, "filter used"),
             ("BUNIT", "nanomaggy", "1 nanomaggy = 3.631e-6 Jy"),
-            ("ORIGIN", "clumpscout", "simulated frame (clumpscout.render)"),
+            ("ORIGIN", "clumpscout", "simulated frame (clumpscout.images.render)"),
             ("SUBJECT", str(sid), "subject_id"),
         ]
     )
@@ -408,7 +408,7 @@ def render_frames(
     ``subjects``: subject_id, side_native, image_width (subjects.parquet);
     ``truth`` / ``distractors``: truth_clumps.csv / truth_distractors.csv.
     The index (one row per subject) is also a catalogue for
-    :func:`clumpscout.cutouts.make_cutouts` (it has ``frame`` and ``side_native``).
+    :func:`clumpscout.images.cutouts.make_cutouts` (it has ``frame`` and ``side_native``).
     """
     c = {**DEFAULTS, **dict(cfg or {})}
     _require(galaxies, ["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r"], "galaxies")

@@ -23,7 +23,7 @@ volunteers:
 ``FWHM_subject`` is read from the boxes table: ``box_side = 2 FWHM_subject``
 (decisions.md#box-geometry), so the baselines need nothing but ``boxes.parquet``. Each baseline
 clump also gets a square box of side ``box_side`` (the subject's volunteer box
-size) centred on it, so :mod:`clumpscout.compare` can score it exactly like our
+size) centred on it, so :mod:`clumpscout.evaluation.compare` can score it exactly like our
 labels; baselines have no ``p_fp``, so they are kept at every threshold.
 
 Speed. scikit-learn's MeanShift costs ~0.1 s per subject here (joblib and

@@ -86,7 +86,7 @@ except ImportError:  # pragma: no cover - depends on the environment
 
 log = logging.getLogger(__name__)
 
-#: reasons for which the export reader drops a whole classification (clumpscout.zooniverse);
+#: reasons for which the export reader drops a whole classification (clumpscout.data.zooniverse);
 #: listed so that the CSV always has the same columns (others found in a report are added)
 CLASSIFICATION_REASONS = (
     "other_workflow",
@@ -410,7 +410,7 @@ def classify_rows(
 ) -> np.ndarray:
     """The category of every export row: "kept", a reader drop reason or "unexplained".
 
-    Re-applies the reader's documented selection order (clumpscout.zooniverse): workflow,
+    Re-applies the reader's documented selection order (clumpscout.data.zooniverse): workflow,
     version, several subjects, repeated classification id (first row in file order kept); a row
     that survives these is "kept" when its classification id is in ``kept_ids`` (boxes.parquet);
     otherwise its volunteer-subject pair decides (:func:`_classify_pairs`). ``row_checks``

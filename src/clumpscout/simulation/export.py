@@ -16,7 +16,7 @@ milliseconds and ``Z``. user_id is empty for volunteers who are not logged in.
 
 The workflow, its tasks and tools and the image size come from an
 :class:`ExportLayout` (default :data:`CLUMP_SCOUT`; the counting universe of
-:mod:`clumpscout.simulate_counting` has one task T0 and 800 x 600 images).
+:mod:`clumpscout.simulation.counting` has one task T0 and 800 x 600 images).
 Click coordinates are written with two decimals. The JSON strings are built
 with templates (every value is a number, a fixed label or a hex string, so no
 escaping is needed) and the CSV is written in chunks, so memory stays bounded

@@ -3,8 +3,8 @@
 For every galaxy of a catalogue (subject_id, ra, dec, petroR90_r and a PSF FWHM):
 
 1. **Cutout side** (decisions.md#cutout-side): ``side = max(ceil(6 · R90_r / 0.396"), 40)`` native
-   pixels (:func:`clumpscout.subjects.cutout_side`; this module reuses the
-   geometry and psField reader of :mod:`clumpscout.subjects`).
+   pixels (:func:`clumpscout.data.subjects.cutout_side`; this module reuses the
+   geometry and psField reader of :mod:`clumpscout.data.subjects`).
 2. **Common grid** (decisions.md#colour-composite): a north-up, east-left gnomonic (TAN) grid of
    ``side × side`` pixels at 0.396"/px centred on the galaxy
    (:func:`cutout_wcs`). Array row 0 is the *north* edge, so the array is the
@@ -30,7 +30,7 @@ For every galaxy of a catalogue (subject_id, ra, dec, petroR90_r and a PSF FWHM)
 Beside the PNGs, ``bands.npy`` holds the *unclipped* asinh-scaled g, r, i bands
 of every subject on its native grid (one flat float16 array; subject k's cube of
 shape (3, side, side) starts at its ``bands_offset``; float16 keeps 3 significant
-digits, ten times finer than the 8-bit PNG), which :mod:`clumpscout.photometry`
+digits, ten times finer than the 8-bit PNG), which :mod:`clumpscout.images.photometry`
 resizes exactly as here to measure what the volunteers saw (and inverts with
 :func:`inverse_asinh_scale` for nanomaggies). One file instead of one per
 subject keeps the default run fast. With ``band_fits`` each subject also gets
@@ -76,16 +76,16 @@ from astropy.io import fits
 from astropy.wcs import WCS, FITSFixedWarning
 from scipy import ndimage
 
-from clumpscout.errors import InputError
-from clumpscout.io import atomic_path, write_csv, write_json, write_parquet
-from clumpscout.logs import progress, timed
-from clumpscout.subjects import (
+from clumpscout.data.subjects import (
     cutout_side,
     per_band_value,
     psf_in_pixels,
     read_psfield_fwhm,
     subject_scale,
 )
+from clumpscout.errors import InputError
+from clumpscout.io import atomic_path, write_csv, write_json, write_parquet
+from clumpscout.logs import progress, timed
 
 log = logging.getLogger(__name__)
 
@@ -126,12 +126,12 @@ _SDSS_ID_RE = re.compile(r"(\d{6})-(\d)-(\d{4})")
 
 
 def fwhm_native(fwhm_arcsec, native_scale=NATIVE_SCALE):
-    """PSF FWHM in native SDSS pixels: ``FWHM" / 0.396`` (decisions.md#psf-fwhm; :func:`clumpscout.subjects.psf_in_pixels`)."""
+    """PSF FWHM in native SDSS pixels: ``FWHM" / 0.396`` (decisions.md#psf-fwhm; :func:`clumpscout.data.subjects.psf_in_pixels`)."""
     return psf_in_pixels(fwhm_arcsec, 1.0, native_scale, 1.0)[0]
 
 
 def fwhm_subject(fwhm_arcsec, side, native_scale=NATIVE_SCALE, image_size=IMAGE_SIZE):
-    """decisions.md#psf-fwhm: PSF FWHM in subject pixels, ``FWHM" / 0.396 · 400 / side`` (via clumpscout.subjects)."""
+    """decisions.md#psf-fwhm: PSF FWHM in subject pixels, ``FWHM" / 0.396 · 400 / side`` (via clumpscout.data.subjects)."""
     return psf_in_pixels(fwhm_arcsec, side, native_scale, image_size)[1]
 
 
@@ -500,7 +500,7 @@ def normalise_catalogue(df: pd.DataFrame, path: object = "catalogue") -> pd.Data
 
 def read_catalogue(path: str | Path) -> pd.DataFrame:
     """Read a galaxy list (CSV, FITS, Parquet) and normalise its columns (:func:`normalise_catalogue`)."""
-    from clumpscout.subjects import read_catalogue as read_any
+    from clumpscout.data.subjects import read_catalogue as read_any
 
     path = Path(path)
     if not path.exists():
@@ -1304,7 +1304,7 @@ def real_demo(
     """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group`, the PSF
     FWHM of every subject in subject px (printed, and written to ``fwhm_csv``) and a
     montage of the images (PNG and PDF, ``montage`` is the PNG path)."""
-    from clumpscout.figures_flux import montage_items, plot_subject_montage
+    from clumpscout.figures.flux import montage_items, plot_subject_montage
 
     field, field_rep = demo_field(field_dir, psfield, photofield, out_field, cfg, n_galaxies)
     group, _ = demo_group(hcg_dir, out_hcg, cfg, n_galaxies)

@@ -3,7 +3,7 @@
 Two models share the working batches, the EM loop, risk and retirement:
 
 * ``model: generative`` (default): a well-posed generative likelihood
-  (:mod:`clumpscout.generative`; docs/decisions.md#generative-model): false boxes are a
+  (:mod:`clumpscout.model.generative`; docs/decisions.md#generative-model): false boxes are a
   Poisson count per classification thrown over the whole image, true boxes scatter around
   their object with a 2-D density, so that boxes of independent volunteers coinciding are
   strong evidence; population parameters are learned from the data (empirical Bayes).
@@ -16,7 +16,7 @@ Two models share the working batches, the EM loop, risk and retirement:
 
 Python API (estimator style)::
 
-    from clumpscout.aggregate import Aggregator, Params
+    from clumpscout.model.aggregate import Aggregator, Params
     result = Aggregator(Params(), seed=1).fit(boxes_df)
     result.labels, result.subjects, result.volunteers, result.assignments
     result.write("out/")
@@ -33,18 +33,18 @@ size for every distance (docs/decisions.md#box-geometry, #jaccard-distance).
 What happens (§5, Fig. agg_algo):
 
 1. Subjects are sorted into pre-retired empty / eligible / waiting
-   (:mod:`clumpscout.retirement`, docs/decisions.md#retirement) and eligible ones fill
+   (:mod:`clumpscout.model.retirement`, docs/decisions.md#retirement) and eligible ones fill
    working batches (docs/decisions.md#batch-size).
 2. Per batch, EM (docs/decisions.md#em-stopping): an initial clustering → parameters →
    clustering with the model's costs → … The paper's model starts from the initialisation
    costs (eq. init_open_cost, init_conn_cost, init_city_dummy_cost) and uses the nominal
    costs (eq. fac_cost, city_fac_cost, city_dummy_cost) afterwards; the generative model
-   uses its own costs throughout (:func:`clumpscout.generative.facility_costs`). Each
+   uses its own costs throughout (:func:`clumpscout.model.generative.facility_costs`). Each
    iteration is logged.
 3. Label boxes: mean of the member boxes' vertices (footnote to §5.3;
    docs/decisions.md#label-box) or their inverse-variance (1/σ²_j) weighted mean.
-4. Risks and retirement (:mod:`clumpscout.risk`, :mod:`clumpscout.retirement`).
-5. Run health (:mod:`clumpscout.health`): a loud warning when the result looks collapsed.
+4. Risks and retirement (:mod:`clumpscout.model.risk`, :mod:`clumpscout.model.retirement`).
+5. Run health (:mod:`clumpscout.model.health`): a loud warning when the result looks collapsed.
 
 Outputs (:meth:`AggregationResult.write`):
 
@@ -106,14 +106,15 @@ import numba
 import numpy as np
 import pandas as pd
 
-from clumpscout import __version__, health
-from clumpscout import facility_location as fl
-from clumpscout import generative as gen
-from clumpscout.distance import jaccard_distance
+from clumpscout import __version__
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
 from clumpscout.logs import timed
-from clumpscout.retirement import (
+from clumpscout.model import facility_location as fl
+from clumpscout.model import generative as gen
+from clumpscout.model import health
+from clumpscout.model.distance import jaccard_distance
+from clumpscout.model.retirement import (
     RETIRED,
     RETIRED_EMPTY,
     STALE,
@@ -124,7 +125,7 @@ from clumpscout.retirement import (
     pre_batch_status,
     retire_mask,
 )
-from clumpscout.risk import (
+from clumpscout.model.risk import (
     clump_false_positive_prob,
     clump_location_variance,
     clump_sigma_prob,
@@ -134,7 +135,7 @@ from clumpscout.risk import (
     expected_missed_init,
     subject_risk,
 )
-from clumpscout.skills import (
+from clumpscout.model.skills import (
     SkillCounts,
     Skills,
     batch_counts,
@@ -223,7 +224,7 @@ class Params:
     n_sigma_max: float = 3.0
     tau: float = 5.0
     max_cycles: int = 10
-    # which likelihood: ``generative`` (the well-posed default, clumpscout.generative) or
+    # which likelihood: ``generative`` (the well-posed default, clumpscout.model.generative) or
     # ``paper`` (eq. anno_model as published, kept for the reproduction)
     model: str = "generative"
     # EM stopping rule: converge (keep the best state) | paper_code (the authors' rule:
@@ -240,7 +241,7 @@ class Params:
     stale_updates_skills: bool = False
     min_volunteers_batch: int = 3
     min_volunteers_empty: int = 5
-    final_classifications: bool = True  # see clumpscout.retirement (our decision)
+    final_classifications: bool = True  # see clumpscout.model.retirement (our decision)
     # generative model: weight (pseudo-trials) of the table values above as hyper-priors of the
     # population means (p0_fn, p0_fp read as false boxes per classification, sigma2_0_V)
     eb_weight: float = 10.0
@@ -701,7 +702,7 @@ class _Engine:
         return self._solve_costs(b, costs, init=init, **kw)
 
     def _solve_costs(self, b: Batch, costs: tuple, *, init: bool, **kw) -> np.ndarray:
-        """:func:`clumpscout.facility_location.solve_batch` on the batch with the cost arrays
+        """:func:`clumpscout.model.facility_location.solve_batch` on the batch with the cost arrays
         ``costs = (open_cost, conn_const, sigma2, dummy_cost)``."""
         fac = fl.solve_batch(
             b.box_off, b.xyxy, b.box_cls, *costs, init_phase=init, **self._distance_kw, **kw
@@ -966,7 +967,7 @@ class _Engine:
     def _cluster_costs(self, b, facility_of, costs):
         """Assembly cost C(Z'_l) (eq. cluster_cost) and all-to-dummy cost C^∅ of each cluster.
 
-        From :func:`clumpscout.facility_location.cluster_costs` (the facility's own
+        From :func:`clumpscout.model.facility_location.cluster_costs` (the facility's own
         box pays its connection at d = 0, decisions.md#nominal-costs); ``costs`` as for :meth:`_solve_costs`.
         """
         cc = fl.cluster_costs(
@@ -1030,7 +1031,7 @@ def open_cost_per_subject(b: Batch, skills: Skills) -> np.ndarray:
 
 @dataclass
 class GenSkills:
-    """The generative model's parameters as the EM carries them (see clumpscout.generative)."""
+    """The generative model's parameters as the EM carries them (see clumpscout.model.generative)."""
 
     vp: gen.VolunteerParams
     pop: gen.Population
@@ -1044,8 +1045,8 @@ class _GenerativeEngine(_Engine):
     """The same working batches, EM loop and retirement, with the generative likelihood.
 
     The partition step is the facility-location kernel with the costs of
-    :func:`clumpscout.generative.facility_costs`; the M step is the soft
-    (posterior-weighted) empirical-Bayes update of :mod:`clumpscout.generative`, iterated
+    :func:`clumpscout.model.generative.facility_costs`; the M step is the soft
+    (posterior-weighted) empirical-Bayes update of :mod:`clumpscout.model.generative`, iterated
     ``_INNER`` times for a fixed partition; the risk uses the posterior p_fp, N_fp and N_fn.
     """
 

@@ -60,7 +60,7 @@ log = logging.getLogger(__name__)
 COLUMNS = ["section", "quantity", "method", "n", "subset", "value", "paper", "note"]
 #: the methods of the side-by-side sections, in display order
 METHODS = ("generative", "paper", "single_linkage", "dbscan", "meanshift")
-#: quantity -> summary column of the side-by-side sections (clumpscout.compare summaries)
+#: quantity -> summary column of the side-by-side sections (clumpscout.evaluation.compare summaries)
 METHOD_QUANTITIES = {
     "opt_threshold": "opt_threshold",
     "opt_completeness": "opt_completeness",
@@ -244,7 +244,7 @@ def per_n_numbers(labels: pd.DataFrame, subjects: pd.DataFrame) -> pd.DataFrame:
 
 
 def summary_rows(summary: pd.DataFrame, section: str, method: str | None = None) -> list[dict]:
-    """Rows for a compare summary (clumpscout.compare columns: n, subset, opt_*, …, ece)."""
+    """Rows for a compare summary (clumpscout.evaluation.compare columns: n, subset, opt_*, …, ece)."""
     rows = []
     quantities = [q for q in SUMMARY_QUANTITIES if q in summary.columns]
     if "ece" in summary.columns:
@@ -259,7 +259,7 @@ def summary_rows(summary: pd.DataFrame, section: str, method: str | None = None)
 
 def method_rows(summary: pd.DataFrame, reference: str) -> list[dict]:
     """Rows of section ``methods_<reference>``: every method of a side-by-side summary
-    (clumpscout.compare summary rows tagged ``method`` and ``n``), see the module docstring."""
+    (clumpscout.evaluation.compare summary rows tagged ``method`` and ``n``), see the module docstring."""
     for col in ("method", "n", "subset"):
         if col not in summary.columns:
             raise InputError(f"{reference} method summary: missing column {col}")
@@ -496,7 +496,7 @@ def risk_trend_rows(
 
     Shares are over every subject of Z̃_n; a row is left out when its columns (n_fp,
     n_fn) or its n values are absent."""
-    from clumpscout.figures import clumps_per_subject
+    from clumpscout.figures.paper import clumps_per_subject
 
     rows = []
     if "n_fp" in subjects.columns and len(subjects):
@@ -653,7 +653,7 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
 def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = None):
     if not path:
         return None
-    from clumpscout.figures import read_table
+    from clumpscout.figures.paper import read_table
 
     return read_table(path, columns or [], what, None)
 
@@ -662,7 +662,7 @@ def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
     """Read the workflow files, compute the table, write CSV (+ HTML)."""
-    from clumpscout.figures import _n_ref, read_stacked, read_table
+    from clumpscout.figures.paper import _n_ref, read_stacked, read_table
 
     ns = [int(n) for n in params["ns"]]
     n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))

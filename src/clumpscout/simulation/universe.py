@@ -9,7 +9,7 @@ three experts; they write (contract 1 of the team brief)
 * ``classifications.csv``: a Zooniverse classification export (workflow 11803
   "Clump Scout", version 64.136; task T0 = bulge, T1 = clumps with tool 0
   "Normal clump" and tool 1 "Unusual clump"), same columns and JSON shapes as a
-  real export (see :mod:`clumpscout.simulate_export`);
+  real export (see :mod:`clumpscout.simulation.export`);
 * ``subjects_export.csv``: the matching Zooniverse subject export;
 * ``expert_classifications.csv``: the experts' classifications, same format,
   ``expert`` column = ``expert``;
@@ -29,7 +29,7 @@ three experts; they write (contract 1 of the team brief)
 
 The same config and seed give byte-identical files. ``kind: counting`` draws a
 point-marking project without galaxies instead, written as the same files
-(:mod:`clumpscout.simulate_counting`). All sizes are in subject
+(:mod:`clumpscout.simulation.counting`). All sizes are in subject
 pixels of the 400 x 400 subject image (x right, y down, origin at the top-left
 corner) unless said otherwise; magnitudes are AB, fluxes nanomaggies
 (``flux = 10 ** (-0.4 (m - 22.5))``).
@@ -228,9 +228,9 @@ from scipy.stats import norm
 
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
-from clumpscout.simulate_counting import COUNTING_DEFAULTS, resolve_counting
+from clumpscout.simulation.counting import COUNTING_DEFAULTS, resolve_counting
 
-log = logging.getLogger("clumpscout.simulate")
+log = logging.getLogger("clumpscout.simulation.universe")
 
 # --------------------------------------------------------------------------- constants
 
@@ -346,7 +346,7 @@ DEFAULTS: dict[str, Any] = {
     "spammer_fraction": 0.0,
     "spammer_spurious_mean": 4.0,
     "spammer_hit_scale": 0.5,
-    # what kind of project: galaxy (Clump Scout) | counting (clumpscout.simulate_counting)
+    # what kind of project: galaxy (Clump Scout) | counting (clumpscout.simulation.counting)
     "kind": "galaxy",
     "counting": COUNTING_DEFAULTS,
 }
@@ -1420,7 +1420,7 @@ _NAME_B = (
 
 def volunteer_identities(logged_in: np.ndarray, rng) -> tuple[list[str], list[str], list[str]]:
     """(user_name, user_id, user_ip) strings; not-logged-in names embed the IP hash."""
-    from clumpscout.simulate_export import hex_strings
+    from clumpscout.simulation.export import hex_strings
 
     n = len(logged_in)
     ips = hex_strings(n, 10, rng)
@@ -1497,12 +1497,12 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     ``cfg`` is the ``simulate:`` config section (missing keys take
     :data:`DEFAULTS`); ``seed`` seeds every random step (same cfg and seed ->
     byte-identical files). ``kind: counting`` simulates a point-marking project
-    without galaxies instead (:mod:`clumpscout.simulate_counting`). Returns the
+    without galaxies instead (:mod:`clumpscout.simulation.counting`). Returns the
     report written to simulate_report.json.
     """
     p = resolve_config(cfg)
     if p["kind"] == "counting":
-        from clumpscout.simulate_counting import simulate_counting
+        from clumpscout.simulation.counting import simulate_counting
 
         return simulate_counting(p, seed, out_dir)
     out = Path(out_dir)
@@ -1642,11 +1642,11 @@ def subjects_frame(sid: np.ndarray, q: dict, rng, extra: dict | None = None) -> 
 def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=None) -> dict:
     """Write classifications.csv, subjects_export.csv and expert_classifications.csv.
 
-    ``layout``: the project's :class:`~clumpscout.simulate_export.ExportLayout`
+    ``layout``: the project's :class:`~clumpscout.simulation.export.ExportLayout`
     (default Clump Scout); ``meta``: subject metadata JSON (default: galaxies').
     Returns the identities: names, uids (volunteers), e_names, e_uids (experts).
     """
-    from clumpscout import simulate_export as sx
+    from clumpscout.simulation import export as sx
 
     layout = layout or sx.CLUMP_SCOUT
     w, h = layout.image_width, layout.image_height
@@ -1684,7 +1684,7 @@ def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=No
 
 
 def _write_galaxy_truth(out: Path, gal, clumps, distractors) -> None:
-    from clumpscout.simulate_export import write_table_csv
+    from clumpscout.simulation.export import write_table_csv
 
     sid = gal["subject_id"].to_numpy()
     pos = {"x": ".3f", "y": ".3f"}
@@ -1756,7 +1756,7 @@ def write_common_truth(out: Path, p, objects, q, clicks, ex, ids, sid, start) ->
     the objects with ``n_viewers`` (volunteer classifications of the subject) and
     ``n_marked`` (those that clicked the object)."""
     from clumpscout.io import write_parquet
-    from clumpscout.simulate_export import write_table_csv
+    from clumpscout.simulation.export import write_table_csv
 
     obj = objects.copy()
     obj["n_viewers"] = q["n_classified"][obj["_gal"].to_numpy()]
@@ -1899,7 +1899,7 @@ def _volunteer_truth(
         np.fmin.at(efirst, e_vol, e_t)
         np.fmax.at(elast, e_vol, e_t)
     out = pd.concat([v, e], ignore_index=True)
-    from clumpscout.simulate_export import format_times
+    from clumpscout.simulation.export import format_times
 
     for col, arr in (
         ("first_classification", np.r_[first, efirst]),
