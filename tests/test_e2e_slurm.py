@@ -29,7 +29,8 @@ def _start_slurm(state: Path) -> dict | None:
     r = subprocess.run(
         ["bash", str(SCRIPT), "start", str(state)], capture_output=True, text=True, timeout=120
     )
-    if r.returncode != 0:
+    if r.returncode != 0:  # stop anyway: it removes a half-started cluster's /etc config
+        subprocess.run(["bash", str(SCRIPT), "stop", str(state)], check=False)
         return None
     env = dict(os.environ)
     env["SLURM_CONF"] = str(state / "slurm.conf")

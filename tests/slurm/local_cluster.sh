@@ -11,6 +11,11 @@ if [ "$cmd" = stop ]; then
     for pid in "$dir"/slurmd.pid "$dir"/slurmctld.pid "$dir"/munged.pid; do
         [ -f "$pid" ] && kill "$(cat "$pid")" 2>/dev/null || true
     done
+    # remove our copy in /etc: left behind, every later `scontrol` (which the SLURM executor
+    # plugin runs when snakemake starts) waits 10 s for a controller that is gone
+    if [ -f /etc/slurm/slurm.conf ] && grep -q '^ClusterName=clumpscout-local' /etc/slurm/slurm.conf; then
+        rm -f /etc/slurm/slurm.conf
+    fi
     exit 0
 fi
 mkdir -p "$dir"/{state,spool,munge,log}
