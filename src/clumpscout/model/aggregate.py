@@ -231,7 +231,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--per-tool",
         action="store_true",
-        help="aggregate each tool's boxes separately; labels carry the tool column",
+        default=None,
+        help="aggregate each tool's boxes separately; labels carry the tool column "
+        "(default: the config's aggregate.per_tool, else off)",
     )
 
 

@@ -154,10 +154,11 @@ class Aggregator:
         :meth:`Params.from_dict`, None means the defaults.
     seed : int
         Master seed of every random step.
-    per_tool : bool
+    per_tool : bool or None
         Aggregate every (subject, tool) pair separately, so that boxes of different tools
-        never merge; labels and subjects then carry the ``tool`` column (config
-        ``aggregate.per_tool``, docs/decisions.md#per-tool).
+        never merge; labels and subjects then carry the ``tool`` column
+        (docs/decisions.md#per-tool). None: ``params.per_tool`` (config
+        ``aggregate.per_tool``) if Params has that field, else False.
 
     Attributes (after :meth:`fit`)
     ------------------------------
@@ -200,12 +201,14 @@ class Aggregator:
     """
 
     def __init__(
-        self, params: Params | dict | None = None, seed: int = 0, *, per_tool: bool = False
+        self, params: Params | dict | None = None, seed: int = 0, *, per_tool: bool | None = None
     ):
         if isinstance(params, dict) or params is None:
             params = Params.from_dict(params)
         self.params = params
         self.seed = int(seed)
+        if per_tool is None:  # the setting, once Params carries aggregate.per_tool
+            per_tool = getattr(params, "per_tool", False)
         self.per_tool = bool(per_tool)
 
     def fit(self, boxes: pd.DataFrame, path=None) -> Aggregator:
@@ -239,7 +242,7 @@ def aggregate(
     params: Params | dict | None = None,
     seed: int = 0,
     *,
-    per_tool: bool = False,
+    per_tool: bool | None = None,
 ) -> AggregationResult:
     """Functional form of :class:`Aggregator`: the tables of ``Aggregator(...).fit(boxes)``."""
     return Aggregator(params, seed, per_tool=per_tool).fit(boxes).result_

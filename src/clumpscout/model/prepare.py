@@ -354,8 +354,9 @@ def split_by_tool(df: pd.DataFrame, path=None) -> tuple[pd.DataFrame, pd.DataFra
     and a classification without a box of the tool gets one coordinate-less row there (it
     looked and marked nothing of that kind). The input's own coordinate-less rows are thereby
     replaced. Returns ``(frame, units)``: ``frame`` has the input's columns with
-    ``subject_id`` replaced by the unit number (sorted by subject_id, then tool) and a column
-    ``_row``, the input row of a box (−1 for an added row); ``units`` has one row per unit
+    ``subject_id`` replaced by the unit number (sorted by subject_id, then tool),
+    ``classification_id`` by a number per (classification, tool) and a column ``_row``, the
+    input row of a box (−1 for an added row); ``units`` has one row per unit
     number: subject_id and tool. A box without a tool is an :class:`InputError`.
     """
     if TOOL_COLUMN not in df.columns:
@@ -393,7 +394,10 @@ def split_by_tool(df: pd.DataFrame, path=None) -> tuple[pd.DataFrame, pd.DataFra
     subj_code, subj_ids = pd.factorize(df["subject_id"], sort=True)
     row_subj = np.concatenate([subj_code[is_box], subj_code[first_row[miss_cls]]])
     row_tool = np.concatenate([t_code[is_box], miss_t])
+    row_cls = np.concatenate([cls_code[is_box], miss_cls])
     frame["subject_id"] = (row_subj * n_t + row_tool).astype(np.int64)
+    # a classification is one per unit (each unit is one subject to prepare)
+    frame["classification_id"] = (row_cls * n_t + row_tool).astype(np.int64)
     units = pd.DataFrame(
         {
             "subject_id": np.repeat(np.asarray(subj_ids, np.int64), n_t),
