@@ -369,7 +369,7 @@ def split_by_tool(df: pd.DataFrame, path=None) -> tuple[pd.DataFrame, pd.DataFra
         raise InputError("box without a tool", path=path, row=int(np.flatnonzero(no_tool)[0]))
     tools = pd.Series(tool[is_box].unique(), dtype=tool.dtype).sort_values(ignore_index=True)
     if len(tools) == 0:  # nobody marked anything: one unit per subject, tool NA
-        tools = pd.Series([pd.NA], dtype=tool.dtype)
+        tools = pd.Series([pd.NA], dtype=object if tool.dtype.kind in "biu" else tool.dtype)
     n_t = len(tools)
     t_code = np.where(is_box, pd.Index(tools).get_indexer(tool), -1)
 
@@ -401,7 +401,7 @@ def split_by_tool(df: pd.DataFrame, path=None) -> tuple[pd.DataFrame, pd.DataFra
     units = pd.DataFrame(
         {
             "subject_id": np.repeat(np.asarray(subj_ids, np.int64), n_t),
-            TOOL_COLUMN: pd.concat([tools] * len(subj_ids), ignore_index=True),
+            TOOL_COLUMN: tools.iloc[np.tile(np.arange(n_t), len(subj_ids))].reset_index(drop=True),
         }
     )
     return frame, units
