@@ -151,3 +151,21 @@ def test_cli_per_tool_flag(tmp_path):
     assert lab["tool"].tolist() == [0, 1]
     assert cli.main(["aggregate", "--boxes", str(boxes), "--out", str(tmp_path / "o2")]) == 0
     assert "tool" not in pd.read_parquet(tmp_path / "o2" / "labels.parquet").columns
+
+
+def test_per_tool_is_permutation_invariant():
+    """docs/decisions.md#determinism holds per tool: shuffled rows give the same tables."""
+    from test_aggregate import obvious_toy
+
+    toy = obvious_toy(seed=2)
+    vol = toy["volunteer"].str[-1].astype(int)
+    toy["tool"] = pd.array(np.where(toy["x"].notna(), vol % 2, -1), dtype="Int64")
+    toy.loc[toy["x"].isna(), "tool"] = pd.NA
+    a = Aggregator(Params(), seed=4, per_tool=True).fit(toy)
+    assert set(a.labels_["tool"]) == {0, 1}
+    shuffled = toy.sample(frac=1.0, random_state=8)
+    b = Aggregator(Params(), seed=4, per_tool=True).fit(shuffled)
+    for name in ("labels_", "subjects_", "volunteers_"):
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name))
+    back = b.assignments_.set_axis(shuffled.index).sort_index()
+    pd.testing.assert_frame_equal(a.assignments_, back)
