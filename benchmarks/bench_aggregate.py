@@ -22,7 +22,7 @@ import time
 
 
 def synthetic_boxes(n_subjects: int, per_subject: int = 20, seed: int = 0, n_volunteers=None):
-    """A synthetic boxes table (contract 4 columns) built with vectorised numpy."""
+    """A synthetic boxes table (the columns of `clumpscout boxes`) built with vectorised numpy."""
     import numpy as np
     import pandas as pd
 
@@ -129,7 +129,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from clumpscout.logs import setup_logging
-    from clumpscout.model.aggregate import Aggregator, Params, load_config
+    from clumpscout.model.aggregate import Params, load_config
+    from clumpscout.model.aggregator import Aggregator
 
     setup_logging(None, logging.WARNING if args.quiet else logging.INFO)
     t0 = time.perf_counter()
@@ -163,7 +164,7 @@ def main(argv=None) -> int:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     import numba
 
-    st = res.subjects["status"].value_counts().to_dict()
+    st = res.subjects_["status"].value_counts().to_dict()
     print(
         f"input               {source}: {len(boxes):,} rows, {n_box:,} boxes, {n_subj:,} subjects"
     )
@@ -177,8 +178,8 @@ def main(argv=None) -> int:
         f"subjects per second {n_subj / wall:,.0f}  ({0.82 * n_subj / wall:,.0f}x the authors' 0.82 s/subject)"
     )
     print(f"peak RSS            {peak:,.0f} MB (after input: {rss_input:,.0f} MB)")
-    print(f"cycles              {len(res.report['cycles'])}")
-    print(f"labels              {len(res.labels):,}")
+    print(f"cycles              {len(res.report_['cycles'])}")
+    print(f"labels              {len(res.labels_):,}")
     print(f"status              {st}")
     return 0
 

@@ -297,7 +297,8 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
     Returns a dict: report (simulate_report), labels / subjects per n, expert_clicks,
     seconds per stage."""
     from clumpscout.data.subsample import draw_subsample
-    from clumpscout.model.aggregate import Aggregator, Params
+    from clumpscout.model.aggregate import Params
+    from clumpscout.model.aggregator import Aggregator
     from clumpscout.simulation.universe import stage_seed
 
     timer = Timer("calibration")
@@ -319,7 +320,7 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
         boxes_n, _ = draw_subsample(boxes, n, stage_seed(seed, "subsample"), nested)
         with timer(f"aggregate n={n}"):
             res = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes_n)
-        labels[n], subjects[n] = res.labels, res.subjects
+        labels[n], subjects[n] = res.labels_, res.subjects_
     return {
         "report": report,
         "labels": labels,

@@ -43,7 +43,8 @@ def main(argv=None) -> int:
 
     from clumpscout.evaluation import baseline, compare
     from clumpscout.logs import setup_logging
-    from clumpscout.model.aggregate import Aggregator, Params
+    from clumpscout.model.aggregate import Params
+    from clumpscout.model.aggregator import Aggregator
 
     setup_logging(None, logging.WARNING)
     boxes = pd.read_parquet(args.boxes)
@@ -67,8 +68,8 @@ def main(argv=None) -> int:
     t0 = time.perf_counter()
     res = Aggregator(params, seed=args.seed).fit(boxes)
     wall = time.perf_counter() - t0
-    score(res.labels, "ours " + (" ".join(args.set) or "(defaults)"))
-    lab, sub = res.labels, res.subjects
+    score(res.labels_, "ours " + (" ".join(args.set) or "(defaults)"))
+    lab, sub = res.labels_, res.subjects_
     tr = truth[truth["subject_id"].isin(subjects)]
     hit, _ = compare.containment(lab, tr)
     agg = sub[sub["n_fn"].notna()]
@@ -82,8 +83,8 @@ def main(argv=None) -> int:
     )
     print(
         f"   medians: p_fp {lab['p_fp'].median():.3g}, p_sigma {lab['p_sigma'].median():.3g}; "
-        f"volunteer p_fp {res.volunteers['p_fp'].median():.3f}, p_fn "
-        f"{res.volunteers['p_fn'].median():.3f}"
+        f"volunteer p_fp {res.volunteers_['p_fp'].median():.3f}, p_fn "
+        f"{res.volunteers_['p_fn'].median():.3f}"
     )
     return 0
 

@@ -333,7 +333,8 @@ def _baseline_labels(boxes: pd.DataFrame, cfg: dict, min_volunteers: dict, timer
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
     from clumpscout.evaluation.regimes import marked_objects, score_method
-    from clumpscout.model.aggregate import Aggregator, Params
+    from clumpscout.model.aggregate import Params
+    from clumpscout.model.aggregator import Aggregator
     from clumpscout.simulation.universe import stage_seed
 
     cfg = copy.deepcopy(cfg)
@@ -364,14 +365,14 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
         with timer(f"aggregate model={model}"):
             params = Params.from_dict({**agg, "model": model})
             res = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes)
-        labels[model] = {t: res.labels for t in TRUTHS}
-        subject_tables[model] = res.subjects
+        labels[model] = {t: res.labels_ for t in TRUTHS}
+        subject_tables[model] = res.subjects_
         log.info(
             "[%s] %s: %d labels, median p_fp %.3g",
             name,
             model,
-            len(res.labels),
-            res.labels["p_fp"].median() if len(res.labels) else float("nan"),
+            len(res.labels_),
+            res.labels_["p_fp"].median() if len(res.labels_) else float("nan"),
         )
     labels.update(_baseline_labels(boxes, cfg, tuned, timer))
 

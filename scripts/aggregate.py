@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregate.Aggregator."""
+"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregator.Aggregator."""
 
 from _common import main
 
@@ -6,13 +6,14 @@ from _common import main
 def _run(sm):
     from pathlib import Path
 
-    from clumpscout.model.aggregate import Aggregator, Params, read_boxes
+    from clumpscout.model.aggregate import Params
+    from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.prepare import read_boxes
 
     params = Params.from_dict(dict(sm.params.aggregate))
     boxes = read_boxes(sm.input[0])
-    result = Aggregator(params, seed=int(sm.params.seed)).fit(boxes, path=sm.input[0])
-    out_dir = Path(sm.output.labels).parent
-    result.write(out_dir)
+    agg = Aggregator(params, seed=int(sm.params.seed)).fit(boxes, path=sm.input[0])
+    agg.write(Path(sm.output.labels).parent)
 
 
 main(snakemake, _run)  # noqa: F821

@@ -1,4 +1,4 @@
-"""The aggregation engine end to end: contract 5, the obvious toy, invariances, CLI."""
+"""The aggregation engine end to end: the output tables, the obvious toy, invariances, CLI."""
 
 from __future__ import annotations
 
@@ -13,7 +13,9 @@ from conftest import REPO
 
 from clumpscout import cli
 from clumpscout.errors import InputError
-from clumpscout.model.aggregate import Aggregator, Params, aggregate, prepare
+from clumpscout.model.aggregate import Params
+from clumpscout.model.aggregator import Aggregator, aggregate
+from clumpscout.model.prepare import prepare
 
 SIDE = 20.0
 TRUE = np.array([[100.0, 120.0], [270.0, 290.0]])
@@ -97,7 +99,7 @@ def test_params_reject_unknown_and_bad_values():
 
 
 def test_obvious_toy_two_labels_near_the_truth(result):
-    lab = result.labels
+    lab = result.labels_
     assert set(lab.subject_id) == {0, 1, 2, 3}
     for _, g in lab.groupby("subject_id"):
         good = g[g.p_fp < 0.01]
@@ -107,18 +109,18 @@ def test_obvious_toy_two_labels_near_the_truth(result):
             assert dist.min() < 3.0
         assert (good.n_marks >= 7).all()
     # the noise clicks are on the dummy (or in a label with a high p_fp)
-    a = result.assignments
+    a = result.assignments_
     noise = a[a.volunteer.isin(["vol08", "vol09"])]
     on_good = noise.merge(
         lab[lab.p_fp < 0.5], left_on=["subject_id", "cluster"], right_on=["subject_id", "clump"]
     )
     assert len(on_good) == 0
-    assert (result.subjects.status == "retired").all()
-    assert (result.subjects.n_clumps == 2).all()
+    assert (result.subjects_.status == "retired").all()
+    assert (result.subjects_.n_clumps == 2).all()
 
 
 def test_noise_volunteers_get_worse_skills(result):
-    v = result.volunteers.set_index("volunteer")
+    v = result.volunteers_.set_index("volunteer")
     assert v.loc["vol08", "p_fp"] > v.loc["vol01", "p_fp"]
     assert v.loc["vol08", "p_fn"] > v.loc["vol01", "p_fn"]
     # the generative model's counts are expected counts under the posterior
@@ -129,31 +131,31 @@ def test_noise_volunteers_get_worse_skills(result):
 
 
 def test_contract_columns(result):
-    assert list(result.labels.columns[:12]) == [
+    assert list(result.labels_.columns[:12]) == [
         "subject_id", "clump", "x1", "y1", "x2", "y2", "x", "y", "p_fp", "p_sigma", "n_marks",
         "frac_unusual",
     ]  # fmt: skip
-    assert list(result.subjects.columns[:9]) == [
+    assert list(result.subjects_.columns[:9]) == [
         "subject_id", "n_volunteers", "n_clumps", "n_fp", "n_fn", "n_sigma", "risk", "status",
         "cycles",
     ]  # fmt: skip
-    assert list(result.volunteers.columns[:9]) == [
+    assert list(result.volunteers_.columns[:9]) == [
         "volunteer", "p_fp", "p_fn", "sigma2", "n_subjects", "n_boxes", "n_tp", "n_fp", "n_fn",
     ]  # fmt: skip
-    lab = result.labels
+    lab = result.labels_
     assert (lab.x2 > lab.x1).all() and (lab.y2 > lab.y1).all()
     assert lab.groupby("subject_id").clump.apply(lambda c: sorted(c) == list(range(len(c)))).all()
     assert ((lab.p_fp >= 0) & (lab.p_fp <= 1) & (lab.p_sigma >= 0) & (lab.p_sigma <= 1)).all()
     # frac_unusual: one of the eight marks of clump 0 is unusual
     near0 = lab[np.hypot(lab.x - TRUE[0, 0], lab.y - TRUE[0, 1]) < 3]
     np.testing.assert_allclose(near0.frac_unusual, 1 / near0.n_marks)
-    s = result.subjects
+    s = result.subjects_
     np.testing.assert_allclose(s.risk, s.n_fp + s.n_fn + 2 * s.n_sigma)
     assert (s.n_volunteers == 10).all()
 
 
 def test_assignments_keep_every_row(toy, result):
-    a = result.assignments
+    a = result.assignments_
     assert len(a) == len(toy)
     pd.testing.assert_frame_equal(a[toy.columns], toy.reset_index(drop=True))
     assert (a.loc[a.x.isna(), "assignment"] == "empty").all()
@@ -179,10 +181,10 @@ def test_no_cluster_holds_two_boxes_of_one_annotation():
 
 
 def _canon(res):
-    lab = res.labels.sort_values(["subject_id", "clump"]).reset_index(drop=True)
-    sub = res.subjects.sort_values("subject_id").reset_index(drop=True)
-    vol = res.volunteers.sort_values("volunteer").reset_index(drop=True)
-    asg = res.assignments.sort_values(["classification_id", "x", "y"]).reset_index(drop=True)
+    lab = res.labels_.sort_values(["subject_id", "clump"]).reset_index(drop=True)
+    sub = res.subjects_.sort_values("subject_id").reset_index(drop=True)
+    vol = res.volunteers_.sort_values("volunteer").reset_index(drop=True)
+    asg = res.assignments_.sort_values(["classification_id", "x", "y"]).reset_index(drop=True)
     return lab, sub, vol, asg
 
 
@@ -224,7 +226,7 @@ def test_clumps_ecsv_units_and_meta(result, tmp_path):
     assert str(t["x1"].unit) == "pix"
     assert t.meta["hyper_parameters"]["n_beta_fp"] == 500.0
     assert t.meta["seed"] == 7
-    assert len(t) == len(result.labels)
+    assert len(t) == len(result.labels_)
 
 
 def test_three_volunteer_toy_stars_go_to_the_dummy():

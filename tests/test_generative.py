@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
-from clumpscout.model.aggregate import Params, aggregate
+from clumpscout.model.aggregate import Params
+from clumpscout.model.aggregator import aggregate
 
 SIDE = 20.0
 

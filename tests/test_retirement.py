@@ -9,7 +9,8 @@ import pandas as pd
 import pytest
 
 from clumpscout.model import retirement as rt
-from clumpscout.model.aggregate import Aggregator, Params
+from clumpscout.model.aggregate import Params
+from clumpscout.model.aggregator import Aggregator
 
 RP = SimpleNamespace(tau=5.0, n_fp_max=1.0, n_fn_max=0.3, n_sigma_max=3.0)
 
@@ -117,16 +118,16 @@ def mixed():
 
 
 def test_statuses_through_the_engine(mixed):
-    final = Aggregator(Params(), seed=0).fit(mixed).subjects.set_index("subject_id")["status"]
+    final = Aggregator(Params(), seed=0).fit(mixed).subjects_.set_index("subject_id")["status"]
     assert final[1] == final[2] == "retired_empty" and final[3] == "unretired"
     r = Aggregator(Params(final_classifications=False), seed=0).fit(mixed)  # the live rule
-    st = r.subjects.set_index("subject_id")["status"]
+    st = r.subjects_.set_index("subject_id")["status"]
     assert st[1] == "retired_empty"
     assert st[2] == "unretired" and st[3] == "unretired"
     assert set(st[[4, 5, 6]]) <= {"retired", "stale"}
-    assert r.subjects.set_index("subject_id").loc[[1, 2, 3], "cycles"].tolist() == [0, 0, 0]
+    assert r.subjects_.set_index("subject_id").loc[[1, 2, 3], "cycles"].tolist() == [0, 0, 0]
     # the waiting subject's boxes are not aggregated; empty rows are "empty"
-    a = r.assignments
+    a = r.assignments_
     assert (a.loc[a.subject_id == 3, "assignment"] == "not_aggregated").all()
     assert (a.loc[a.subject_id.isin([1, 2]), "assignment"] == "empty").all()
     assert a["cluster"][a.subject_id.isin([1, 2, 3])].isna().all()
@@ -137,15 +138,15 @@ def test_stale_after_max_cycles_and_no_skill_update(mixed):
     default, their annotations do not update any skill."""
     p = Params(tau=0.0, max_cycles=3)
     r = Aggregator(p, seed=0).fit(mixed)
-    s = r.subjects.set_index("subject_id")
+    s = r.subjects_.set_index("subject_id")
     assert (s.loc[[4, 5, 6], "status"] == "stale").all()
     assert (s.loc[[4, 5, 6], "cycles"] == 3).all()
-    v = r.volunteers
+    v = r.volunteers_
     assert (v["n_boxes"] == 0).all() and (v["n_fn"] == 0).all()
     np.testing.assert_allclose(v["p_fp"], 0.1)
     np.testing.assert_allclose(v["p_fn"], 0.1)
     # the labels of stale subjects are still reported
-    assert set(r.labels["subject_id"]) == {4, 5, 6}
+    assert set(r.labels_["subject_id"]) == {4, 5, 6}
 
 
 def test_stale_skills_counted_once_when_enabled(mixed):
@@ -154,7 +155,7 @@ def test_stale_skills_counted_once_when_enabled(mixed):
     r = Aggregator(p, seed=0).fit(mixed)
     in_batch = mixed[mixed.subject_id.isin([4, 5, 6])]
     per_vol = in_batch.groupby("volunteer").size()
-    v = r.volunteers.set_index("volunteer")
+    v = r.volunteers_.set_index("volunteer")
     assert (v.loc[per_vol.index, "n_boxes"] == per_vol).all()
     assert (v.loc[per_vol.index, "n_subjects_counted"] == 3).all()
 
@@ -163,9 +164,9 @@ def test_retired_subjects_update_skills_once_across_batches(mixed):
     """Several small batches: every retired box is counted exactly once in the skills."""
     for min_batch in (0, 1, 9):
         r = Aggregator(Params(min_batch_classifications=min_batch), seed=0).fit(mixed)
-        retired = r.subjects.loc[r.subjects.status == "retired", "subject_id"]
+        retired = r.subjects_.loc[r.subjects_.status == "retired", "subject_id"]
         n_boxes = int(mixed[mixed.subject_id.isin(retired) & mixed.x.notna()].shape[0])
-        assert int(r.volunteers["n_boxes"].sum()) == n_boxes
+        assert int(r.volunteers_["n_boxes"].sum()) == n_boxes
         assert len(retired) == 3  # two clear clumps marked by all 8 retire
 
 
@@ -182,7 +183,7 @@ def test_unretired_subjects_return_with_reinitialised_state():
     rows += _subject_rows(99, 9903, vols[3:], [], rng, noise=1)
     df = _frame(rows)
     r = Aggregator(Params(max_cycles=3), seed=0).fit(df)
-    s = r.subjects.set_index("subject_id")
+    s = r.subjects_.set_index("subject_id")
     assert (s.loc[range(6), "status"] == "retired").all()
     assert s.loc[99, "status"] in ("stale", "retired")
     if s.loc[99, "status"] == "stale":
@@ -190,4 +191,4 @@ def test_unretired_subjects_return_with_reinitialised_state():
     n_retired_boxes = int(
         df[df.subject_id.isin(s.index[s.status == "retired"]) & df.x.notna()].shape[0]
     )
-    assert int(r.volunteers["n_boxes"].sum()) == n_retired_boxes
+    assert int(r.volunteers_["n_boxes"].sum()) == n_retired_boxes

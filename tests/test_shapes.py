@@ -30,7 +30,7 @@ from clumpscout.cli import main as cli_main
 from clumpscout.data.boxes import make_boxes
 from clumpscout.data.zooniverse import ELLIPSE, SHAPES, extract_clicks, shape_extent
 from clumpscout.errors import InputError
-from clumpscout.model.aggregate import aggregate
+from clumpscout.model.aggregator import aggregate
 
 DATA_DIGGING = "data/zooniverse_exports/data_digging"
 EXTENT = ["x", "y", "x1", "y1", "x2", "y2"]

@@ -1,7 +1,10 @@
 """The consensus models (paper §3.4-5 and Appendix A; equation index: docs/model.md).
 
 =====================  ===========================================================
-``aggregate``          both models' EM driver, ``Params`` and ``Aggregator`` (§4-5)
+``aggregate``          ``clumpscout aggregate``: the command line, ``Params``, ``load_config``
+``aggregator``         the estimator ``Aggregator``: cycles, retirement, output tables (§5)
+``prepare``            the boxes table read, validated and indexed in canonical order
+``em``                 the EM over working batches and both models' engines (§5.1-5.7)
 ``generative``         the generative (default) model: likelihood, E and M steps
 ``distance``           Jaccard distance and the paper's distance likelihood (§3.4, §4.4)
 ``facility_location``  greedy facility location with a dummy facility (§5.3, §5.7)

@@ -41,7 +41,7 @@ The model (per subject i, seen by the classifications c ∈ V_i of volunteers j(
   box and is counted among them.
 
 Given a partition of the boxes into candidate clusters (one box per classification per
-cluster; the facility-location step of :mod:`clumpscout.model.aggregate` finds it), each
+cluster; the facility-location step of :mod:`clumpscout.model.em` finds it), each
 candidate is either a real object of a class c or a coincidence of false boxes. With
 ``t_j = 1 − p_fn_j`` and ``G_i(q) = Σ_{c∈V_i} ln(1 − q t_j(c))`` (every viewer misses;
 ``G_i(1) = Σ ln p_fn``):

@@ -33,7 +33,7 @@ import numpy as np
 
 from clumpscout.model.skills import SkillCounts
 
-#: subject status codes (contract 5: status column)
+#: subject status codes (the status column of subjects.parquet)
 RETIRED, RETIRED_EMPTY, STALE, UNRETIRED = 0, 1, 2, 3
 STATUS_NAMES = np.array(["retired", "retired_empty", "stale", "unretired"], dtype=object)
 
