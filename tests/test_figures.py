@@ -20,7 +20,18 @@ import pytest
 from PIL import Image
 
 from clumpscout.errors import InputError
-from clumpscout.figures import paper as F
+from clumpscout.figures import (
+    clumps,
+    common,
+    examples,
+    experts,
+    meanshift,
+    paper,
+    report,
+    risk,
+    truth,
+    volunteers,
+)
 
 DPI = 20
 NS = (3, 20)
@@ -400,7 +411,7 @@ def test_every_figure_written_with_expected_size(built, name):
 
 
 def test_every_registered_figure_is_built(built):
-    assert set(F.FIGURES) == set(SIZES)
+    assert set(paper.FIGURES) == set(SIZES)
     assert {p.stem for p in built.glob("*.png")} == set(SIZES)
 
 
@@ -436,11 +447,11 @@ def test_clump_positions_numbers(built):
 def test_normalised_offsets_use_each_subject_size():
     lab = labels_table(20)
     sizes = pd.DataFrame({"subject_id": [1], "image_width": [200], "image_height": [100]})
-    pos = F.normalised_offsets(lab, sizes)
+    pos = clumps.normalised_offsets(lab, sizes)
     assert pos["X"].iloc[1] == pytest.approx(0.25) and pos["Y"].iloc[1] == pytest.approx(0.0)
     assert pos["R"].iloc[5] == pytest.approx(math.hypot(20 / 400 - 0.5, 20 / 400 - 0.5))
     # without sizes every image is 400 x 400
-    assert F.normalised_offsets(lab)["X"].iloc[0] == pytest.approx(100 / 400 - 0.5)
+    assert clumps.normalised_offsets(lab)["X"].iloc[0] == pytest.approx(100 / 400 - 0.5)
 
 
 def test_purity_completeness_markers_from_summary(built):
@@ -463,25 +474,27 @@ def test_method_comparison_numbers(built):
             assert (v["opt_threshold"], v["opt_completeness"], v["opt_purity"]) == (t, c, p)
             assert (v["completeness_p1"], v["purity_p1"]) == (c1, p1)
             assert (v["n_labels_p1"], v["n_labels_opt"]) == (n1, nopt)
-    labels = F.report_labels("method_comparison", built / "method_comparison.json")
+    labels = report.report_labels("method_comparison", built / "method_comparison.json")
     assert "generative model C 0.8 P 0.9" in labels["ours"]
 
 
 def test_method_comparison_with_the_experts_only(tmp_path):
     curve, summary = method_tables()
-    s = F.plot_method_comparison({"experts": curve}, {"experts": summary}, tmp_path / "m", dpi=DPI)
+    s = truth.plot_method_comparison(
+        {"experts": curve}, {"experts": summary}, tmp_path / "m", dpi=DPI
+    )
     assert set(s) >= {"experts"} and "truth" not in s and math.isnan(s["n_true_clumps"])
     with Image.open(tmp_path / "m.png") as im:
         assert im.size == (round((5.0 + 5.5) * DPI), round(4.8 * DPI))
     with pytest.raises(InputError, match="neither"):
-        F.plot_method_comparison({}, {}, tmp_path / "x", dpi=DPI)
+        truth.plot_method_comparison({}, {}, tmp_path / "x", dpi=DPI)
 
 
 def test_curve_markers_by_hand():
     c = pd.DataFrame(
         {"threshold": [0.0, 0.5, 1.0], "completeness": [0.2, 0.5, 0.9], "purity": [0.9, 0.7, 0.3]}
     )
-    m = F.curve_markers(c)
+    m = experts.curve_markers(c)
     # hypot: 0.922, 0.860, 0.949 -> the last point
     assert m["optimal"]["threshold"] == 1.0
     assert m["max_c"]["threshold"] == 1.0 and m["max_p"]["threshold"] == 0.0
@@ -493,13 +506,13 @@ def test_curve_markers_by_hand():
             "purity": [np.nan, 0.4, 0.6],
         }
     )
-    m2 = F.curve_markers(c2)
+    m2 = experts.curve_markers(c2)
     assert m2["max_c"]["purity"] == 0.6 and m2["optimal"]["threshold"] == 1.0
 
 
 def test_empirical_matches_and_true_false_figure(built):
     lab = labels_table(20)
-    m = F.empirical_matches(lab, expert_clicks_table())
+    m = experts.empirical_matches(lab, expert_clicks_table())
     # subject 4 (clump 9) had no expert: left out
     assert len(m) == 9
     assert m["tp"].tolist() == [True, False, False, True, False, False, True, False, True]
@@ -515,16 +528,16 @@ def test_empirical_matches_and_true_false_figure(built):
 def test_calibration_figure_ece(built):
     s = stats_of(built, "pfp_calibration_truth")
     assert s["ece"]["all"]["20"] == pytest.approx(0.1)
-    assert F.expected_calibration_error(
+    assert truth.expected_calibration_error(
         calibration_table().query("n == 3 and subset == 'all'")
     ) == (pytest.approx(0.1))
 
 
 def test_skill_bins_and_statistics(built):
-    assert F.skill_bins(np.array([1, 12])).tolist() == [1, 2, 3, 5, 10, 20]
-    assert F.skill_bins(np.array([1])).tolist() == [1, 2]
-    assert F.skill_bins(np.array([20])).tolist()[-2:] == [20, 50]
-    t = F.skill_statistics(volunteers_table(), F.skill_bins(np.array(VOL_N)))
+    assert volunteers.skill_bins(np.array([1, 12])).tolist() == [1, 2, 3, 5, 10, 20]
+    assert volunteers.skill_bins(np.array([1])).tolist() == [1, 2]
+    assert volunteers.skill_bins(np.array([20])).tolist()[-2:] == [20, 50]
+    t = volunteers.skill_statistics(volunteers_table(), volunteers.skill_bins(np.array(VOL_N)))
     assert t["count"].tolist() == [2, 1, 1, 0, 1]
     assert t["p_fp_median"].iloc[0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
     assert t["sigma_mean"].iloc[0] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
@@ -536,7 +549,7 @@ def test_skill_bins_and_statistics(built):
 
 def test_risk_components_numbers(built):
     lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.5, 0.86]})
-    f = F.filtered_n_fp(lab, 0.85).set_index("subject_id")["n_fp_cut"]
+    f = risk.filtered_n_fp(lab, 0.85).set_index("subject_id")["n_fp_cut"]
     assert f.loc[1] == pytest.approx(0.6) and 2 not in f.index
     s = stats_of(built, "subject_risk_param_evolution")
     assert s["n_fp"]["per_n"]["20"]["frac_above_1"] == pytest.approx(0.5)
@@ -550,29 +563,29 @@ def test_risk_components_numbers(built):
 
 def test_logit_limits():
     p = np.r_[np.full(990, 0.3), np.full(10, 1e-9)]  # the 0.5 % quantile is 1e-9
-    lo, hi = F.logit_limits(p)
+    lo, hi = common.logit_limits(p)
     assert lo == pytest.approx(1e-9) and hi == pytest.approx(0.99)  # >= [0.01, 0.99]
     p = np.r_[np.full(990, 1e-30), np.full(10, 1 - 3e-4)]
-    lo, hi = F.logit_limits(p)
+    lo, hi = common.logit_limits(p)
     assert lo == pytest.approx(1e-15) and hi == pytest.approx(1 - 1e-4)
-    assert F.logit_limits(np.array([0.0, 1.0])) == (1e-3, 1 - 1e-3)
+    assert common.logit_limits(np.array([0.0, 1.0])) == (1e-3, 1 - 1e-3)
 
 
 def test_report_labels_ours_next_to_paper(built):
-    lab = F.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
+    lab = report.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
     assert set(lab) == {"figure", "ours", "paper"}
     assert "30.0% < 0.01" in lab["ours"] and "80.0% outside" in lab["ours"]
     assert "n=3: 0.04 → n=20: 0.45" in lab["ours"] and "≈5e-5" in lab["paper"]
-    ms = F.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
+    ms = report.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
     assert "ours more 40.0%" in ms["ours"] and "MeanShift more 20.0%" in ms["ours"]
-    for name in F.FIGURES:  # every figure has labels, with or without its numbers
-        assert F.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
-        missing = F.report_labels(name, built / "missing.json")
+    for name in paper.FIGURES:  # every figure has labels, with or without its numbers
+        assert report.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
+        missing = report.report_labels(name, built / "missing.json")
         assert missing["ours"] == "–" and missing["paper"]
 
 
 def test_log_linear_axis_round_trip():
-    t = F.LogLinear(1.0, 1e-4)
+    t = risk.LogLinear(1.0, 1e-4)
     y = np.array([1e-4, 0.01, 0.5, 1.0, 2.0, 10.0])
     assert np.allclose(t.inverse(t.forward(y)), y)
     assert t.forward(0.1) == pytest.approx(-1.0)
@@ -583,8 +596,8 @@ def test_log_linear_axis_round_trip():
 def test_clumps_per_galaxy_numbers(built):
     subj = pd.DataFrame({"n": 5, "subject_id": [1, 2, 3, 4]})
     lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.2, 0.95]})
-    assert F.clumps_per_subject(subj, lab)["clumps"].tolist() == [3, 1, 0, 0]
-    assert F.clumps_per_subject(subj, lab, 0.85)["clumps"].tolist() == [2, 0, 0, 0]
+    assert risk.clumps_per_subject(subj, lab)["clumps"].tolist() == [3, 1, 0, 0]
+    assert risk.clumps_per_subject(subj, lab, 0.85)["clumps"].tolist() == [2, 0, 0, 0]
     s = stats_of(built, "clumps_per_galaxy_filtered")
     assert s["all"]["20"]["mean"] == pytest.approx(10 / 5)  # subject 5 has none
     assert s["cut"]["20"]["mean"] == pytest.approx(6 / 5)  # p_fp < .85: clumps 0-5
@@ -596,7 +609,7 @@ def test_retirement_fractions(built):
     assert s["3"] == {"retired": 0.4, "retired_empty": 0.2, "stale": 0.2, "unretired": 0.2}
     assert s["20"]["retired"] == pytest.approx(0.6) and s["20"]["unretired"] == 0.0
     odd = pd.DataFrame({"n": [3, 3], "status": ["retired", "bogus"]})
-    assert F.status_fractions(odd).loc[3, "other"] == pytest.approx(0.5)
+    assert risk.status_fractions(odd).loc[3, "other"] == pytest.approx(0.5)
 
 
 def test_meanshift_difference_numbers(built):
@@ -631,22 +644,22 @@ def test_annotation_examples_dashed_boxes_direct(tmp_path):
     lab = labels_table(20)
     a = assignments_table()
     img = np.full((400, 400, 3), 30, np.uint8)
-    s = F.plot_annotation_examples(
+    s = examples.plot_annotation_examples(
         [3], a[a.subject_id == 3], lab, tmp_path / "ex", images={3: img}, p_fp_dashed=0.8, dpi=DPI
     )
     # subject 3: p_fp .85 .9 .95, all dashed above 0.8; none above 0.92 -> 1
     assert s["subjects"][0]["dashed"] == 3 and s["subjects"][0]["image"] is True
-    s2 = F.plot_annotation_examples([3], a, lab, tmp_path / "ex2", p_fp_dashed=0.92, dpi=DPI)
+    s2 = examples.plot_annotation_examples([3], a, lab, tmp_path / "ex2", p_fp_dashed=0.92, dpi=DPI)
     assert s2["subjects"][0]["dashed"] == 1 and s2["subjects"][0]["image"] is False
 
 
 def test_pick_examples_seeded_sorted_subset():
     cand = list(range(100, 150))
-    a = F.pick_examples(cand, 5, seed=3)
-    assert a == F.pick_examples(cand[::-1], 5, seed=3)
+    a = examples.pick_examples(cand, 5, seed=3)
+    assert a == examples.pick_examples(cand[::-1], 5, seed=3)
     assert a == sorted(a) and len(set(a)) == 5 and set(a) <= set(cand)
-    assert a != F.pick_examples(cand, 5, seed=4)
-    assert F.pick_examples([3, 1, 3], 5, seed=0) == [1, 3]
+    assert a != examples.pick_examples(cand, 5, seed=4)
+    assert examples.pick_examples([3, 1, 3], 5, seed=0) == [1, 3]
 
 
 # ---------------------------------------------------------------- robustness
@@ -654,17 +667,17 @@ def test_pick_examples_seeded_sorted_subset():
 
 def test_same_data_same_bytes(tmp_path):
     d = pd.DataFrame({"subject_id": [1, 2, 3], "diff_meanshift": [1, 0, -2]})
-    F.plot_meanshift_difference(d, tmp_path / "a", dpi=DPI)
-    F.plot_meanshift_difference(d, tmp_path / "b", dpi=DPI)
+    meanshift.plot_meanshift_difference(d, tmp_path / "a", dpi=DPI)
+    meanshift.plot_meanshift_difference(d, tmp_path / "b", dpi=DPI)
     for ext in ("png", "pdf"):
         assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
 
 
 def test_empty_inputs_still_make_figures(tmp_path):
     lab = labels_table(20).iloc[:0].assign(n=pd.Series(dtype="int64"))
-    s = F.plot_pfp_distribution(lab, tmp_path / "empty", dpi=DPI)
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "empty", dpi=DPI)
     assert s["n_clumps_ref"] == 0 and (tmp_path / "empty.png").exists()
-    s = F.plot_pfp_true_false(pd.DataFrame({"p_fp": [], "tp": []}), tmp_path / "tf", dpi=DPI)
+    s = experts.plot_pfp_true_false(pd.DataFrame({"p_fp": [], "tp": []}), tmp_path / "tf", dpi=DPI)
     assert s["n_tp"] == 0 and (tmp_path / "tf.pdf").exists()
 
 
@@ -672,14 +685,14 @@ def test_missing_column_and_file_are_input_errors(tmp_path):
     p = tmp_path / "labels.parquet"
     labels_table(20).drop(columns="p_fp").to_parquet(p)
     with pytest.raises(InputError, match="p_fp") as e:
-        F.read_table(p, ["subject_id", "p_fp"], "labels")
+        common.read_table(p, ["subject_id", "p_fp"], "labels")
     assert str(p) in e.value.one_line()
     with pytest.raises(InputError, match="not found"):
-        F.read_table(tmp_path / "nope.parquet", ["x"], "labels")
+        common.read_table(tmp_path / "nope.parquet", ["x"], "labels")
     with pytest.raises(InputError, match="unknown figure"):
-        F.build("nope", {}, tmp_path / "x", {"ns": [20]})
+        paper.build("nope", {}, tmp_path / "x", {"ns": [20]})
     with pytest.raises(InputError, match="2 files for 1"):
-        F.read_stacked([p, p], [20], ["subject_id"], "labels")
+        common.read_stacked([p, p], [20], ["subject_id"], "labels")
 
 
 def test_cli_data_error_is_one_line(tmp_path, capsys):
@@ -698,11 +711,11 @@ def test_cli_data_error_is_one_line(tmp_path, capsys):
 def test_image_paths_from_table_folder_and_files(tmp_path):
     root = make_results(tmp_path / "r")
     table = root / "images" / "sim" / "cutouts.parquet"
-    found = F.image_paths([table])
+    found = common.image_paths([table])
     assert found[1] == root / "images/sim/png/1.png" and 2 in found
-    assert F.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
-    assert F.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
-    assert F.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)
+    assert common.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
+    assert common.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
+    assert common.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)
 
 
 def test_every_figure_has_a_valid_caption_and_a_rule():
@@ -712,12 +725,12 @@ def test_every_figure_has_a_valid_caption_and_a_rule():
 
     repo = Path(__file__).resolve().parents[1]
     smk = (repo / "workflow/rules/figures.smk").read_text()
-    for name in [*F.FIGURES, "headline", "workflow"]:
+    for name in [*paper.FIGURES, "headline", "workflow"]:
         rst = repo / "workflow/report" / f"{name}.rst"
         text = rst.read_text()
         assert "{{" not in text and "{%" not in text  # captions are Jinja templates too
         err = io.StringIO()
         publish_parts(text, writer="html", settings_overrides={"warning_stream": err})
         assert not err.getvalue(), (name, err.getvalue())
-        if name in F.FIGURES:
+        if name in paper.FIGURES:
             assert f'"{name}"' in smk, f"no rule makes {name}"

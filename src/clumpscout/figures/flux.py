@@ -15,7 +15,7 @@
 Fluxes are the ``flux_g/r/i`` columns of :mod:`clumpscout.images.photometry`: the
 background-subtracted light in the box, asinh-scaled with the band's β like the
 subject images (decisions.md#colour-composite); ratios g/r, r/i, g/i of those are larger for bluer clumps. Every function
-follows :mod:`clumpscout.figures.paper`' conventions: DataFrames in, an output stem,
+follows :mod:`clumpscout.figures.common`' conventions: DataFrames in, an output stem,
 ``<stem>.png`` and ``<stem>.pdf`` written without dates, a dict of the plotted
 numbers returned (stored as ``<stem>.json`` by :func:`build`).
 """
@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.patches import Circle
 
-from clumpscout.figures.paper import FP_COLOUR, SYM, TP_COLOUR, new_figure, require, save_figure
+from clumpscout.figures.common import FP_COLOUR, SYM, TP_COLOUR, new_figure, require, save_figure
 from clumpscout.io import write_json
 
 BANDS = ("g", "r", "i")
