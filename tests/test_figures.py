@@ -1,4 +1,4 @@
-"""Figures (issue 4 item 4): every plotting function on tiny hand-made inputs.
+"""Figures: every plotting function on tiny hand-made inputs.
 
 A synthetic results folder whose tables have known properties (written by
 :func:`make_results`, also used by tests/test_headline.py) goes once through
@@ -27,6 +27,7 @@ from clumpscout.figures import (
     experts,
     meanshift,
     paper,
+    registry,
     report,
     risk,
     truth,
@@ -357,7 +358,8 @@ SIZES = {
     "retirement_reason_fraction": (6.0, 4.5),
     "agg_v_ms_dist": (6.0, 4.5),
     "agg_v_ms_more_examples": (12.0, 3.1 * 2 + 0.3),  # 2 subjects with diff > 0 (< 4 asked)
-    "agg_v_ms_less_examples": (12.0, 3.1 * 1 + 0.3),  # 1 subject with diff < 0
+    # 1 subject with diff < 0, without an image: no subject column
+    "agg_v_ms_less_examples": (9.0, 3.1 * 1 + 0.3),
     "agg_examples": (12.0, 3.1 * 2),  # subjects 1 and 2: good clump + dummy box
     "method_comparison": (5.0 * 2 + 5.5, 4.8),  # truth and experts panels + label counts
 }
@@ -732,5 +734,180 @@ def test_every_figure_has_a_valid_caption_and_a_rule():
         err = io.StringIO()
         publish_parts(text, writer="html", settings_overrides={"warning_stream": err})
         assert not err.getvalue(), (name, err.getvalue())
-        if name in paper.FIGURES:
-            assert f'"{name}"' in smk, f"no rule makes {name}"
+    # one rule per registered figure, generated from the registry
+    assert "for _fig in FIGURE_REGISTRY.FIGURES:" in smk and 'f"fig_{_fig.name}"' in smk
+
+
+# ------------------------------------------------- figure defects, each with a test that can fail
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The matplotlib figures the plotting functions save (drawn once, for text sizes)."""
+    figs = []
+
+    def keep(module):
+        original = module.save_figure
+
+        def save(fig, stem):
+            figs.append(fig)
+            return original(fig, stem)
+
+        monkeypatch.setattr(module, "save_figure", save)
+
+    keep.figs = figs
+    return keep
+
+
+def test_colour_bar_counts_items_per_bin(tmp_path, drawn):
+    # 50 clumps at n = 3 all beyond the axis (one edge bin), 7 at n = 20 in one bin: the
+    # colour bar runs from 1 to 50 clumps per bin (it used to reach 1e17 "per unit p")
+    drawn(clumps)
+    lab = pd.DataFrame({"n": [3] * 50 + [20] * 7, "p_fp": [1e-30] * 50 + [0.3] * 7})
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "p", n_ref=20, dpi=DPI)
+    assert s["colour_max"] == 50
+    (cbar_ax,) = [a for a in drawn.figs[0].axes if a.get_label() == "<colorbar>"]
+    assert cbar_ax.get_ylim()[1] == pytest.approx(50)
+    assert cbar_ax.get_ylabel() == "clumps per bin"
+
+
+def test_risk_colour_bar_counts_subjects_per_bin(tmp_path):
+    subj = pd.DataFrame({"n": [3] * 6, "subject_id": range(6), "n_fp": [0.5] * 6,
+                         "n_fn": [0.5] * 6, "n_sigma": [0.5] * 6})  # fmt: skip
+    lab = pd.DataFrame({"n": [3], "subject_id": [0], "p_fp": [0.5]})
+    s = risk.plot_risk_components(subj, lab, tmp_path / "r", dpi=DPI)
+    assert s["n_fp"]["colour_max"] == 6 and s["n_sigma"]["colour_max"] == 6
+
+
+def test_beyond_the_axis_note_sits_above_the_data(tmp_path, drawn):
+    drawn(clumps)
+    lab = pd.DataFrame({"n": [3] * 5 + [20] * 5, "p_fp": [1e-30, 0.1, 0.2, 0.3, 0.4] * 2})
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "p", n_ref=20, dpi=DPI)
+    assert s["n_clipped"] == 2
+    ax_r = drawn.figs[0].axes[1]
+    assert ax_r.get_title() == "2 of 10 values beyond the axis, drawn at its edge"
+    assert not ax_r.texts  # nothing drawn over the bins
+
+
+def test_retirement_legend_in_words(tmp_path, drawn):
+    drawn(risk)
+    subj = pd.DataFrame({"n": 3, "status": ["retired", "retired_empty", "stale", "unretired"]})
+    risk.plot_retirement_reasons(subj, tmp_path / "r", dpi=DPI)
+    texts = [t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts()]
+    assert texts == [
+        "retired (risk criterion)",
+        "retired, nothing marked",
+        "stale (cycle limit reached)",
+        "not retired",
+    ]
+    assert not any("_" in t for t in texts)
+
+
+def test_sparse_calibration_bins_are_merged_by_hand():
+    # 1 + 6 + 3 = 10 labels; 30; a remainder of 2 joins the bin before it: 10, 32
+    t = pd.DataFrame({"bin_lo": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "bin_hi": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+                      "n_labels": [1, 6, 3, 0, 30, 2], "mean_p_fp": [0.05, 0.15, 0.25, np.nan, 0.45, 0.55],
+                      "frac_false": [1.0, 0.5, 0.0, np.nan, 0.5, 1.0]})  # fmt: skip
+    m = truth.merge_sparse_bins(t, 10)
+    assert m["n_labels"].tolist() == [10, 32]
+    assert m["bin_lo"].tolist() == [0.0, 0.4] and m["bin_hi"].tolist() == [0.3, 0.6]
+    assert m["frac_false"].iloc[0] == pytest.approx(0.4)  # (1 + 3 + 0) / 10
+    assert m["mean_p_fp"].iloc[0] == pytest.approx((0.05 + 0.9 + 0.75) / 10)
+    assert m["frac_false_se"].iloc[0] == pytest.approx(math.sqrt(0.4 * 0.6 / 10))
+    assert m["frac_false"].iloc[1] == pytest.approx(17 / 32)
+    # fewer than min_labels in all: one bin
+    assert truth.merge_sparse_bins(t, 1000)["n_labels"].tolist() == [42]
+
+
+def test_calibration_figure_bins_hold_enough_clumps(built):
+    s = stats_of(built, "pfp_calibration_truth")
+    assert s["min_labels"] == 20
+    for subset in ("all", "normal"):  # bins of 10 and 30 at n = 20 -> one bin of 40
+        assert [b["n_labels"] for b in s["bins"][subset]] == [40]
+
+
+def test_flux_tick_labels_do_not_overlap(tmp_path, drawn):
+    from clumpscout.figures import flux
+
+    drawn(flux)
+    rng = np.random.default_rng(1)
+    n = 40
+    phot = pd.DataFrame({"expert_match": ["tp", "fp"] * (n // 2)})
+    for b in ("g", "r", "i"):  # under a decade: the old labels were 3×10⁻¹ 4×10⁻¹ ...
+        phot[f"flux_{b}"] = rng.uniform(0.25, 0.9, n)
+    for r in flux.RATIOS:
+        phot[r] = rng.uniform(0.9, 1.2, n)
+    flux.plot_flux_true_false(phot, tmp_path / "f", dpi=100)
+    fig = drawn.figs[0]
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:3]:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()
+                 if t.get_visible() and t.get_text()]  # fmt: skip
+        assert len(boxes) >= 2
+        boxes.sort(key=lambda bb: bb.x0)
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+# ------------------------------------------------------------ wording that follows the data
+
+
+def test_generic_wording_speaks_of_objects_per_image(tmp_path, drawn):
+    drawn(risk)
+    subj = pd.DataFrame({"n": [3, 3, 20, 20], "subject_id": [1, 2, 1, 2]})
+    lab = pd.DataFrame({"n": [3, 20], "subject_id": [1, 1], "p_fp": [0.1, 0.1]})
+    risk.plot_clumps_per_galaxy(subj, lab, tmp_path / "c", dpi=DPI, wording="generic")
+    risk.plot_clumps_per_galaxy(subj, lab, tmp_path / "d", dpi=DPI)
+    generic, paper_words = drawn.figs
+    assert generic.axes[0].get_ylabel() == "objects per image"
+    assert paper_words.axes[0].get_ylabel() == "clumps per galaxy"
+
+
+def test_examples_without_images_have_no_subject_column(tmp_path):
+    a = assignments_table()
+    lab = labels_table(20)
+    s = examples.plot_annotation_examples([1, 2], a, lab, tmp_path / "e", dpi=DPI)
+    with Image.open(tmp_path / "e.png") as im:  # three columns of 3 in, no empty panel
+        assert im.size == (round(9.0 * DPI), round(3.1 * 2 * DPI))
+    assert not any(r["image"] for r in s["subjects"])
+
+
+def test_wording_rule():
+    assert registry.wording("simulate", "galaxy") == "clump_scout"
+    assert registry.wording("simulate", None) == "clump_scout"
+    assert registry.wording("simulate", "counting") == "generic"
+    assert registry.wording("export") == "generic"
+    assert registry.wording("export", None, "clump_scout") == "clump_scout"
+    assert registry.wording("simulate", "galaxy", "generic") == "generic"
+
+
+def test_report_has_no_paper_column_for_generic_data(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"wording": "generic", "subjects": []}))
+    lab = report.report_labels("agg_examples", tmp_path / "x.json")
+    assert lab["paper"] == registry.NOT_COMPARABLE
+
+
+# ------------------------------------------------------------------------------ the registry
+
+
+def test_registry_drives_dispatch_and_paper_numbers():
+    from clumpscout.evaluation import headline
+
+    assert list(paper.FIGURES) == [f.name for f in registry.FIGURES]
+    assert headline.PAPER is registry.PAPER
+    assert registry.PAPER[("median_p_fp", 20, None)] == "≈5e-5"
+    fig = registry.figure("agg_v_ms_more_examples")
+    paths = registry.input_paths(fig, results="results", ns=[3, 20], n_ref=20, n_base=7,
+                                 model="paper", images=["i.parquet"], have=["truth"])  # fmt: skip
+    assert paths == {
+        "count_difference": "results/baseline/count_difference.csv",
+        "boxes": "results/subsamples/n7/boxes.parquet",
+        "labels": "results/aggregate/paper/n7/labels.parquet",
+        "meanshift": "results/baseline/meanshift_labels.parquet",
+        "images": ["i.parquet"],
+    }
+    method = registry.figure("method_comparison")
+    assert registry.available(method, ["experts"]) and not registry.available(method, [])
+    assert set(registry.input_paths(method, results="r", ns=[3], n_ref=3, n_base=3,
+                                    model="paper", images=[], have=["experts"])) == {
+        "experts_curves", "experts_summary"}  # fmt: skip
+    assert not registry.available(registry.figure("pfp_calibration_truth"), ["experts"])

@@ -19,7 +19,7 @@ from clumpscout.figures.common import (
     SYM,
     WHITE_BOX,
     _cfg,
-    _density_mesh,
+    _count_mesh,
     _integer_x,
     _n_edges,
     _n_ref,
@@ -30,11 +30,66 @@ from clumpscout.figures.common import (
     _quiet_colorbar,
     logit_limits,
     new_figure,
+    nouns,
     read_stacked,
     read_table,
     require,
     save_figure,
 )
+
+
+def _reference_panel(ax, p_ref: np.ndarray, sym: str, inset_max: float, objects: str) -> None:
+    """Histogram of the values at n_ref (log counts) with an inset below ``inset_max``."""
+    if not p_ref.size:
+        _no_data(ax, f"no {objects}")
+        return
+    below = p_ref[p_ref < inset_max]
+    ax.hist(p_ref, bins=np.linspace(0.0, 1.0, 51), color="tab:blue", log=True)
+    ax.set_xlim(0.0, 1.0)
+    inset = ax.inset_axes([0.33, 0.42, 0.42, 0.42])
+    inset.hist(below, bins=np.linspace(0.0, inset_max, 21), color="tab:green")
+    inset.set_xlim(0.0, inset_max)
+    inset.tick_params(labelsize=7)
+    frac = below.size / p_ref.size
+    inset.set_title(f"{sym} < {inset_max:g}: {below.size} ({100 * frac:.1f}%)", fontsize=8)
+
+
+def _versus_n_panel(ax, df: pd.DataFrame, column: str, objects: str, stats: dict) -> None:
+    """``column`` versus n on a logistic y axis: colour = items per bin (the bins are equal
+    on the axes as drawn), red = median and inter-quartile range per n. Values beyond
+    the axis are drawn in its edge bins and counted in the panel's title (above the
+    data, so that it never hides the top bins)."""
+    ns = sorted(df["n"].unique().tolist())
+    p_all = df[column].to_numpy(float)
+    lo, hi = logit_limits(p_all)
+    clipped = np.clip(p_all, lo, hi)
+    stats["logit_limits"] = [lo, hi]
+    stats["n_clipped"] = int(np.count_nonzero(clipped != p_all))
+    y_edges = expit(np.linspace(logit(lo), logit(hi), 49))
+    counts = _count_mesh(
+        ax, df["n"].to_numpy(float), clipped, _n_edges(ns), y_edges, f"{objects} per bin"
+    )
+    stats["colour_max"] = int(counts.max()) if counts.size else 0
+    med, q25, q75 = [], [], []
+    for n in ns:
+        q = _quantiles(df.loc[df["n"] == n, column].to_numpy(float))
+        stats["per_n"][int(n)] = q | {"count": int((df["n"] == n).sum())}
+        med.append(q["median"])
+        q25.append(q["q25"])
+        q75.append(q["q75"])
+    med_c, q25_c, q75_c = (np.clip(np.asarray(v), lo, hi) for v in (med, q25, q75))
+    ax.errorbar(ns, med_c, yerr=[med_c - q25_c, q75_c - med_c], fmt="o", color="tab:red",
+                ms=4, capsize=2, label="median, IQR")  # fmt: skip
+    ax.set_yscale("logit")
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylim(lo, hi)
+    ax.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
+    ax.legend(loc="upper right", fontsize=8)
+    if stats["n_clipped"]:
+        ax.set_title(
+            f"{stats['n_clipped']} of {p_all.size} values beyond the axis, drawn at its edge",
+            fontsize=8,
+        )
 
 
 def _probability_distribution(
@@ -45,11 +100,12 @@ def _probability_distribution(
     n_ref: int | None,
     inset_max: float,
     dpi: int,
+    wording: str | None = None,
 ) -> dict:
     """Left: histogram of ``column`` at n_ref with an inset below ``inset_max``.
-    Right: its distribution versus n on a logistic y axis, colour = number density,
-    with the median and the inter-quartile range per n marked."""
+    Right: its distribution versus n (:func:`_versus_n_panel`)."""
     require(labels, ["n", column], "labels")
+    objects = nouns(wording)["objects"]
     df = labels[["n", column]].dropna()
     ns = sorted(df["n"].unique().tolist())
     nr = _n_ref(ns, n_ref)
@@ -65,66 +121,12 @@ def _probability_distribution(
     stats["frac_below_inset"] = float(below.size / p_ref.size) if p_ref.size else float("nan")
     outside = (p_ref < 0.2) | (p_ref > 0.8)
     stats["frac_outside_0.2_0.8"] = float(outside.mean()) if p_ref.size else float("nan")
-    if p_ref.size:
-        ax_l.hist(p_ref, bins=np.linspace(0.0, 1.0, 51), color="tab:blue", log=True)
-        ax_l.set_xlim(0.0, 1.0)
-        inset = ax_l.inset_axes([0.33, 0.42, 0.42, 0.42])
-        inset.hist(below, bins=np.linspace(0.0, inset_max, 21), color="tab:green")
-        inset.set_xlim(0.0, inset_max)
-        inset.tick_params(labelsize=7)
-        inset.set_title(
-            f"{sym} < {inset_max:g}: {below.size} ({100 * stats['frac_below_inset']:.1f}%)",
-            fontsize=8,
-        )
-    else:
-        _no_data(ax_l, "no clumps")
+    _reference_panel(ax_l, p_ref, sym, inset_max, objects)
     ax_l.set_xlabel(sym)
-    ax_l.set_ylabel("clumps")
-    ax_l.set_title(f"n = {nr}: {p_ref.size} clumps" if nr is not None else "no subsample")
-
+    ax_l.set_ylabel(objects)
+    ax_l.set_title(f"n = {nr}: {p_ref.size} {objects}" if nr is not None else "no subsample")
     if ns:
-        p_all = df[column].to_numpy(float)
-        lo, hi = logit_limits(p_all)
-        clipped = np.clip(p_all, lo, hi)
-        stats["logit_limits"] = [lo, hi]
-        stats["n_clipped"] = int(np.count_nonzero(clipped != p_all))
-        y_edges = expit(np.linspace(logit(lo), logit(hi), 49))
-        _density_mesh(
-            ax_r, df["n"].to_numpy(float), clipped, _n_edges(ns), y_edges, "clumps per unit n, p"
-        )
-        med, q25, q75 = [], [], []
-        for n in ns:
-            q = _quantiles(df.loc[df["n"] == n, column].to_numpy(float))
-            stats["per_n"][int(n)] = q | {"count": int((df["n"] == n).sum())}
-            med.append(q["median"])
-            q25.append(q["q25"])
-            q75.append(q["q75"])
-        med_c, q25_c, q75_c = (np.clip(np.asarray(v), lo, hi) for v in (med, q25, q75))
-        ax_r.errorbar(
-            ns,
-            med_c,
-            yerr=[med_c - q25_c, q75_c - med_c],
-            fmt="o",
-            color="tab:red",
-            ms=4,
-            capsize=2,
-            label="median, IQR",
-        )
-        ax_r.set_yscale("logit")
-        ax_r.yaxis.set_minor_formatter(NullFormatter())
-        ax_r.set_ylim(lo, hi)
-        ax_r.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
-        ax_r.legend(loc="upper right", fontsize=8)
-        if stats["n_clipped"]:
-            _note(
-                ax_r,
-                0.01,
-                0.99,
-                f"{stats['n_clipped']} of {p_all.size} values beyond the axis, drawn at its edge",
-                ha="left",
-                va="top",
-                fontsize=7,
-            )
+        _versus_n_panel(ax_r, df, column, objects, stats)
     else:
         _no_data(ax_r)
     ax_r.set_xlabel("n (annotations per subject)")
@@ -141,14 +143,16 @@ def plot_pfp_distribution(
     n_ref: int | None = 20,
     inset_max: float = 0.01,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
-    """fig:clump_fpp_dist: clump p_fp (decisions.md#clump-false-positive-probability) at n = 20 and versus n.
+    """fig:clump_fpp_dist: clump p_fp (decisions.md#clump-false-positive-probability) at
+    n = 20 and versus n.
 
     ``labels``: stacked labels.parquet (n, p_fp). Returns the fraction below the
-    inset limit at n_ref, the fraction outside [0.2, 0.8] (the paper's ~90 %) and
-    the median / quartiles per n."""
+    inset limit at n_ref, the fraction outside [0.2, 0.8] (the paper's ~90 %), the
+    median / quartiles per n and the fullest bin of the right panel (``colour_max``)."""
     return _probability_distribution(
-        labels, "p_fp", stem, n_ref=n_ref, inset_max=inset_max, dpi=dpi
+        labels, "p_fp", stem, n_ref=n_ref, inset_max=inset_max, dpi=dpi, wording=wording
     )
 
 
@@ -159,10 +163,12 @@ def plot_psigma_distribution(
     n_ref: int | None = 20,
     inset_max: float = 0.01,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
-    """fig:clump_variance_dist: clump p_σ (decisions.md#location-variance) at n = 20 and versus n."""
+    """fig:clump_variance_dist: clump p_σ (decisions.md#location-variance) at n = 20 and
+    versus n."""
     return _probability_distribution(
-        labels, "p_sigma", stem, n_ref=n_ref, inset_max=inset_max, dpi=dpi
+        labels, "p_sigma", stem, n_ref=n_ref, inset_max=inset_max, dpi=dpi, wording=wording
     )
 
 
@@ -196,6 +202,7 @@ def plot_clump_positions(
     bins: Sequence[float] = (0.0, 0.2, 0.5, 0.8, 1.0),
     radius: float = 0.25,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """fig:clump_location_vs_pfp: clump positions in normalised coordinates per p_fp bin.
 
@@ -203,6 +210,7 @@ def plot_clump_positions(
     [b_k, b_k+1) with the last one closed. The circle R = ``radius`` is drawn and
     the fraction of clumps outside it is given per bin."""
     require(labels, ["subject_id", "x", "y", "p_fp"], "labels")
+    objects = nouns(wording)["objects"]
     pos = normalised_offsets(labels.dropna(subset=["x", "y", "p_fp"]), sizes)
     edges = np.asarray(bins, float)
     k = len(edges) - 1
@@ -237,7 +245,7 @@ def plot_clump_positions(
         if counts.count():
             mesh = ax.pcolormesh(grid, grid, counts.T, norm=norm, cmap="viridis", rasterized=True)
         else:
-            _no_data(ax, "no clumps")
+            _no_data(ax, f"no {objects}")
         ax.add_patch(Circle((0, 0), radius, fill=False, ls="--", color="tab:red", lw=1))
         ax.set_aspect("equal")
         ax.set_xlim(-0.5, 0.5)
@@ -245,12 +253,12 @@ def plot_clump_positions(
         upper = "≤" if close == "]" else "<"
         ax.set_title(f"{edges[b]:g} ≤ {SYM['p_fp']} {upper} {edges[b + 1]:g}", fontsize=9)
         pct = "–" if not len(sel) else f"{100 * frac:.2f}%"
-        text = f"{len(sel)} clumps\nR > {radius:g}: {pct}"
+        text = f"{len(sel)} {objects}\nR > {radius:g}: {pct}"
         _note(ax, 0.03, 0.03, text, fontsize=8, color="k", bbox=WHITE_BOX)
         ax.set_xlabel(r"$X/X_{\max} - \frac{1}{2}$")
     axes[0].set_ylabel(r"$Y/Y_{\max} - \frac{1}{2}$")
     if mesh is not None:
-        _quiet_colorbar(fig.colorbar(mesh, ax=list(axes), label="clumps per bin"))
+        _quiet_colorbar(fig.colorbar(mesh, ax=list(axes), label=f"{objects} per bin"))
     save_figure(fig, stem)
     return stats
 
@@ -259,14 +267,28 @@ def build_pfp(inp, stem, params):
     ns, nr = _ns(params)
     cfg = _cfg(params)
     lab = read_stacked(inp["labels"], ns, ["p_fp"], "labels", [])
-    return plot_pfp_distribution(lab, stem, n_ref=nr, inset_max=cfg["inset_max"], dpi=cfg["dpi"])
+    return plot_pfp_distribution(
+        lab,
+        stem,
+        n_ref=nr,
+        inset_max=cfg["inset_max"],
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
+    )
 
 
 def build_psigma(inp, stem, params):
     ns, nr = _ns(params)
     cfg = _cfg(params)
     lab = read_stacked(inp["labels"], ns, ["p_sigma"], "labels", [])
-    return plot_psigma_distribution(lab, stem, n_ref=nr, inset_max=cfg["inset_max"], dpi=cfg["dpi"])
+    return plot_psigma_distribution(
+        lab,
+        stem,
+        n_ref=nr,
+        inset_max=cfg["inset_max"],
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
+    )
 
 
 def build_positions(inp, stem, params):
@@ -284,4 +306,5 @@ def build_positions(inp, stem, params):
         bins=cfg["position_bins"],
         radius=cfg["position_radius"],
         dpi=cfg["dpi"],
+        wording=params.get("wording"),
     )

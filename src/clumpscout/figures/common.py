@@ -31,6 +31,7 @@ from matplotlib.ticker import (
 )
 
 from clumpscout.errors import InputError
+from clumpscout.figures import registry
 from clumpscout.io import atomic_path
 
 #: output formats and the metadata that keeps them free of dates/versions
@@ -67,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "position_bins": [0.0, 0.2, 0.5, 0.8, 1.0],
     "position_radius": 0.25,
     "tp_cut": 0.3,
+    "calibration_min_labels": 20,
 }
 
 
@@ -127,6 +129,12 @@ def _summary(ax, text: str) -> None:
     _note(ax, 0.98, 0.95, text, ha="right", va="top", fontsize=8)
 
 
+def nouns(wording: str | None) -> dict[str, str]:
+    """What the data are called: clumps in galaxies (``clump_scout``) or objects in images
+    (``generic``), see :func:`clumpscout.figures.registry.wording`."""
+    return registry.words(wording)
+
+
 def _no_data(ax, text: str = "no data") -> None:
     _note(ax, 0.5, 0.5, text, ha="center", va="center", color="0.4")
 
@@ -149,19 +157,21 @@ def _n_edges(ns: Sequence[int]) -> np.ndarray:
     return np.arange(min(ns) - 0.5, max(ns) + 1.0, 1.0)
 
 
-def _density_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis"):
-    """2D histogram shown as number *density* (count / bin area), log colour scale.
+def _count_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis") -> np.ndarray:
+    """2D histogram coloured by the count per bin, log colour scale from 1.
 
-    The paper's 2D histograms (fig:clump_fpp_dist, fig:clump_variance_dist) use
-    the density because their bins cover different areas on a non-linear axis.
-    Returns the counts per bin.
+    The paper's 2D histograms (fig:clump_fpp_dist, fig:clump_variance_dist) show a
+    number density because their bins cover different areas of the axes as drawn. Ours
+    are equal on the axes as drawn (one n wide, equal steps of the logistic or
+    log-linear y coordinate), so the count per bin *is* that density, in units a reader
+    can check: the colour bar tops out at the fullest bin, never above the number of
+    items of one n (docs/decisions.md#figure-colour-scales). Returns the counts per bin.
     """
     counts, _, _ = np.histogram2d(x, y, bins=[x_edges, y_edges])
-    area = np.diff(x_edges)[:, None] * np.diff(y_edges)[None, :]
-    dens = np.ma.masked_equal(counts / area, 0.0)
-    if dens.count():
-        norm = LogNorm(vmin=dens.min(), vmax=max(dens.max(), dens.min() * 1.0001))
-        mesh = ax.pcolormesh(x_edges, y_edges, dens.T, norm=norm, cmap=cmap, rasterized=True)
+    shown = np.ma.masked_equal(counts, 0.0)
+    if shown.count():
+        norm = LogNorm(vmin=1.0, vmax=max(float(shown.max()), 1.0001))
+        mesh = ax.pcolormesh(x_edges, y_edges, shown.T, norm=norm, cmap=cmap, rasterized=True)
         _quiet_colorbar(ax.figure.colorbar(mesh, ax=ax, label=label))
     return counts
 

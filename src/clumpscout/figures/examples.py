@@ -43,8 +43,8 @@ def _frame(ax, width: float, height: float, image: np.ndarray | None, grey: bool
             ax.imshow(img, cmap="gray", extent=(0, width, height, 0), interpolation="nearest")
         else:
             ax.imshow(img, extent=(0, width, height, 0), interpolation="nearest")
-    else:
-        ax.add_patch(Rectangle((0, 0), width, height, fc="0.93" if grey else "0.85", ec="none"))
+    else:  # no image: the subject's extent, outlined on white
+        ax.add_patch(Rectangle((0, 0), width, height, fc="white", ec="0.6", lw=0.8))
     ax.set_xlim(0, width)
     ax.set_ylim(height, 0)
     ax.set_aspect("equal")
@@ -73,9 +73,9 @@ def _example_grid(
     ids: Sequence[int], heads: Sequence[str], dpi: int, *, extra_height: float = 0.0
 ) -> tuple[Figure, np.ndarray]:
     """The figure of an example panel: one row per subject, one column per entry of
-    ``heads`` (its title); with no subject, one row of blank frames and a note."""
+    ``heads`` (its title); with no subject, one row of empty frames and a note."""
     rows = max(len(ids), 1)
-    fig = new_figure(12.0, 3.1 * rows + extra_height, dpi)
+    fig = new_figure(3.0 * len(heads), 3.1 * rows + extra_height, dpi)
     axes = np.asarray(fig.subplots(rows, len(heads), squeeze=False))
     for j, t in enumerate(heads):
         axes[0, j].set_title(t, fontsize=9)
@@ -86,18 +86,31 @@ def _example_grid(
     return fig, axes
 
 
-def _example_row(axes: np.ndarray, sid: int, boxes: pd.DataFrame, image) -> pd.DataFrame:
-    """The common columns of one example row: the subject in every column (grey
-    scale after the first) and all of its volunteer boxes in the second. ``boxes``:
-    the subject's rows (with empty classifications); returns those with a box."""
+def _example_row(
+    axes: np.ndarray, sid: int, boxes: pd.DataFrame, image, with_subject: bool
+) -> pd.DataFrame:
+    """The common columns of one example row: the subject in every column (grey scale
+    after the first; the subject column only ``with_subject``) and all of its volunteer
+    boxes in the next. ``boxes``: the subject's rows (with empty classifications);
+    returns those with a box."""
     b = boxes.dropna(subset=["x1", "y1", "x2", "y2"])
     w, h = _subject_size(boxes)
     for j, ax in enumerate(axes):
-        _frame(ax, w, h, image, grey=j > 0)
+        _frame(ax, w, h, image, grey=j > 0 or not with_subject)
     axes[0].set_ylabel(f"subject {sid}", fontsize=8)
     for r in b.itertuples():
-        _box(axes[1], r, "tab:cyan", lw=0.7)
+        _box(axes[int(with_subject)], r, "tab:cyan", lw=0.7)
     return b
+
+
+def example_columns(
+    heads: Sequence[str], ids: Sequence[int], images: Mapping[int, np.ndarray]
+) -> tuple[list[str], bool]:
+    """The column titles of an example figure: without the first (the subject as
+    volunteers saw it) when none of the subjects ``ids`` has an image, so that a
+    project without subject images gets no empty panels. Returns (titles, with_subject)."""
+    with_subject = any(images.get(int(sid)) is not None for sid in ids)
+    return (list(heads) if with_subject else list(heads[1:])), with_subject
 
 
 def _label_boxes(ax, labels: pd.DataFrame, p_fp_dashed: float) -> int:
@@ -122,8 +135,9 @@ def plot_annotation_examples(
 ) -> dict:
     """fig:agg_examples: one row per subject, four columns.
 
-    (1) the subject as volunteers saw it (its image, else a blank frame); (2) all
-    volunteer boxes on a grey-scale image; (3) boxes coloured by their cluster,
+    (1) the subject as volunteers saw it (left out when no example subject has an
+    image, :func:`example_columns`); (2) all volunteer boxes on a grey-scale image
+    (else on the subject's outline); (3) boxes coloured by their cluster,
     boxes assigned to the dummy facility (cluster −1) in black; (4) the final
     label, dashed where p_fp > ``p_fp_dashed``. Returns, per subject, the counts
     of what was drawn."""
@@ -137,11 +151,14 @@ def plot_annotation_examples(
         "clusters (dummy: black)",
         f"label (dashed: p_fp > {p_fp_dashed:g})",
     )
+    heads, with_subject = example_columns(heads, ids, images)
+    col = int(with_subject)  # the column of all boxes; clusters and labels follow
     fig, axes = _example_grid(ids, heads, dpi)
     stats: dict[str, Any] = {"subjects": []}
     for i, sid in enumerate(ids):
         img = images.get(int(sid))
-        b = _example_row(axes[i], sid, assignments[assignments["subject_id"] == sid], img)
+        rows = assignments[assignments["subject_id"] == sid]
+        b = _example_row(axes[i], sid, rows, img, with_subject)
         lab = labels[labels["subject_id"] == sid]
         cluster = b["cluster"].astype("Float64").fillna(-3).astype(int).to_numpy()
         colours = _cluster_colours(np.unique(cluster))
@@ -150,8 +167,8 @@ def plot_annotation_examples(
             if c < -1:  # not aggregated (no cluster): not drawn in this column
                 continue
             n_dummy += c == -1
-            _box(axes[i, 2], r, "k" if c == -1 else colours[c], lw=1.2 if c == -1 else 0.8)
-        n_dashed = _label_boxes(axes[i, 3], lab, p_fp_dashed)
+            _box(axes[i, col + 1], r, "k" if c == -1 else colours[c], lw=1.2 if c == -1 else 0.8)
+        n_dashed = _label_boxes(axes[i, col + 2], lab, p_fp_dashed)
         stats["subjects"].append(
             {
                 "subject_id": int(sid),

@@ -23,6 +23,7 @@ from clumpscout.figures.common import (
     _no_data,
     _ns,
     new_figure,
+    nouns,
     read_stacked,
     read_table,
     require,
@@ -83,6 +84,7 @@ def plot_purity_completeness(
     subsets: Sequence[str] = ("all", "normal"),
     reference: str = "expert",
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """fig:pseudo_roc_volunteer_counts: purity vs completeness for every n.
 
@@ -127,7 +129,7 @@ def plot_purity_completeness(
         ax.set_xlim(0.0, 1.02)
         ax.set_ylim(0.0, 1.02)
         ax.set_xlabel(r"completeness $\mathcal{C}_n(p^{\star,\mathrm{fp}})$")
-        ax.set_title(f"{subset} clumps vs {reference}")
+        ax.set_title(f"{subset} {nouns(wording)['objects']} vs {reference}")
         ax.grid(alpha=0.3)
         if sub.empty:
             _no_data(ax)
@@ -172,6 +174,7 @@ def plot_pfp_true_false(
     inset_max: float = 0.01,
     cut: float = 0.3,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """fig:volunteer_normal_set_fpp_dist: p_fp of empirically true vs false positives.
 
@@ -218,13 +221,13 @@ def plot_pfp_true_false(
     if p.size:
         ax.legend(loc="lower center", fontsize=8, bbox_to_anchor=(0.5, 1.0), ncol=2)
     else:
-        _no_data(ax, "no compared clumps")
+        _no_data(ax, f"no compared {nouns(wording)['objects']}")
     ax.set_xlim(0, 1)
     inset.set_xlim(0, inset_max)
     inset.tick_params(labelsize=7)
     inset.set_title(f"{SYM['p_fp']} < {inset_max:g}", fontsize=8)
     ax.set_xlabel(SYM["p_fp"])
-    ax.set_ylabel("clumps")
+    ax.set_ylabel(nouns(wording)["objects"])
     save_figure(fig, stem)
     return stats
 
@@ -237,7 +240,12 @@ def build_pseudo_roc(inp, stem, params):
     if inp.get("summary"):
         summary = read_table(inp["summary"], ["n", "subset"], "comparison summary")
     return plot_purity_completeness(
-        curves, stem, summary=summary, reference=params.get("reference", "experts"), dpi=cfg["dpi"]
+        curves,
+        stem,
+        summary=summary,
+        reference=params.get("reference", "experts"),
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
     )
 
 
@@ -248,5 +256,10 @@ def build_true_false(inp, stem, params):
     m = empirical_matches(labels, points)
     m = m[m["normal"]]
     return plot_pfp_true_false(
-        m, stem, inset_max=cfg["inset_max"], cut=cfg["tp_cut"], dpi=cfg["dpi"]
+        m,
+        stem,
+        inset_max=cfg["inset_max"],
+        cut=cfg["tp_cut"],
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
     )

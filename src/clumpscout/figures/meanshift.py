@@ -17,11 +17,18 @@ from clumpscout.figures.common import (
     _summary,
     load_images,
     new_figure,
+    nouns,
     read_table,
     require,
     save_figure,
 )
-from clumpscout.figures.examples import _example_grid, _example_row, _label_boxes, pick_examples
+from clumpscout.figures.examples import (
+    _example_grid,
+    _example_row,
+    _label_boxes,
+    example_columns,
+    pick_examples,
+)
 
 
 def plot_meanshift_difference(
@@ -30,6 +37,7 @@ def plot_meanshift_difference(
     *,
     column: str = "diff_meanshift",
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (decisions.md#meanshift-baseline).
 
@@ -60,7 +68,8 @@ def plot_meanshift_difference(
         )
     else:
         _no_data(ax)
-    ax.set_xlabel(r"$N_{\mathrm{clumps}}$(ours) − $N_{\mathrm{clumps}}$(MeanShift)")
+    objects = nouns(wording)["objects"]
+    ax.set_xlabel(rf"$N_{{\mathrm{{{objects}}}}}$(ours) − $N_{{\mathrm{{{objects}}}}}$(MeanShift)")
     ax.set_ylabel("subjects")
     save_figure(fig, stem)
     return stats
@@ -80,8 +89,9 @@ def plot_meanshift_examples(
 ) -> dict:
     """fig:agg_v_ms_more_examples / fig:agg_v_ms_less_examples: one row per subject.
 
-    (1) subject image (else a blank frame); (2) all volunteer boxes on grey
-    scale; (3) our label boxes, dashed where p_fp > ``p_fp_dashed``; (4) MeanShift
+    (1) subject image (left out when no example subject has one,
+    :func:`~clumpscout.figures.examples.example_columns`); (2) all volunteer boxes on
+    grey scale; (3) our label boxes, dashed where p_fp > ``p_fp_dashed``; (4) MeanShift
     clump centres as red circles of radius box_side / 2 (= one FWHM, decisions.md#meanshift-baseline)."""
     require(boxes, ["subject_id", "x1", "y1", "x2", "y2"], "boxes")
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
@@ -89,20 +99,22 @@ def plot_meanshift_examples(
     images = images or {}
     ids = list(subject_ids)
     heads = ("subject", "all boxes", f"ours (dashed: p_fp > {p_fp_dashed:g})", "MeanShift")
+    heads, with_subject = example_columns(heads, ids, images)
+    col = int(with_subject)  # the column of all boxes; ours and MeanShift follow
     fig, axes = _example_grid(ids, heads, dpi, extra_height=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
     stats: dict[str, Any] = {"subjects": []}
     for i, sid in enumerate(ids):
         img = images.get(int(sid))
-        b = _example_row(axes[i], sid, boxes[boxes["subject_id"] == sid], img)
+        b = _example_row(axes[i], sid, boxes[boxes["subject_id"] == sid], img, with_subject)
         lab = labels[labels["subject_id"] == sid]
         ms = meanshift[meanshift["subject_id"] == sid]
-        n_dashed = _label_boxes(axes[i, 2], lab, p_fp_dashed)
+        n_dashed = _label_boxes(axes[i, col + 1], lab, p_fp_dashed)
         side = (b["x2"] - b["x1"]).median() if len(b) else 20.0
         sides = ms["box_side"].to_numpy(float) if "box_side" in ms else np.full(len(ms), side)
         for r, sd in zip(ms.itertuples(), sides, strict=True):
-            axes[i, 3].add_patch(Circle((r.x, r.y), sd / 2.0, fill=False, ec="red", lw=1.5))
+            axes[i, col + 2].add_patch(Circle((r.x, r.y), sd / 2.0, fill=False, ec="red", lw=1.5))
         stats["subjects"].append(
             {
                 "subject_id": int(sid),
@@ -119,20 +131,22 @@ def plot_meanshift_examples(
 
 def plot_meanshift_more_examples(subject_ids, boxes, labels, meanshift, stem, **kw) -> dict:
     """fig:agg_v_ms_more_examples_0-5: subjects where our framework finds more clumps."""
-    kw.setdefault("title", "our framework finds more clumps than MeanShift")
+    objects = nouns(kw.pop("wording", None))["objects"]
+    kw.setdefault("title", f"our framework finds more {objects} than MeanShift")
     return plot_meanshift_examples(subject_ids, boxes, labels, meanshift, stem, **kw)
 
 
 def plot_meanshift_fewer_examples(subject_ids, boxes, labels, meanshift, stem, **kw) -> dict:
     """fig:agg_v_ms_less_examples_0-5: subjects where MeanShift finds more clumps."""
-    kw.setdefault("title", "MeanShift finds more clumps than our framework")
+    objects = nouns(kw.pop("wording", None))["objects"]
+    kw.setdefault("title", f"MeanShift finds more {objects} than our framework")
     return plot_meanshift_examples(subject_ids, boxes, labels, meanshift, stem, **kw)
 
 
 def build_difference(inp, stem, params):
     cfg = _cfg(params)
     d = read_table(inp["count_difference"], ["subject_id"], "count difference")
-    return plot_meanshift_difference(d, stem, dpi=cfg["dpi"])
+    return plot_meanshift_difference(d, stem, dpi=cfg["dpi"], wording=params.get("wording"))
 
 
 def _ms_examples(inp, stem, params, sign: int):
@@ -149,7 +163,15 @@ def _ms_examples(inp, stem, params, sign: int):
     imgs = load_images(inp.get("images") or [], ids)
     fn = plot_meanshift_more_examples if sign > 0 else plot_meanshift_fewer_examples
     return fn(
-        ids, boxes, labels, ms, stem, images=imgs, p_fp_dashed=cfg["p_fp_dashed"], dpi=cfg["dpi"]
+        ids,
+        boxes,
+        labels,
+        ms,
+        stem,
+        images=imgs,
+        p_fp_dashed=cfg["p_fp_dashed"],
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
     )
 
 

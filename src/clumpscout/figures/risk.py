@@ -4,6 +4,7 @@ reasons versus n."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,17 +20,16 @@ from matplotlib.ticker import (
 from clumpscout.figures.common import (
     STATUSES,
     SYM,
-    WHITE_BOX,
     _cfg,
-    _density_mesh,
+    _count_mesh,
     _integer_x,
     _n_edges,
     _no_data,
-    _note,
     _ns,
     _quantiles,
     _quiet_colorbar,
     new_figure,
+    nouns,
     read_stacked,
     require,
     save_figure,
@@ -77,6 +77,51 @@ def filtered_n_fp(labels: pd.DataFrame, p_fp_cut: float) -> pd.DataFrame:
     )
 
 
+def _risk_panel(ax, n_of: np.ndarray, y: np.ndarray, ns: Sequence[int]) -> dict:
+    """One risk component versus n: subjects per bin on a y axis that is logarithmic
+    below 1 and linear above (:class:`LogLinear`; the bins are equal on the axes as
+    drawn), red dots = medians. Returns per n the median, mean, share above 1 and count,
+    the axis floor, the values drawn at it and the fullest bin (``colour_max``)."""
+    out: dict[str, Any] = {"per_n": {}}
+    pos = y[y > 0]
+    floor = 10.0 ** math.floor(math.log10(np.quantile(pos, 0.01))) if pos.size else 1e-3
+    floor = float(min(max(floor, 1e-8), 0.1))
+    tr = LogLinear(1.0, floor)
+    top = max(float(y.max()), 2.0)
+    y_edges = tr.inverse(np.linspace(tr.forward(floor), tr.forward(top), 41))
+    ax.set_yscale("function", functions=(tr.forward, tr.inverse))
+    counts = _count_mesh(ax, n_of, np.clip(y, floor, top), _n_edges(ns), y_edges,
+                         "subjects per bin")  # fmt: skip
+    out["colour_max"] = int(counts.max()) if counts.size else 0
+    med = []
+    for n in ns:
+        yn = y[n_of == n]
+        q = _quantiles(yn)
+        out["per_n"][int(n)] = {
+            "median": q["median"],
+            "mean": q["mean"],
+            "frac_above_1": float((yn > 1).mean()) if yn.size else float("nan"),
+            "count": int(yn.size),
+        }
+        med.append(q["median"])
+    ax.plot(ns, np.clip(med, floor, None), "o", color="tab:red", ms=4, label="median")
+    ax.axhline(1.0, color="k", ls="--", lw=1)
+    n_floor = int((y < floor).sum())
+    out["floor"] = floor
+    out["n_below_floor"] = n_floor
+    if n_floor:  # said above the panel, where it hides no bin
+        out["floor_note"] = (
+            f"{n_floor} of {y.size} values < {floor:g} (zeros included) drawn at the floor"
+        )
+    ax.yaxis.set_major_locator(FixedLocator(tr.ticks(top)))
+    ax.yaxis.set_minor_locator(NullLocator())
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    ax.set_ylim(floor, top)
+    ax.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
+    ax.legend(loc="upper right", fontsize=8)
+    return out
+
+
 def plot_risk_components(
     subjects: pd.DataFrame,
     labels: pd.DataFrame,
@@ -115,50 +160,10 @@ def plot_risk_components(
             _no_data(ax)
             ax.set_title(label)
             continue
-        y = vals[col].to_numpy(float)
-        pos = y[y > 0]
-        floor = 10.0 ** math.floor(math.log10(np.quantile(pos, 0.01))) if pos.size else 1e-3
-        floor = float(min(max(floor, 1e-8), 0.1))
-        tr = LogLinear(1.0, floor)
-        top = max(float(y.max()), 2.0)
-        u_edges = np.linspace(tr.forward(floor), tr.forward(top), 41)
-        y_edges = tr.inverse(u_edges)
-        ax.set_yscale("function", functions=(tr.forward, tr.inverse))
-        _density_mesh(
-            ax,
-            vals["n"].to_numpy(float),
-            np.clip(y, floor, top),
-            _n_edges(ns),
-            y_edges,
-            "subjects per unit n, N",
-        )
-        med = []
-        for n in ns:
-            yn = vals.loc[vals["n"] == n, col].to_numpy(float)
-            q = _quantiles(yn)
-            stats[col]["per_n"][int(n)] = {
-                "median": q["median"],
-                "mean": q["mean"],
-                "frac_above_1": float((yn > 1).mean()) if yn.size else float("nan"),
-                "count": int(yn.size),
-            }
-            med.append(q["median"])
-        ax.plot(ns, np.clip(med, floor, None), "o", color="tab:red", ms=4, label="median")
-        ax.axhline(1.0, color="k", ls="--", lw=1)
-        n_floor = int((y < floor).sum())
-        stats[col]["floor"] = floor
-        stats[col]["n_below_floor"] = n_floor
-        if n_floor:
-            text = f"{n_floor} of {y.size} values < {floor:g} (zeros included) drawn at the floor"
-            _note(ax, 0.01, 0.01, text, fontsize=7, va="bottom", bbox=WHITE_BOX)
-        ax.yaxis.set_major_locator(FixedLocator(tr.ticks(top)))
-        ax.yaxis.set_minor_locator(NullLocator())
-        ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
-        ax.set_ylim(floor, top)
-        ax.set_xlim(min(ns) - 0.5, max(ns) + 0.5)
-        ax.set_title(label)
+        stats[col] |= _risk_panel(ax, vals["n"].to_numpy(float), vals[col].to_numpy(float), ns)
+        note = stats[col].pop("floor_note", "")
+        ax.set_title(f"{label}\n{note}" if note else label, fontsize=9 if note else None)
         ax.set_ylabel(label)
-        ax.legend(loc="upper right", fontsize=8)
     for ax in axes[2:]:
         ax.set_xlabel("n (annotations per subject)")
         _integer_x(ax)
@@ -187,11 +192,14 @@ def plot_clumps_per_galaxy(
     *,
     p_fp_cut: float = 0.85,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """fig:clumps_per_galaxy_filtered: clumps per galaxy vs n (all; p_fp < cut).
 
     Every subject of the subsample counts (zero-clump galaxies included). Colour =
-    number of galaxies; red markers and line = the mean per n."""
+    number of galaxies; red markers and line = the mean per n. With the generic
+    ``wording``, objects per image."""
+    w = nouns(wording)
     require(subjects, ["n", "subject_id"], "subjects")
     require(labels, ["n", "subject_id", "p_fp"], "labels")
     ns = sorted(subjects["n"].unique().tolist())
@@ -201,8 +209,8 @@ def plot_clumps_per_galaxy(
     for ax, (key, cut, title) in zip(
         axes,
         (
-            ("all", None, "all clumps"),
-            ("cut", p_fp_cut, rf"clumps with {SYM['p_fp']} < {p_fp_cut:g}"),
+            ("all", None, f"all {w['objects']}"),
+            ("cut", p_fp_cut, rf"{w['objects']} with {SYM['p_fp']} < {p_fp_cut:g}"),
         ),
         strict=True,
     ):
@@ -225,7 +233,7 @@ def plot_clumps_per_galaxy(
             cmap="viridis",
             rasterized=True,
         )
-        _quiet_colorbar(fig.colorbar(mesh, ax=ax, label="galaxies"))
+        _quiet_colorbar(fig.colorbar(mesh, ax=ax, label=w["subjects"]))
         means = cps.groupby("n")["clumps"].mean()
         ax.plot(means.index, means.values, "o-", color="tab:red", ms=4, label="mean")
         for n, m in means.items():
@@ -234,7 +242,7 @@ def plot_clumps_per_galaxy(
                 "galaxies": int((cps["n"] == n).sum()),
                 "clumps": int(cps.loc[cps["n"] == n, "clumps"].sum()),
             }
-        ax.set_ylabel("clumps per galaxy")
+        ax.set_ylabel(f"{w['objects']} per {w['subject']}")
         ax.set_title(title)
         ax.legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("n (annotations per subject)")
@@ -254,6 +262,16 @@ def status_fractions(subjects: pd.DataFrame) -> pd.DataFrame:
     return tab.reindex(columns=cols, fill_value=0.0)
 
 
+#: status -> (line style, legend words)
+STATUS_LEGEND = {
+    "retired": ("o-", "retired (risk criterion)"),
+    "retired_empty": ("s-", "retired, nothing marked"),
+    "stale": ("^-", "stale (cycle limit reached)"),
+    "unretired": ("v-", "not retired"),
+    "other": ("x-", "other status"),
+}
+
+
 def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
     """fig:retirement_reason_fraction: fraction of subjects per status vs n.
 
@@ -263,17 +281,11 @@ def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: in
     frac = status_fractions(subjects)
     fig = new_figure(6.0, 4.5, dpi)
     ax = fig.subplots()
-    styles = {
-        "retired": "o-",
-        "retired_empty": "s-",
-        "stale": "^-",
-        "unretired": "v-",
-        "other": "x-",
-    }
     for col in frac.columns:
         y = frac[col].where(frac[col] > 0)
         if y.notna().any():
-            ax.plot(frac.index, y, styles[col], ms=4, label=col)
+            style, label = STATUS_LEGEND[col]
+            ax.plot(frac.index, y, style, ms=4, label=label)
     if frac.empty:
         _no_data(ax)
     else:
@@ -304,7 +316,9 @@ def build_clumps_per_galaxy(inp, stem, params):
     cfg = _cfg(params)
     subj = read_stacked(inp["subjects"], ns, ["subject_id"], "subjects", [])
     lab = read_stacked(inp["labels"], ns, ["subject_id", "p_fp"], "labels", [])
-    return plot_clumps_per_galaxy(subj, lab, stem, p_fp_cut=cfg["p_fp_cut"], dpi=cfg["dpi"])
+    return plot_clumps_per_galaxy(
+        subj, lab, stem, p_fp_cut=cfg["p_fp_cut"], dpi=cfg["dpi"], wording=params.get("wording")
+    )
 
 
 def build_retirement(inp, stem, params):

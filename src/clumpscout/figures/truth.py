@@ -18,6 +18,7 @@ from clumpscout.figures.common import (
     _no_data,
     _ns,
     new_figure,
+    nouns,
     read_stacked,
     read_table,
     require,
@@ -75,6 +76,7 @@ def plot_method_comparison(
     *,
     subset: str = "all",
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """Both consensus models and the three baselines against the truth and the experts.
 
@@ -87,6 +89,7 @@ def plot_method_comparison(
     clumps as a dashed line (from the truth when present, else over the expert
     subjects, without a line). Returns the numbers per reference and method
     (:func:`method_numbers`)."""
+    objects = nouns(wording)["objects"]
     refs = [r for r in ("truth", "experts") if r in summaries and summaries[r] is not None]
     if not refs:
         raise InputError("method comparison: neither a truth nor an expert summary")
@@ -120,7 +123,7 @@ def plot_method_comparison(
         ax.set_xlabel("completeness")
         ax.set_ylabel("purity")
         who = "the simulated truth" if ref == "truth" else "the experts"
-        ax.set_title(f"{subset} clumps vs {who}" + (f", n = {ns[0]}" if len(ns) == 1 else ""))
+        ax.set_title(f"{subset} {objects} vs {who}" + (f", n = {ns[0]}" if len(ns) == 1 else ""))
         ax.grid(alpha=0.3)
     handles, _ = axes[0].get_legend_handles_labels()
     handles += [
@@ -141,9 +144,9 @@ def plot_method_comparison(
     n_true = float("nan")
     if ref == "truth" and methods:
         n_true = next(iter(numbers[ref].values()))["n_points"]
-        ax.axhline(n_true, color="k", ls="--", lw=1.0, label="true clumps")
+        ax.axhline(n_true, color="k", ls="--", lw=1.0, label=f"true {objects}")
     ax.set_xticks(x, [METHODS.get(m, (m, ""))[0] for m in methods], rotation=30, ha="right")
-    ax.set_ylabel("label clumps")
+    ax.set_ylabel(f"label {objects}")
     where = "all subjects" if ref == "truth" else "expert subjects"
     ax.set_title(f"labels ({where})")
     ax.legend(fontsize=7)
@@ -166,45 +169,94 @@ def expected_calibration_error(table: pd.DataFrame) -> float:
     return float((t["n_labels"] * (t["frac_false"] - t["mean_p_fp"]).abs()).sum() / total)
 
 
+def merge_sparse_bins(table: pd.DataFrame, min_labels: int) -> pd.DataFrame:
+    """Reliability bins of one (n, subset), neighbours merged until each holds at least
+    ``min_labels`` label clumps (a short remainder joins the last full bin); empty bins
+    are dropped. A merged bin's mean p_fp is the count-weighted mean, its fraction
+    false the pooled one and ``frac_false_se`` the binomial standard error
+    sqrt(f (1 − f) / n). Fewer than ``min_labels`` labels in all: one bin."""
+    t = table[table["n_labels"] > 0]
+    if "bin_lo" in t.columns:
+        t = t.sort_values("bin_lo", kind="stable")
+    groups: list[list[int]] = []
+    count = 0
+    for i, n_lab in zip(t.index, t["n_labels"], strict=True):
+        if not groups or count >= min_labels:
+            groups.append([])
+            count = 0
+        groups[-1].append(i)
+        count += int(n_lab)
+    if len(groups) > 1 and count < min_labels:
+        last = groups.pop()
+        groups[-1] += last
+    rows = []
+    for g in groups:
+        b = t.loc[g]
+        n_lab = int(b["n_labels"].sum())
+        n_false = float((b["frac_false"] * b["n_labels"]).sum())
+        f = n_false / n_lab
+        rows.append(
+            {
+                "bin_lo": float(b["bin_lo"].min()) if "bin_lo" in b else float("nan"),
+                "bin_hi": float(b["bin_hi"].max()) if "bin_hi" in b else float("nan"),
+                "n_labels": n_lab,
+                "mean_p_fp": float((b["mean_p_fp"] * b["n_labels"]).sum() / n_lab),
+                "frac_false": f,
+                "frac_false_se": float(np.sqrt(f * (1.0 - f) / n_lab)),
+            }
+        )
+    cols = ["bin_lo", "bin_hi", "n_labels", "mean_p_fp", "frac_false", "frac_false_se"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _reliability_panel(ax, ref: pd.DataFrame, k: int, label: str) -> None:
+    """One subset's merged bins: fraction truly false with its standard error against
+    the mean p_fp, each point labelled with its number of label clumps."""
+    x = ref["mean_p_fp"].to_numpy(float) + 0.004 * k
+    y = ref["frac_false"].to_numpy(float)
+    bars = ax.errorbar(x, y, yerr=ref["frac_false_se"], fmt="o", ms=4, capsize=2, label=label)
+    for xi, yi, n_lab in zip(x, y, ref["n_labels"], strict=True):
+        ax.annotate(f"{int(n_lab)}", (xi, yi), xytext=(4, 4 - 12 * k), textcoords="offset points",
+                    fontsize=6, color=bars[0].get_color())  # fmt: skip
+
+
 def plot_calibration(
     calibration: pd.DataFrame,
     stem: str | Path,
     *,
     n_ref: int | None = 20,
+    min_labels: int = 20,
     dpi: int = 150,
+    wording: str | None = None,
 ) -> dict:
     """p_fp against the simulated truth (no counterpart in the paper).
 
     ``calibration``: clumpscout.evaluation.compare's stacked reliability table (n, subset,
     bin_lo, bin_hi, n_labels, mean_p_fp, frac_false, frac_false_se). Left: the
-    fraction of label clumps that are truly false vs their mean p_fp per bin at
-    n_ref (a calibrated p_fp lies on the diagonal). Right: the expected
-    calibration error per n and subset."""
+    fraction of label clumps that are truly false vs their mean p_fp at n_ref, in bins
+    of at least ``min_labels`` clumps (:func:`merge_sparse_bins`: a bin of a few clumps
+    is noise, not calibration), with standard errors and counts (a calibrated p_fp lies
+    on the diagonal). Right: the expected calibration error per n and subset, from the
+    table's own bins."""
     need = ["n", "subset", "n_labels", "mean_p_fp", "frac_false"]
     require(calibration, need, "calibration")
+    objects = nouns(wording)["objects"]
     ns = sorted(calibration["n"].unique().tolist())
     nr = _n_ref(ns, n_ref)
     fig = new_figure(11.0, 4.5, dpi)
     ax_l, ax_r = fig.subplots(1, 2)
     ax_l.plot([0, 1], [0, 1], ":", color="0.5", lw=1)
-    stats: dict[str, Any] = {"n_ref": nr, "ece": {}}
+    stats: dict[str, Any] = {"n_ref": nr, "min_labels": int(min_labels), "ece": {}, "bins": {}}
     subsets = list(dict.fromkeys(calibration["subset"]))
     for k, subset in enumerate(subsets):
         sub = calibration[calibration["subset"] == subset]
         eces = {int(n): expected_calibration_error(g) for n, g in sub.groupby("n")}
         stats["ece"][subset] = eces
-        ax_r.plot(list(eces), list(eces.values()), "o-", ms=4, label=subset)
-        ref = sub[(sub["n"] == nr) & (sub["n_labels"] > 0)]
-        yerr = ref["frac_false_se"] if "frac_false_se" in ref else None
-        ax_l.errorbar(
-            ref["mean_p_fp"] + 0.004 * k,
-            ref["frac_false"],
-            yerr=yerr,
-            fmt="o-",
-            ms=4,
-            capsize=2,
-            label=f"{subset}: ECE {eces.get(nr, float('nan')):.3f}",
-        )
+        name = f"{subset} {objects}"
+        ax_r.plot(list(eces), list(eces.values()), "o-", ms=4, label=name)
+        ref = merge_sparse_bins(sub[sub["n"] == nr], int(min_labels))
+        stats["bins"][subset] = ref.to_dict(orient="records")
+        _reliability_panel(ax_l, ref, k, f"{name}: ECE {eces.get(nr, float('nan')):.3f}")
     if not subsets:
         _no_data(ax_l)
         _no_data(ax_r)
@@ -215,7 +267,8 @@ def plot_calibration(
     ax_l.set_ylim(0, 1)
     ax_l.set_xlabel(r"mean $p^{\mathrm{fp}}_{l}$ in bin")
     ax_l.set_ylabel("fraction truly false")
-    ax_l.set_title(f"n = {nr}")
+    ax_l.set_title(f"n = {nr}; bins of ≥ {min_labels} {objects} (numbers: {objects} per bin)",
+                   fontsize=9)  # fmt: skip
     ax_r.set_xlabel("n (annotations per subject)")
     _integer_x(ax_r)
     ax_r.set_ylabel("expected calibration error")
@@ -228,8 +281,16 @@ def build_calibration(inp, stem, params):
     ns, nr = _ns(params)
     cfg = _cfg(params)
     need = ["subset", "n_labels", "mean_p_fp", "frac_false"]
-    cal = read_stacked(inp["calibration"], ns, need, "calibration", ["frac_false_se"])
-    return plot_calibration(cal, stem, n_ref=nr, dpi=cfg["dpi"])
+    opt = ["frac_false_se", "bin_lo", "bin_hi"]
+    cal = read_stacked(inp["calibration"], ns, need, "calibration", opt)
+    return plot_calibration(
+        cal,
+        stem,
+        n_ref=nr,
+        min_labels=int(cfg["calibration_min_labels"]),
+        dpi=cfg["dpi"],
+        wording=params.get("wording"),
+    )
 
 
 def build_method_comparison(inp, stem, params):
@@ -243,4 +304,6 @@ def build_method_comparison(inp, stem, params):
         if inp.get(f"{ref}_curves"):
             need = ["method", "subset", "threshold", "completeness", "purity"]
             curves[ref] = read_table(inp[f"{ref}_curves"], need, f"{ref} method curves", [])
-    return plot_method_comparison(curves, summaries, stem, dpi=cfg["dpi"])
+    return plot_method_comparison(
+        curves, summaries, stem, dpi=cfg["dpi"], wording=params.get("wording")
+    )
