@@ -442,3 +442,29 @@ def test_clicks_all_tasks_counts_kept_and_every_dropped_click():
     assert row["value"] == 14 and row["paper"] == "3561454"
     with pytest.raises(InputError, match="clicks_kept"):
         H.export_click_total({"dropped_clicks": {}})
+
+
+def test_trend_rows_are_words_in_the_csv(table, tmp_path):
+    trends = table[table["section"] == "trends"]
+    assert set(trends["value"]) <= {"agrees", "disagrees", "cannot check"}
+    H.write_csv(table, tmp_path / "h.csv")
+    back = pd.read_csv(tmp_path / "h.csv")
+    assert set(back.loc[back["section"] == "trends", "value"]) == set(trends["value"])
+    assert "<b>disagrees</b>" in H.to_html(table)
+
+
+def test_generic_wording_has_objects_and_no_paper():
+    t = H.headline_table(
+        clicks=toy_clicks(),
+        labels=toy_labels(),
+        subjects=toy_subjects(),
+        n_ref=5,
+        truth=pd.DataFrame({"subject_id": [11, 11, 12]}),
+        wording="generic",
+    )
+    q = set(t["quantity"])
+    assert {"objects", "images_with_objects", "true_objects"} <= q
+    assert not q & {"clumps", "galaxies_with_clumps", "true_clumps"}
+    assert (t["paper"] == "").all()
+    assert not (t["section"] == "trends").any()
+    assert not t["note"].str.contains("clump|galax").any()

@@ -68,6 +68,9 @@ def build(
         raise InputError(f"unknown figure {name!r}; known: {', '.join(FIGURES)}")
     with timed(f"figure {name}", log):
         stats = FIGURES[name](inputs, Path(stem), params)
+    wording = params.get("wording") or "clump_scout"
+    if wording != "clump_scout":  # the report then shows no paper values beside ours
+        stats = {**stats, "wording": wording}
     write_json({"figure": name, **stats}, output_paths(stem)["png"].with_suffix(".json"))
     return stats
 
