@@ -394,6 +394,8 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
     (tmp_path / "config.yaml").write_text(cfg)
     snakefile = tmp_path / "Snakefile"
     snakefile.write_text(TINY_SNAKEFILE.format(repo=REPO))
+    for name in ("src", "scripts"):  # code digests read them beside the Snakefile
+        (tmp_path / name).symlink_to(REPO / name)
     base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(tmp_path)]
     run = subprocess.run([*base, "--cores", "2", "-q"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
