@@ -1,4 +1,5 @@
-"""Snakemake adapter: the figure rules -> clumpscout.figures.paper.build (one figure per rule)."""
+"""Snakemake adapter: the figure rules (one per clumpscout.figures.registry entry) ->
+clumpscout.figures.paper.build."""
 
 from _common import main
 
@@ -23,6 +24,7 @@ def _run(sm):
         "figures": dict(sm.params.figures),
         "seed": int(sm.params.get("seed", 0)),
         "reference": sm.params.get("reference", "experts"),
+        "wording": sm.params.get("wording", "clump_scout"),
     }
     stem = sm.output.png[: -len(".png")]
     build(sm.params.figure, _inputs(sm), stem, params)

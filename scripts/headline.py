@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule headline -> clumpscout.evaluation.headline.build (issue 4 item 5)."""
+"""Snakemake adapter: rule headline -> clumpscout.evaluation.headline.build."""
 
 from _common import main
 
@@ -14,6 +14,7 @@ def _run(sm):
         "ns": list(sm.params.ns),
         "figures": {"n_ref": sm.params.n_ref},
         "model": sm.params.get("model", "paper"),
+        "wording": sm.params.get("wording", "clump_scout"),
     }
     build(inputs, sm.output.csv, sm.output.html, params)
 

@@ -1,4 +1,4 @@
-"""Figures (issue 4 item 4): every plotting function on tiny hand-made inputs.
+"""Figures: every plotting function on tiny hand-made inputs.
 
 A synthetic results folder whose tables have known properties (written by
 :func:`make_results`, also used by tests/test_headline.py) goes once through
@@ -20,7 +20,19 @@ import pytest
 from PIL import Image
 
 from clumpscout.errors import InputError
-from clumpscout.figures import paper as F
+from clumpscout.figures import (
+    clumps,
+    common,
+    examples,
+    experts,
+    meanshift,
+    paper,
+    registry,
+    report,
+    risk,
+    truth,
+    volunteers,
+)
 
 DPI = 20
 NS = (3, 20)
@@ -346,7 +358,8 @@ SIZES = {
     "retirement_reason_fraction": (6.0, 4.5),
     "agg_v_ms_dist": (6.0, 4.5),
     "agg_v_ms_more_examples": (12.0, 3.1 * 2 + 0.3),  # 2 subjects with diff > 0 (< 4 asked)
-    "agg_v_ms_less_examples": (12.0, 3.1 * 1 + 0.3),  # 1 subject with diff < 0
+    # 1 subject with diff < 0, without an image: no subject column
+    "agg_v_ms_less_examples": (9.0, 3.1 * 1 + 0.3),
     "agg_examples": (12.0, 3.1 * 2),  # subjects 1 and 2: good clump + dummy box
     "method_comparison": (5.0 * 2 + 5.5, 4.8),  # truth and experts panels + label counts
 }
@@ -400,7 +413,7 @@ def test_every_figure_written_with_expected_size(built, name):
 
 
 def test_every_registered_figure_is_built(built):
-    assert set(F.FIGURES) == set(SIZES)
+    assert set(paper.FIGURES) == set(SIZES)
     assert {p.stem for p in built.glob("*.png")} == set(SIZES)
 
 
@@ -436,11 +449,11 @@ def test_clump_positions_numbers(built):
 def test_normalised_offsets_use_each_subject_size():
     lab = labels_table(20)
     sizes = pd.DataFrame({"subject_id": [1], "image_width": [200], "image_height": [100]})
-    pos = F.normalised_offsets(lab, sizes)
+    pos = clumps.normalised_offsets(lab, sizes)
     assert pos["X"].iloc[1] == pytest.approx(0.25) and pos["Y"].iloc[1] == pytest.approx(0.0)
     assert pos["R"].iloc[5] == pytest.approx(math.hypot(20 / 400 - 0.5, 20 / 400 - 0.5))
     # without sizes every image is 400 x 400
-    assert F.normalised_offsets(lab)["X"].iloc[0] == pytest.approx(100 / 400 - 0.5)
+    assert clumps.normalised_offsets(lab)["X"].iloc[0] == pytest.approx(100 / 400 - 0.5)
 
 
 def test_purity_completeness_markers_from_summary(built):
@@ -463,25 +476,27 @@ def test_method_comparison_numbers(built):
             assert (v["opt_threshold"], v["opt_completeness"], v["opt_purity"]) == (t, c, p)
             assert (v["completeness_p1"], v["purity_p1"]) == (c1, p1)
             assert (v["n_labels_p1"], v["n_labels_opt"]) == (n1, nopt)
-    labels = F.report_labels("method_comparison", built / "method_comparison.json")
+    labels = report.report_labels("method_comparison", built / "method_comparison.json")
     assert "generative model C 0.8 P 0.9" in labels["ours"]
 
 
 def test_method_comparison_with_the_experts_only(tmp_path):
     curve, summary = method_tables()
-    s = F.plot_method_comparison({"experts": curve}, {"experts": summary}, tmp_path / "m", dpi=DPI)
+    s = truth.plot_method_comparison(
+        {"experts": curve}, {"experts": summary}, tmp_path / "m", dpi=DPI
+    )
     assert set(s) >= {"experts"} and "truth" not in s and math.isnan(s["n_true_clumps"])
     with Image.open(tmp_path / "m.png") as im:
         assert im.size == (round((5.0 + 5.5) * DPI), round(4.8 * DPI))
     with pytest.raises(InputError, match="neither"):
-        F.plot_method_comparison({}, {}, tmp_path / "x", dpi=DPI)
+        truth.plot_method_comparison({}, {}, tmp_path / "x", dpi=DPI)
 
 
 def test_curve_markers_by_hand():
     c = pd.DataFrame(
         {"threshold": [0.0, 0.5, 1.0], "completeness": [0.2, 0.5, 0.9], "purity": [0.9, 0.7, 0.3]}
     )
-    m = F.curve_markers(c)
+    m = experts.curve_markers(c)
     # hypot: 0.922, 0.860, 0.949 -> the last point
     assert m["optimal"]["threshold"] == 1.0
     assert m["max_c"]["threshold"] == 1.0 and m["max_p"]["threshold"] == 0.0
@@ -493,13 +508,13 @@ def test_curve_markers_by_hand():
             "purity": [np.nan, 0.4, 0.6],
         }
     )
-    m2 = F.curve_markers(c2)
+    m2 = experts.curve_markers(c2)
     assert m2["max_c"]["purity"] == 0.6 and m2["optimal"]["threshold"] == 1.0
 
 
 def test_empirical_matches_and_true_false_figure(built):
     lab = labels_table(20)
-    m = F.empirical_matches(lab, expert_clicks_table())
+    m = experts.empirical_matches(lab, expert_clicks_table())
     # subject 4 (clump 9) had no expert: left out
     assert len(m) == 9
     assert m["tp"].tolist() == [True, False, False, True, False, False, True, False, True]
@@ -515,16 +530,16 @@ def test_empirical_matches_and_true_false_figure(built):
 def test_calibration_figure_ece(built):
     s = stats_of(built, "pfp_calibration_truth")
     assert s["ece"]["all"]["20"] == pytest.approx(0.1)
-    assert F.expected_calibration_error(
+    assert truth.expected_calibration_error(
         calibration_table().query("n == 3 and subset == 'all'")
     ) == (pytest.approx(0.1))
 
 
 def test_skill_bins_and_statistics(built):
-    assert F.skill_bins(np.array([1, 12])).tolist() == [1, 2, 3, 5, 10, 20]
-    assert F.skill_bins(np.array([1])).tolist() == [1, 2]
-    assert F.skill_bins(np.array([20])).tolist()[-2:] == [20, 50]
-    t = F.skill_statistics(volunteers_table(), F.skill_bins(np.array(VOL_N)))
+    assert volunteers.skill_bins(np.array([1, 12])).tolist() == [1, 2, 3, 5, 10, 20]
+    assert volunteers.skill_bins(np.array([1])).tolist() == [1, 2]
+    assert volunteers.skill_bins(np.array([20])).tolist()[-2:] == [20, 50]
+    t = volunteers.skill_statistics(volunteers_table(), volunteers.skill_bins(np.array(VOL_N)))
     assert t["count"].tolist() == [2, 1, 1, 0, 1]
     assert t["p_fp_median"].iloc[0] == pytest.approx(0.2)  # (0.1 + 0.3) / 2
     assert t["sigma_mean"].iloc[0] == pytest.approx(0.25)  # (0.2 + 0.3) / 2
@@ -536,7 +551,7 @@ def test_skill_bins_and_statistics(built):
 
 def test_risk_components_numbers(built):
     lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.5, 0.86]})
-    f = F.filtered_n_fp(lab, 0.85).set_index("subject_id")["n_fp_cut"]
+    f = risk.filtered_n_fp(lab, 0.85).set_index("subject_id")["n_fp_cut"]
     assert f.loc[1] == pytest.approx(0.6) and 2 not in f.index
     s = stats_of(built, "subject_risk_param_evolution")
     assert s["n_fp"]["per_n"]["20"]["frac_above_1"] == pytest.approx(0.5)
@@ -550,29 +565,29 @@ def test_risk_components_numbers(built):
 
 def test_logit_limits():
     p = np.r_[np.full(990, 0.3), np.full(10, 1e-9)]  # the 0.5 % quantile is 1e-9
-    lo, hi = F.logit_limits(p)
+    lo, hi = common.logit_limits(p)
     assert lo == pytest.approx(1e-9) and hi == pytest.approx(0.99)  # >= [0.01, 0.99]
     p = np.r_[np.full(990, 1e-30), np.full(10, 1 - 3e-4)]
-    lo, hi = F.logit_limits(p)
+    lo, hi = common.logit_limits(p)
     assert lo == pytest.approx(1e-15) and hi == pytest.approx(1 - 1e-4)
-    assert F.logit_limits(np.array([0.0, 1.0])) == (1e-3, 1 - 1e-3)
+    assert common.logit_limits(np.array([0.0, 1.0])) == (1e-3, 1 - 1e-3)
 
 
 def test_report_labels_ours_next_to_paper(built):
-    lab = F.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
+    lab = report.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
     assert set(lab) == {"figure", "ours", "paper"}
     assert "30.0% < 0.01" in lab["ours"] and "80.0% outside" in lab["ours"]
     assert "n=3: 0.04 → n=20: 0.45" in lab["ours"] and "≈5e-5" in lab["paper"]
-    ms = F.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
+    ms = report.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
     assert "ours more 40.0%" in ms["ours"] and "MeanShift more 20.0%" in ms["ours"]
-    for name in F.FIGURES:  # every figure has labels, with or without its numbers
-        assert F.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
-        missing = F.report_labels(name, built / "missing.json")
+    for name in paper.FIGURES:  # every figure has labels, with or without its numbers
+        assert report.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
+        missing = report.report_labels(name, built / "missing.json")
         assert missing["ours"] == "–" and missing["paper"]
 
 
 def test_log_linear_axis_round_trip():
-    t = F.LogLinear(1.0, 1e-4)
+    t = risk.LogLinear(1.0, 1e-4)
     y = np.array([1e-4, 0.01, 0.5, 1.0, 2.0, 10.0])
     assert np.allclose(t.inverse(t.forward(y)), y)
     assert t.forward(0.1) == pytest.approx(-1.0)
@@ -583,8 +598,8 @@ def test_log_linear_axis_round_trip():
 def test_clumps_per_galaxy_numbers(built):
     subj = pd.DataFrame({"n": 5, "subject_id": [1, 2, 3, 4]})
     lab = pd.DataFrame({"n": 5, "subject_id": [1, 1, 1, 2], "p_fp": [0.1, 0.9, 0.2, 0.95]})
-    assert F.clumps_per_subject(subj, lab)["clumps"].tolist() == [3, 1, 0, 0]
-    assert F.clumps_per_subject(subj, lab, 0.85)["clumps"].tolist() == [2, 0, 0, 0]
+    assert risk.clumps_per_subject(subj, lab)["clumps"].tolist() == [3, 1, 0, 0]
+    assert risk.clumps_per_subject(subj, lab, 0.85)["clumps"].tolist() == [2, 0, 0, 0]
     s = stats_of(built, "clumps_per_galaxy_filtered")
     assert s["all"]["20"]["mean"] == pytest.approx(10 / 5)  # subject 5 has none
     assert s["cut"]["20"]["mean"] == pytest.approx(6 / 5)  # p_fp < .85: clumps 0-5
@@ -596,7 +611,7 @@ def test_retirement_fractions(built):
     assert s["3"] == {"retired": 0.4, "retired_empty": 0.2, "stale": 0.2, "unretired": 0.2}
     assert s["20"]["retired"] == pytest.approx(0.6) and s["20"]["unretired"] == 0.0
     odd = pd.DataFrame({"n": [3, 3], "status": ["retired", "bogus"]})
-    assert F.status_fractions(odd).loc[3, "other"] == pytest.approx(0.5)
+    assert risk.status_fractions(odd).loc[3, "other"] == pytest.approx(0.5)
 
 
 def test_meanshift_difference_numbers(built):
@@ -631,22 +646,22 @@ def test_annotation_examples_dashed_boxes_direct(tmp_path):
     lab = labels_table(20)
     a = assignments_table()
     img = np.full((400, 400, 3), 30, np.uint8)
-    s = F.plot_annotation_examples(
+    s = examples.plot_annotation_examples(
         [3], a[a.subject_id == 3], lab, tmp_path / "ex", images={3: img}, p_fp_dashed=0.8, dpi=DPI
     )
     # subject 3: p_fp .85 .9 .95, all dashed above 0.8; none above 0.92 -> 1
     assert s["subjects"][0]["dashed"] == 3 and s["subjects"][0]["image"] is True
-    s2 = F.plot_annotation_examples([3], a, lab, tmp_path / "ex2", p_fp_dashed=0.92, dpi=DPI)
+    s2 = examples.plot_annotation_examples([3], a, lab, tmp_path / "ex2", p_fp_dashed=0.92, dpi=DPI)
     assert s2["subjects"][0]["dashed"] == 1 and s2["subjects"][0]["image"] is False
 
 
 def test_pick_examples_seeded_sorted_subset():
     cand = list(range(100, 150))
-    a = F.pick_examples(cand, 5, seed=3)
-    assert a == F.pick_examples(cand[::-1], 5, seed=3)
+    a = examples.pick_examples(cand, 5, seed=3)
+    assert a == examples.pick_examples(cand[::-1], 5, seed=3)
     assert a == sorted(a) and len(set(a)) == 5 and set(a) <= set(cand)
-    assert a != F.pick_examples(cand, 5, seed=4)
-    assert F.pick_examples([3, 1, 3], 5, seed=0) == [1, 3]
+    assert a != examples.pick_examples(cand, 5, seed=4)
+    assert examples.pick_examples([3, 1, 3], 5, seed=0) == [1, 3]
 
 
 # ---------------------------------------------------------------- robustness
@@ -654,17 +669,17 @@ def test_pick_examples_seeded_sorted_subset():
 
 def test_same_data_same_bytes(tmp_path):
     d = pd.DataFrame({"subject_id": [1, 2, 3], "diff_meanshift": [1, 0, -2]})
-    F.plot_meanshift_difference(d, tmp_path / "a", dpi=DPI)
-    F.plot_meanshift_difference(d, tmp_path / "b", dpi=DPI)
+    meanshift.plot_meanshift_difference(d, tmp_path / "a", dpi=DPI)
+    meanshift.plot_meanshift_difference(d, tmp_path / "b", dpi=DPI)
     for ext in ("png", "pdf"):
         assert (tmp_path / f"a.{ext}").read_bytes() == (tmp_path / f"b.{ext}").read_bytes()
 
 
 def test_empty_inputs_still_make_figures(tmp_path):
     lab = labels_table(20).iloc[:0].assign(n=pd.Series(dtype="int64"))
-    s = F.plot_pfp_distribution(lab, tmp_path / "empty", dpi=DPI)
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "empty", dpi=DPI)
     assert s["n_clumps_ref"] == 0 and (tmp_path / "empty.png").exists()
-    s = F.plot_pfp_true_false(pd.DataFrame({"p_fp": [], "tp": []}), tmp_path / "tf", dpi=DPI)
+    s = experts.plot_pfp_true_false(pd.DataFrame({"p_fp": [], "tp": []}), tmp_path / "tf", dpi=DPI)
     assert s["n_tp"] == 0 and (tmp_path / "tf.pdf").exists()
 
 
@@ -672,14 +687,14 @@ def test_missing_column_and_file_are_input_errors(tmp_path):
     p = tmp_path / "labels.parquet"
     labels_table(20).drop(columns="p_fp").to_parquet(p)
     with pytest.raises(InputError, match="p_fp") as e:
-        F.read_table(p, ["subject_id", "p_fp"], "labels")
+        common.read_table(p, ["subject_id", "p_fp"], "labels")
     assert str(p) in e.value.one_line()
     with pytest.raises(InputError, match="not found"):
-        F.read_table(tmp_path / "nope.parquet", ["x"], "labels")
+        common.read_table(tmp_path / "nope.parquet", ["x"], "labels")
     with pytest.raises(InputError, match="unknown figure"):
-        F.build("nope", {}, tmp_path / "x", {"ns": [20]})
+        paper.build("nope", {}, tmp_path / "x", {"ns": [20]})
     with pytest.raises(InputError, match="2 files for 1"):
-        F.read_stacked([p, p], [20], ["subject_id"], "labels")
+        common.read_stacked([p, p], [20], ["subject_id"], "labels")
 
 
 def test_cli_data_error_is_one_line(tmp_path, capsys):
@@ -698,11 +713,11 @@ def test_cli_data_error_is_one_line(tmp_path, capsys):
 def test_image_paths_from_table_folder_and_files(tmp_path):
     root = make_results(tmp_path / "r")
     table = root / "images" / "sim" / "cutouts.parquet"
-    found = F.image_paths([table])
+    found = common.image_paths([table])
     assert found[1] == root / "images/sim/png/1.png" and 2 in found
-    assert F.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
-    assert F.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
-    assert F.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)
+    assert common.load_images([table], [1, 2, 3]).keys() == {1}  # 2's file is missing
+    assert common.image_paths([root / "images"]) == {1: root / "images/sim/png/1.png"}
+    assert common.load_images([root / "images/sim/png/1.png"], [1])[1].shape == (100, 200, 3)
 
 
 def test_every_figure_has_a_valid_caption_and_a_rule():
@@ -712,12 +727,187 @@ def test_every_figure_has_a_valid_caption_and_a_rule():
 
     repo = Path(__file__).resolve().parents[1]
     smk = (repo / "workflow/rules/figures.smk").read_text()
-    for name in [*F.FIGURES, "headline", "workflow"]:
+    for name in [*paper.FIGURES, "headline", "workflow"]:
         rst = repo / "workflow/report" / f"{name}.rst"
         text = rst.read_text()
         assert "{{" not in text and "{%" not in text  # captions are Jinja templates too
         err = io.StringIO()
         publish_parts(text, writer="html", settings_overrides={"warning_stream": err})
         assert not err.getvalue(), (name, err.getvalue())
-        if name in F.FIGURES:
-            assert f'"{name}"' in smk, f"no rule makes {name}"
+    # one rule per registered figure, generated from the registry
+    assert "for _fig in FIGURE_REGISTRY.FIGURES:" in smk and 'f"fig_{_fig.name}"' in smk
+
+
+# ------------------------------------------------- figure defects, each with a test that can fail
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """The matplotlib figures the plotting functions save (drawn once, for text sizes)."""
+    figs = []
+
+    def keep(module):
+        original = module.save_figure
+
+        def save(fig, stem):
+            figs.append(fig)
+            return original(fig, stem)
+
+        monkeypatch.setattr(module, "save_figure", save)
+
+    keep.figs = figs
+    return keep
+
+
+def test_colour_bar_counts_items_per_bin(tmp_path, drawn):
+    # 50 clumps at n = 3 all beyond the axis (one edge bin), 7 at n = 20 in one bin: the
+    # colour bar runs from 1 to 50 clumps per bin (it used to reach 1e17 "per unit p")
+    drawn(clumps)
+    lab = pd.DataFrame({"n": [3] * 50 + [20] * 7, "p_fp": [1e-30] * 50 + [0.3] * 7})
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "p", n_ref=20, dpi=DPI)
+    assert s["colour_max"] == 50
+    (cbar_ax,) = [a for a in drawn.figs[0].axes if a.get_label() == "<colorbar>"]
+    assert cbar_ax.get_ylim()[1] == pytest.approx(50)
+    assert cbar_ax.get_ylabel() == "clumps per bin"
+
+
+def test_risk_colour_bar_counts_subjects_per_bin(tmp_path):
+    subj = pd.DataFrame({"n": [3] * 6, "subject_id": range(6), "n_fp": [0.5] * 6,
+                         "n_fn": [0.5] * 6, "n_sigma": [0.5] * 6})  # fmt: skip
+    lab = pd.DataFrame({"n": [3], "subject_id": [0], "p_fp": [0.5]})
+    s = risk.plot_risk_components(subj, lab, tmp_path / "r", dpi=DPI)
+    assert s["n_fp"]["colour_max"] == 6 and s["n_sigma"]["colour_max"] == 6
+
+
+def test_beyond_the_axis_note_sits_above_the_data(tmp_path, drawn):
+    drawn(clumps)
+    lab = pd.DataFrame({"n": [3] * 5 + [20] * 5, "p_fp": [1e-30, 0.1, 0.2, 0.3, 0.4] * 2})
+    s = clumps.plot_pfp_distribution(lab, tmp_path / "p", n_ref=20, dpi=DPI)
+    assert s["n_clipped"] == 2
+    ax_r = drawn.figs[0].axes[1]
+    assert ax_r.get_title() == "2 of 10 values beyond the axis, drawn at its edge"
+    assert not ax_r.texts  # nothing drawn over the bins
+
+
+def test_retirement_legend_in_words(tmp_path, drawn):
+    drawn(risk)
+    subj = pd.DataFrame({"n": 3, "status": ["retired", "retired_empty", "stale", "unretired"]})
+    risk.plot_retirement_reasons(subj, tmp_path / "r", dpi=DPI)
+    texts = [t.get_text() for t in drawn.figs[0].axes[0].get_legend().get_texts()]
+    assert texts == [
+        "retired (risk criterion)",
+        "retired, nothing marked",
+        "stale (cycle limit reached)",
+        "not retired",
+    ]
+    assert not any("_" in t for t in texts)
+
+
+def test_sparse_calibration_bins_are_merged_by_hand():
+    # 1 + 6 + 3 = 10 labels; 30; a remainder of 2 joins the bin before it: 10, 32
+    t = pd.DataFrame({"bin_lo": [0.0, 0.1, 0.2, 0.3, 0.4, 0.5], "bin_hi": [0.1, 0.2, 0.3, 0.4, 0.5, 0.6],
+                      "n_labels": [1, 6, 3, 0, 30, 2], "mean_p_fp": [0.05, 0.15, 0.25, np.nan, 0.45, 0.55],
+                      "frac_false": [1.0, 0.5, 0.0, np.nan, 0.5, 1.0]})  # fmt: skip
+    m = truth.merge_sparse_bins(t, 10)
+    assert m["n_labels"].tolist() == [10, 32]
+    assert m["bin_lo"].tolist() == [0.0, 0.4] and m["bin_hi"].tolist() == [0.3, 0.6]
+    assert m["frac_false"].iloc[0] == pytest.approx(0.4)  # (1 + 3 + 0) / 10
+    assert m["mean_p_fp"].iloc[0] == pytest.approx((0.05 + 0.9 + 0.75) / 10)
+    assert m["frac_false_se"].iloc[0] == pytest.approx(math.sqrt(0.4 * 0.6 / 10))
+    assert m["frac_false"].iloc[1] == pytest.approx(17 / 32)
+    # fewer than min_labels in all: one bin
+    assert truth.merge_sparse_bins(t, 1000)["n_labels"].tolist() == [42]
+
+
+def test_calibration_figure_bins_hold_enough_clumps(built):
+    s = stats_of(built, "pfp_calibration_truth")
+    assert s["min_labels"] == 20
+    for subset in ("all", "normal"):  # bins of 10 and 30 at n = 20 -> one bin of 40
+        assert [b["n_labels"] for b in s["bins"][subset]] == [40]
+
+
+def test_flux_tick_labels_do_not_overlap(tmp_path, drawn):
+    from clumpscout.figures import flux
+
+    drawn(flux)
+    rng = np.random.default_rng(1)
+    n = 40
+    phot = pd.DataFrame({"expert_match": ["tp", "fp"] * (n // 2)})
+    for b in ("g", "r", "i"):  # under a decade: the old labels were 3×10⁻¹ 4×10⁻¹ ...
+        phot[f"flux_{b}"] = rng.uniform(0.25, 0.9, n)
+    for r in flux.RATIOS:
+        phot[r] = rng.uniform(0.9, 1.2, n)
+    flux.plot_flux_true_false(phot, tmp_path / "f", dpi=100)
+    fig = drawn.figs[0]
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes[:3]:
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels()
+                 if t.get_visible() and t.get_text()]  # fmt: skip
+        assert len(boxes) >= 2
+        boxes.sort(key=lambda bb: bb.x0)
+        assert all(a.x1 < b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+# ------------------------------------------------------------ wording that follows the data
+
+
+def test_generic_wording_speaks_of_objects_per_image(tmp_path, drawn):
+    drawn(risk)
+    subj = pd.DataFrame({"n": [3, 3, 20, 20], "subject_id": [1, 2, 1, 2]})
+    lab = pd.DataFrame({"n": [3, 20], "subject_id": [1, 1], "p_fp": [0.1, 0.1]})
+    risk.plot_clumps_per_galaxy(subj, lab, tmp_path / "c", dpi=DPI, wording="generic")
+    risk.plot_clumps_per_galaxy(subj, lab, tmp_path / "d", dpi=DPI)
+    generic, paper_words = drawn.figs
+    assert generic.axes[0].get_ylabel() == "objects per image"
+    assert paper_words.axes[0].get_ylabel() == "clumps per galaxy"
+
+
+def test_examples_without_images_have_no_subject_column(tmp_path):
+    a = assignments_table()
+    lab = labels_table(20)
+    s = examples.plot_annotation_examples([1, 2], a, lab, tmp_path / "e", dpi=DPI)
+    with Image.open(tmp_path / "e.png") as im:  # three columns of 3 in, no empty panel
+        assert im.size == (round(9.0 * DPI), round(3.1 * 2 * DPI))
+    assert not any(r["image"] for r in s["subjects"])
+
+
+def test_wording_rule():
+    assert registry.wording("simulate", "galaxy") == "clump_scout"
+    assert registry.wording("simulate", None) == "clump_scout"
+    assert registry.wording("simulate", "counting") == "generic"
+    assert registry.wording("export") == "generic"
+    assert registry.wording("export", None, "clump_scout") == "clump_scout"
+    assert registry.wording("simulate", "galaxy", "generic") == "generic"
+
+
+def test_report_has_no_paper_column_for_generic_data(tmp_path):
+    (tmp_path / "x.json").write_text(json.dumps({"wording": "generic", "subjects": []}))
+    lab = report.report_labels("agg_examples", tmp_path / "x.json")
+    assert lab["paper"] == registry.NOT_COMPARABLE
+
+
+# ------------------------------------------------------------------------------ the registry
+
+
+def test_registry_drives_dispatch_and_paper_numbers():
+    from clumpscout.evaluation import headline
+
+    assert list(paper.FIGURES) == [f.name for f in registry.FIGURES]
+    assert headline.PAPER is registry.PAPER
+    assert registry.PAPER[("median_p_fp", 20, None)] == "≈5e-5"
+    fig = registry.figure("agg_v_ms_more_examples")
+    paths = registry.input_paths(fig, results="results", ns=[3, 20], n_ref=20, n_base=7,
+                                 model="paper", images=["i.parquet"], have=["truth"])  # fmt: skip
+    assert paths == {
+        "count_difference": "results/baseline/count_difference.csv",
+        "boxes": "results/subsamples/n7/boxes.parquet",
+        "labels": "results/aggregate/paper/n7/labels.parquet",
+        "meanshift": "results/baseline/meanshift_labels.parquet",
+        "images": ["i.parquet"],
+    }
+    method = registry.figure("method_comparison")
+    assert registry.available(method, ["experts"]) and not registry.available(method, [])
+    assert set(registry.input_paths(method, results="r", ns=[3], n_ref=3, n_base=3,
+                                    model="paper", images=[], have=["experts"])) == {
+        "experts_curves", "experts_summary"}  # fmt: skip
+    assert not registry.available(registry.figure("pfp_calibration_truth"), ["experts"])

@@ -1,4 +1,4 @@
-"""Headline numbers (issue 4 item 5) on a toy whose numbers are worked out by hand,
+"""Headline numbers on a toy whose numbers are worked out by hand,
 and the report wiring (item 6): `snakemake --report` on a tiny DAG of the figure rules."""
 
 from __future__ import annotations
@@ -163,18 +163,20 @@ def test_paper_values_attached_where_the_paper_quotes_them(table):
 
 def test_trend_checks_by_hand(table):
     def verdict(q):
-        return value(table, q, section="trends")
+        t = table[(table["section"] == "trends") & (table["quantity"] == q)]
+        assert len(t) == 1, q
+        return t["value"].iloc[0]
 
-    assert verdict("median_p_fp_falls_with_n") == 1  # 0.3 -> 0.015
-    assert verdict("median_p_sigma_falls_with_n") == 1  # 0.4 -> 0.002
-    assert verdict("p_fp_bimodal") == 0  # n = 5: 0.01, 0.02: nothing above 0.8
-    assert verdict("retired_above_90pc") == 0  # 50 % at n = 3
-    assert verdict("stale_7_to_9pc") == 0  # 25 %, 0 %
-    assert verdict("unretired_below_1pc") == 0  # 25 % at n = 3
-    assert verdict("optimal_completeness_rises_with_n") == 1  # 0.63 -> 0.65
-    assert np.isnan(verdict("optimal_purity_falls_with_n"))  # 0.7 at both n: no trend
-    assert verdict("normal_more_complete_less_pure") == 0  # C 0.9 = 0.9
-    assert verdict("ours_more_than_meanshift") == 0  # exactly half is not a majority
+    assert verdict("median_p_fp_falls_with_n") == "agrees"  # 0.3 -> 0.015
+    assert verdict("median_p_sigma_falls_with_n") == "agrees"  # 0.4 -> 0.002
+    assert verdict("p_fp_bimodal") == "disagrees"  # n = 5: 0.01, 0.02: nothing above 0.8
+    assert verdict("retired_above_90pc") == "disagrees"  # 50 % at n = 3
+    assert verdict("stale_7_to_9pc") == "disagrees"  # 25 %, 0 %
+    assert verdict("unretired_below_1pc") == "disagrees"  # 25 % at n = 3
+    assert verdict("optimal_completeness_rises_with_n") == "agrees"  # 0.63 -> 0.65
+    assert verdict("optimal_purity_falls_with_n") == "cannot check"  # 0.7 at both n: no trend
+    assert verdict("normal_more_complete_less_pure") == "disagrees"  # C 0.9 = 0.9
+    assert verdict("ours_more_than_meanshift") == "disagrees"  # exactly half is not a majority
     trends = table[table["section"] == "trends"]
     assert (trends["paper"] != "").all() and (trends["note"] != "").all()
 
@@ -206,7 +208,7 @@ def test_trends_agree_when_the_numbers_follow_the_paper():
         count_difference=pd.DataFrame({"subject_id": [1, 2, 3], "diff_meanshift": [1, 2, -1]}),
     )  # fmt: skip
     trends = t[t["section"] == "trends"].set_index("quantity")["value"]
-    assert (trends == 1).all(), trends[trends != 1]
+    assert (trends == "agrees").all(), trends[trends != "agrees"]
     assert len(trends) == 10
 
 
@@ -237,7 +239,7 @@ def test_risk_trends_agree_with_the_paper_by_hand():
     trends = t[t["section"] == "trends"].set_index("quantity")
     for q in ("n_fp_above_1_8_to_10pc", "n_fn_above_1_rises_to_2pc",
               "clumps_per_galaxy_gain_7_to_20"):  # fmt: skip
-        assert trends.loc[q, "value"] == 1, (q, trends.loc[q, "note"])
+        assert trends.loc[q, "value"] == "agrees", (q, trends.loc[q, "note"])
         assert trends.loc[q, "paper"] != ""
     assert "8.0% (n=20)" in trends.loc["n_fp_above_1_8_to_10pc", "note"]
     assert "0.5 (n=7) → 1 (n=20): +0.5" in trends.loc["clumps_per_galaxy_gain_7_to_20", "note"]
@@ -248,16 +250,16 @@ def test_risk_trends_disagree_with_the_paper_by_hand():
     # what the recalibrated universe gave: nothing above 1, N_fn falling, +0.01 per galaxy
     labels, subjects = risk_tables(0, {7: 3, 15: 1, 20: 0}, {7: 100, 15: 100, 20: 101})
     rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, subjects)}
-    assert rows["n_fp_above_1_8_to_10pc"]["value"] == 0
-    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == 0  # falls (and 0% at n = 20)
-    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == 0
+    assert rows["n_fp_above_1_8_to_10pc"]["value"] == "disagrees"
+    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == "disagrees"  # falls (and 0% at n = 20)
+    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == "disagrees"
     assert "+0.01" in rows["clumps_per_galaxy_gain_7_to_20"]["note"]
     # rising but only to 5%: still disagrees; 13% N_fp > 1 is outside 6-12%
     labels, subjects = risk_tables(13, {7: 0, 15: 2, 20: 5}, {7: 50, 20: 80})
     rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, subjects)}
-    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == 0
-    assert rows["n_fp_above_1_8_to_10pc"]["value"] == 0
-    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == 1  # +0.3 is the edge
+    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == "disagrees"
+    assert rows["n_fp_above_1_8_to_10pc"]["value"] == "disagrees"
+    assert rows["clumps_per_galaxy_gain_7_to_20"]["value"] == "agrees"  # +0.3 is the edge
 
 
 def test_risk_trends_left_out_without_their_inputs():
@@ -269,7 +271,7 @@ def test_risk_trends_left_out_without_their_inputs():
     only_20 = subjects[subjects["n"] == 20]
     rows = {r["quantity"]: r for r in H.risk_trend_rows(labels, only_20)}
     assert "clumps_per_galaxy_gain_7_to_20" not in rows  # needs n = 7 and 20
-    assert np.isnan(rows["n_fn_above_1_rises_to_2pc"]["value"])  # one n: no trend
+    assert rows["n_fn_above_1_rises_to_2pc"]["value"] == "cannot check"  # one n: no trend
 
 
 def test_html_holds_the_numbers(table):
@@ -339,7 +341,7 @@ def test_cli_on_a_results_folder(tmp_path):
     t = pd.read_csv(out)
     assert list(t.columns) == H.COLUMNS
     row = t[(t["quantity"] == "clumps") & (t["n"] == 20)]
-    assert row["value"].iloc[0] == 10  # the 10 clumps of test_figures' n = 20 labels
+    assert float(row["value"].iloc[0]) == 10  # the 10 clumps of test_figures' n = 20 labels
     assert (t["section"] == "truth").sum() > 0  # truth_summary.csv present
     assert set(t.loc[t["section"] == "methods_truth", "method"].dropna()) == {
         "generative",
@@ -392,6 +394,8 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
     (tmp_path / "config.yaml").write_text(cfg)
     snakefile = tmp_path / "Snakefile"
     snakefile.write_text(TINY_SNAKEFILE.format(repo=REPO))
+    for name in ("src", "scripts"):  # code digests read them beside the Snakefile
+        (tmp_path / name).symlink_to(REPO / name)
     base = [sys.executable, "-m", "snakemake", "-s", str(snakefile), "-d", str(tmp_path)]
     run = subprocess.run([*base, "--cores", "2", "-q"], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -412,7 +416,7 @@ def test_snakemake_report_on_a_tiny_dag(tmp_path):
     # the report-time labels: our numbers (n = 20: 30 % of p_fp below 0.01) next to the paper's
     assert "30.0% < 0.01" in html and "5e-5" in html
 
-    # issue 4 item 7 for these rules: a figure-only setting re-runs only the figures using it
+    # a figure-only setting re-runs only the figures using it
     def planned(cfg_text: str) -> set[str]:
         (tmp_path / "config.yaml").write_text(cfg_text)
         dry = subprocess.run([*base, "-n", "-q", "rules"], capture_output=True, text=True)
@@ -440,3 +444,29 @@ def test_clicks_all_tasks_counts_kept_and_every_dropped_click():
     assert row["value"] == 14 and row["paper"] == "3561454"
     with pytest.raises(InputError, match="clicks_kept"):
         H.export_click_total({"dropped_clicks": {}})
+
+
+def test_trend_rows_are_words_in_the_csv(table, tmp_path):
+    trends = table[table["section"] == "trends"]
+    assert set(trends["value"]) <= {"agrees", "disagrees", "cannot check"}
+    H.write_csv(table, tmp_path / "h.csv")
+    back = pd.read_csv(tmp_path / "h.csv")
+    assert set(back.loc[back["section"] == "trends", "value"]) == set(trends["value"])
+    assert "<b>disagrees</b>" in H.to_html(table)
+
+
+def test_generic_wording_has_objects_and_no_paper():
+    t = H.headline_table(
+        clicks=toy_clicks(),
+        labels=toy_labels(),
+        subjects=toy_subjects(),
+        n_ref=5,
+        truth=pd.DataFrame({"subject_id": [11, 11, 12]}),
+        wording="generic",
+    )
+    q = set(t["quantity"])
+    assert {"objects", "images_with_objects", "true_objects"} <= q
+    assert not q & {"clumps", "galaxies_with_clumps", "true_clumps"}
+    assert (t["paper"] == "").all()
+    assert not (t["section"] == "trends").any()
+    assert not t["note"].str.contains("clump|galax").any()

@@ -1,5 +1,6 @@
 # Helpers of workflow/rules/figures.smk (figures, headline numbers, report wiring).
 
+import sys
 
 FIG = f"{RESULTS}/figures"
 FIGCFG = section("figures")
@@ -7,19 +8,27 @@ FIG_N_REF = FIGCFG.get("n_ref") if FIGCFG.get("n_ref") in NS else max(NS)
 FIG_BASE_N = globals().get("BASELINE_N", FIG_N_REF)
 FIG_SEED = seed_for("figures")
 
-CAT_PROPS = "1. Aggregated clump properties (§6.2)"
-CAT_EXPERTS = "2. Comparison with experts (§6.3)"
-CAT_VOLUNTEERS = "3. Volunteer skills (§6.4)"
-CAT_RISK = "4. Subject risk and retirement (§6.5)"
-CAT_EXAMPLES = "5. Examples (§6, fig. agg_examples)"
-CAT_MEANSHIFT = "6. MeanShift comparison (appendix)"
-CAT_TRUTH = "7. Against the simulated truth (not in the paper)"
-CAT_METHODS = "8. Both models and the baselines side by side (not in the paper)"
-CAT_HEADLINE = "0. Headline numbers"
+# the figure registry, loaded from the project's own source like clumpscout.codedeps
+_reg_spec = importlib.util.spec_from_file_location(
+    "_figure_registry", SRC / "figures" / "registry.py"
+)
+FIGURE_REGISTRY = importlib.util.module_from_spec(_reg_spec)
+sys.modules[_reg_spec.name] = FIGURE_REGISTRY  # dataclasses look their module up there
+_reg_spec.loader.exec_module(FIGURE_REGISTRY)
+CAT_HEADLINE = FIGURE_REGISTRY.CAT_HEADLINE
+# references the run has: expert classifications, a simulated truth
+FIG_REFERENCES = [
+    ref for ref, present in (("experts", HAS_EXPERTS), ("truth", SIMULATED)) if present
+]
+# how figures and headline speak of the data and whether they compare with the paper:
+# clump_scout (a simulated galaxy universe, or figures.project: clump_scout) or generic
+FIG_WORDING = FIGURE_REGISTRY.wording(
+    config["source"], section("simulate").get("kind"), FIGCFG.get("project")
+)
 
 
 def fig_cfg(*keys):
-    """The figure settings a rule uses (defaults in clumpscout.figures.paper.DEFAULTS)."""
+    """The figure settings a rule uses (defaults in clumpscout.figures.common.DEFAULTS)."""
     return {k: FIGCFG[k] for k in ("dpi",) + keys if k in FIGCFG}
 
 
@@ -35,25 +44,40 @@ def fig_labels(name):
         src = str(SRC.parent)
         if src not in sys.path:
             sys.path.insert(0, src)
-        from clumpscout.figures.paper import report_labels
+        from clumpscout.figures.report import report_labels
 
         return report_labels(name, output.json)
 
     return labels
 
 
-def fig_out(name, category):
+def fig_out(fig):
     """PNG (in the report, with workflow/report/<name>.rst as caption), PDF and numbers."""
+    name = fig.name
     return {
         "png": report(
             f"{FIG}/{name}.png",
             caption=f"../report/{name}.rst",
-            category=category,
+            category=fig.category,
             labels=fig_labels(name),
         ),
         "pdf": f"{FIG}/{name}.pdf",
         "json": f"{FIG}/{name}.json",
     }
+
+
+def fig_inputs(fig):
+    """The input files of a registered figure (clumpscout.figures.registry.input_paths)."""
+    return FIGURE_REGISTRY.input_paths(
+        fig,
+        results=RESULTS,
+        ns=NS,
+        n_ref=FIG_N_REF,
+        n_base=FIG_BASE_N,
+        model=PAPER_MODEL,
+        images=subject_images(),
+        have=FIG_REFERENCES,
+    )
 
 
 # The paper's figures show the paper model (the reproduction); the method comparison

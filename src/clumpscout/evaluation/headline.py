@@ -1,4 +1,4 @@
-"""Headline numbers of the run in the paper's terms (§6, issue 4 item 5).
+"""Headline numbers of the run in the paper's terms (§6).
 
 One long table (``results/headline.csv``), one row per number:
 
@@ -31,9 +31,14 @@ paper's values are for it), except ``dataset`` and ``truth`` counts (no method).
   (``n_labels_p1``, ``n_labels_opt``; against the truth over every subject,
   against the experts over the expert subjects), plus the reference count
   (``n_true_clumps`` / ``n_expert_clicks``, method empty);
-- ``trends``: each trend §6 describes, checked on our numbers: ``value`` 1 if ours
-  agrees, 0 if not, NaN if it cannot be checked; ``paper`` states the trend and
-  ``note`` gives our numbers (:func:`trend_rows`).
+- ``trends``: each trend §6 describes, checked on our numbers: ``value`` is
+  ``agrees``, ``disagrees`` or ``cannot check``; ``paper`` states the trend and
+  ``note`` gives our numbers (:func:`trend_rows`). Only for Clump Scout data.
+
+With the generic wording (a project that is not Clump Scout, such as a counting
+project: docs/decisions.md#wording-follows-the-data) the ``paper`` column is empty, there
+are no trend rows, and the clump / galaxy quantities are named for objects and images
+(:data:`GENERIC_NAMES`).
 
 ``paper`` holds the value the paper quotes for the same quantity where it
 quotes one (text, e.g. "≈0.04"), so the table doubles as the agreement check.
@@ -53,6 +58,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.errors import InputError
+from clumpscout.figures import registry
 from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
@@ -71,28 +77,9 @@ METHOD_QUANTITIES = {
 }
 STATUSES = ("retired", "retired_empty", "stale", "unretired")
 
-#: what the paper says (§6), by (quantity, n, subset); n / subset None = any
-PAPER: dict[tuple[str, int | None, str | None], str] = {
-    ("subjects", None, None): "85286",
-    ("annotations", None, None): "1739259",
-    ("clicks_all_tasks", None, None): "3561454",
-    ("volunteers", None, None): "20999",
-    ("galaxies_with_clumps", None, None): "44126",
-    ("clumps", None, None): "128100",
-    ("median_subjects_per_volunteer", None, None): "3",
-    ("fraction_volunteers_below_10_subjects", None, None): "≈0.95",
-    ("median_p_fp", 3, None): "≈0.04",
-    ("median_p_fp", 20, None): "≈5e-5",
-    ("median_p_sigma", 3, None): "≈0.05",
-    ("median_p_sigma", 20, None): "≈4e-4",
-    ("fraction_retired_any", None, None): ">0.9",
-    ("fraction_stale", None, None): "≈0.07–0.09",
-    ("fraction_unretired", 3, None): "0.009",
-    ("fraction_unretired", 20, None): "<0.001",
-    ("completeness_p1", 20, "normal"): "≈0.97",
-    ("purity_p1", 20, "normal"): "≈0.35",
-    ("fraction_ours_more", None, None): ">0.5 (majority)",
-}
+#: what the paper says (§6), by (quantity, n, subset); n / subset None = any (the figure
+#: registry holds them, each with the figure that shows it)
+PAPER = registry.PAPER
 
 NOTES: dict[str, str] = {
     "subjects": "distinct subjects with ≥ 1 classification",
@@ -130,6 +117,17 @@ NOTES: dict[str, str] = {
     "n_true_clumps": "true clumps in the scored subjects (every subject of Z~_n)",
     "n_expert_clicks": "expert clicks in the expert subjects",
 }
+
+#: quantity names of the generic wording (a project of objects in images)
+GENERIC_NAMES = {
+    "clumps": "objects",
+    "galaxies_with_clumps": "images_with_objects",
+    "true_clumps": "true_objects",
+    "galaxies_with_true_clumps": "images_with_true_objects",
+    "n_true_clumps": "n_true_objects",
+}
+#: verdicts of the trend rows
+AGREES, DISAGREES, CANNOT_CHECK = "agrees", "disagrees", "cannot check"
 
 SUMMARY_QUANTITIES = (
     "opt_threshold",
@@ -169,7 +167,7 @@ def _row(
 
 
 def dataset_counts(clicks: pd.DataFrame) -> dict[str, int]:
-    """Subjects, annotations, clicks and volunteers of the extracted dataset (contract 2).
+    """Subjects, annotations, clicks and volunteers of the extracted dataset (clicks.parquet).
 
     A click is a row with coordinates; a classification that marked nothing has
     one coordinate-less row, so it counts as an annotation but not as a click."""
@@ -311,12 +309,14 @@ def headline_table(
     methods_truth: pd.DataFrame | None = None,
     methods_experts: pd.DataFrame | None = None,
     model: str = "paper",
+    wording: str = "clump_scout",
 ) -> pd.DataFrame:
     """The headline numbers as a long table (see the module docstring).
 
     ``labels``, ``subjects``, ``volunteers``, ``experts_summary``, ``truth_summary`` and
     ``count_difference`` are those of consensus model ``model`` (the paper's sections);
-    ``methods_truth`` / ``methods_experts`` the side-by-side summaries of every method."""
+    ``methods_truth`` / ``methods_experts`` the side-by-side summaries of every method.
+    ``wording``: ``clump_scout`` or ``generic`` (:func:`generic`)."""
     m = model
     rows = [_row("dataset", q, v) for q, v in dataset_counts(clicks).items()]
     if clicks_report is not None:
@@ -343,9 +343,26 @@ def headline_table(
         rows += method_rows(methods_truth, "truth")
     if methods_experts is not None:
         rows += method_rows(methods_experts, "experts")
-    rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref, labels, subjects)
+    if wording == "clump_scout":
+        rows += trend_rows(pd.DataFrame(rows, columns=COLUMNS), ref, labels, subjects)
     out = pd.DataFrame(rows, columns=COLUMNS)
     out["n"] = out["n"].astype("Int64")
+    return out if wording == "clump_scout" else generic(out)
+
+
+def _generic_text(text: str) -> str:
+    for old, new in (("clump", "object"), ("galaxies", "images"), ("galaxy", "image")):
+        text = text.replace(old, new)
+    return text
+
+
+def generic(table: pd.DataFrame) -> pd.DataFrame:
+    """The table in a generic project's words: objects per image rather than clumps per
+    galaxy (:data:`GENERIC_NAMES`), and no paper values (its data are not Clump Scout's)."""
+    out = table.copy()
+    out["quantity"] = out["quantity"].map(lambda q: GENERIC_NAMES.get(q, q))
+    out["note"] = out["note"].map(_generic_text)
+    out["paper"] = ""
     return out
 
 
@@ -371,7 +388,7 @@ def _trend(quantity: str, ok: bool | None, paper: str, note: str) -> dict:
         "method": None,
         "n": None,
         "subset": None,
-        "value": float("nan") if ok is None else float(bool(ok)),
+        "value": CANNOT_CHECK if ok is None else (AGREES if ok else DISAGREES),
         "paper": paper,
         "note": note,
     }
@@ -496,7 +513,7 @@ def risk_trend_rows(
 
     Shares are over every subject of Z̃_n; a row is left out when its columns (n_fp,
     n_fn) or its n values are absent."""
-    from clumpscout.figures.paper import clumps_per_subject
+    from clumpscout.figures.risk import clumps_per_subject
 
     rows = []
     if "n_fp" in subjects.columns and len(subjects):
@@ -540,8 +557,8 @@ def _fmt(v: float) -> str:
     return f"{v:.3g}"
 
 
-def _verdict(v: float) -> str:
-    return "–" if pd.isna(v) else ("agrees" if v == 1 else "<b>disagrees</b>")
+def _verdict(v: str) -> str:
+    return f"<b>{v}</b>" if v == DISAGREES else html.escape(str(v))
 
 
 def per_n_wide(table: pd.DataFrame) -> pd.DataFrame:
@@ -549,6 +566,7 @@ def per_n_wide(table: pd.DataFrame) -> pd.DataFrame:
     t = table[table["n"].notna() & table["section"].isin(["per_n", "experts", "truth"])].copy()
     if t.empty:
         return pd.DataFrame()
+    t["value"] = t["value"].astype(float)
     t["column"] = np.where(
         t["subset"].notna(),
         t["section"] + " " + t["quantity"] + " (" + t["subset"].fillna("") + ")",
@@ -565,7 +583,10 @@ def methods_wide(table: pd.DataFrame, subset: str = "all") -> pd.DataFrame:
     t = t[t["subset"] == subset]
     if t.empty:
         return pd.DataFrame()
-    t = t.assign(column=t["section"].str.removeprefix("methods_") + " " + t["quantity"])
+    t = t.assign(
+        value=t["value"].astype(float),
+        column=t["section"].str.removeprefix("methods_") + " " + t["quantity"],
+    )
     order = list(dict.fromkeys(t["column"]))
     wide = t.pivot_table(index="method", columns="column", values="value", aggfunc="first")
     methods = [m for m in METHODS if m in wide.index]
@@ -653,7 +674,7 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
 def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = None):
     if not path:
         return None
-    from clumpscout.figures.paper import read_table
+    from clumpscout.figures.common import read_table
 
     return read_table(path, columns or [], what, None)
 
@@ -662,7 +683,7 @@ def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
     """Read the workflow files, compute the table, write CSV (+ HTML)."""
-    from clumpscout.figures.paper import _n_ref, read_stacked, read_table
+    from clumpscout.figures.common import _n_ref, read_stacked, read_table
 
     ns = [int(n) for n in params["ns"]]
     n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))
@@ -687,6 +708,7 @@ def build(
             inputs.get("methods_experts"), "experts method summary", ["method", "n"]
         ),
         model=str(params.get("model", "paper")),
+        wording=str(params.get("wording", "clump_scout")),
     )
     write_csv(table, out_csv)
     if out_html:

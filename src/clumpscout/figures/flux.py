@@ -15,7 +15,7 @@
 Fluxes are the ``flux_g/r/i`` columns of :mod:`clumpscout.images.photometry`: the
 background-subtracted light in the box, asinh-scaled with the band's β like the
 subject images (decisions.md#colour-composite); ratios g/r, r/i, g/i of those are larger for bluer clumps. Every function
-follows :mod:`clumpscout.figures.paper`' conventions: DataFrames in, an output stem,
+follows :mod:`clumpscout.figures.common`' conventions: DataFrames in, an output stem,
 ``<stem>.png`` and ``<stem>.pdf`` written without dates, a dict of the plotted
 numbers returned (stored as ``<stem>.json`` by :func:`build`).
 """
@@ -29,8 +29,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 from matplotlib.patches import Circle
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from clumpscout.figures.paper import FP_COLOUR, SYM, TP_COLOUR, new_figure, require, save_figure
+from clumpscout.figures.common import FP_COLOUR, SYM, TP_COLOUR, new_figure, require, save_figure
 from clumpscout.io import write_json
 
 BANDS = ("g", "r", "i")
@@ -62,6 +63,17 @@ def _lin_edges(*arrays: np.ndarray, n: int = 30) -> np.ndarray:
     return np.linspace(lo - pad, hi + pad, n + 1)
 
 
+def _plain_log(ax, which: str = "x") -> None:
+    """A log axis labelled 1-2-5 per decade in plain numbers, without minor labels: the
+    default labels every minor tick of an axis spanning under a decade (3×10⁻¹ 4×10⁻¹
+    ...), which overlap at the figure's size."""
+    axis = ax.xaxis if which == "x" else ax.yaxis
+    (ax.set_xscale if which == "x" else ax.set_yscale)("log")
+    axis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:g}"))
+    axis.set_minor_formatter(NullFormatter())
+
+
 def _hist_pair(
     ax, groups: Mapping[str, np.ndarray], colours, label: str, stat: str, log: bool = True
 ) -> dict:
@@ -87,7 +99,7 @@ def _hist_pair(
             label=f"{name} (n={vals.size})",
         )
     if log:
-        ax.set_xscale("log")
+        _plain_log(ax)
     ax.set_xlabel(label)
     ax.set_ylabel("density")
     return out
@@ -182,7 +194,7 @@ def plot_flux_vs_pfp(
             "mean_high_pfp": float(hi.mean()) if hi.size else None,
             "low_over_high": float(lo.mean() / hi.mean()) if lo.size and hi.size else None,
         }
-    ax_f.set_yscale("log")
+    _plain_log(ax_f, "y")
     ax_f.set_xlim(-0.02, 1.02)
     ax_f.set_xlabel(SYM["p_fp"])
     ax_f.set_ylabel("flux (asinh-scaled like the image)")
