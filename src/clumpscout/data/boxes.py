@@ -755,6 +755,16 @@ def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarra
 # --------------------------------------------------------------------------- CLI
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every default that is a value: not for required options, flags that are
+    off, or options whose absence (None) the help text explains."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
 def read_clicks(path: str | Path) -> pd.DataFrame:
     """A clicks table: Parquet (``clumpscout extract``) or a flattened CSV (a name ending in
     .csv, .csv.gz, .tsv or .txt) with at least the columns of :data:`CLICK_REQUIRED`."""
@@ -772,7 +782,7 @@ def read_clicks(path: str | Path) -> pd.DataFrame:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = argparse.ArgumentDefaultsHelpFormatter
+    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Clicks -> boxes. Each click becomes a square of side --box-side (or the subjects "
         "table's 2 x PSF FWHM) centred on it; drawn shapes keep their extent. Clicks outside "

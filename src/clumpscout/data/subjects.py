@@ -357,13 +357,10 @@ def build_subjects(
     if catalogue is None:
         if export is None:
             raise InputError("need a galaxy catalogue or a subject export")
-        if box_side is None or not (float(box_side) > 0):
-            raise InputError(
-                "no galaxy catalogue: the box side must come from config export.box_side "
-                "(or --box-side), in subject pixels",
-                path=subjects_export,
-            )
-        table = _from_export(export, float(box_side), c["image_size"])
+        side = _box_side(box_side, subjects_export)
+        table = _from_export(export, side, c["image_size"])
+        if math.isnan(side):
+            table["psf_source"] = pd.array(["auto"] * len(table), dtype="str")
         report["subjects"] = len(table)
     else:
         table = _from_catalogue(Path(catalogue), export, c, psfield, report)
@@ -380,6 +377,24 @@ def build_subjects(
     report["image_size_from_metadata"] = n_md
     table.attrs["report"] = report
     return table
+
+
+def _box_side(box_side: Any, path: object) -> float:
+    """The configured box side in subject px, or NaN for "auto" (``clumpscout boxes`` measures
+    it from the click scatter, docs/decisions.md#box-side-auto)."""
+    if isinstance(box_side, str) and box_side.strip().lower() == "auto":
+        return math.nan
+    try:
+        side = float(box_side)
+    except (TypeError, ValueError):
+        side = math.nan
+    if box_side is None or isinstance(box_side, bool) or not (0 < side < math.inf):
+        raise InputError(
+            "no galaxy catalogue: the box side must come from config export.box_side "
+            f"(or --box-side): subject pixels or 'auto', got {box_side!r}",
+            path=path,
+        )
+    return side
 
 
 def _from_export(export: pd.DataFrame, box_side: float, image_size: int) -> pd.DataFrame:
@@ -589,15 +604,46 @@ def _psf_from_psfield(cat: pd.DataFrame, path: Path, default: Any) -> np.ndarray
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from clumpscout.data.boxes import DefaultsHelpFormatter
+
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Cutout side, PSF FWHM and box side (2 FWHM) per subject from a galaxy catalogue, or "
+        "one box side for every subject of a subject export (a project without a catalogue)."
+    )
     p.add_argument("--catalogue", default=None, help="galaxy catalogue (CSV or FITS)")
     p.add_argument("--subjects-export", default=None, help="Zooniverse subject export CSV")
     p.add_argument("--psfield", default=None, help="psField/photoField file (implies psfield)")
-    p.add_argument("--psf-source", choices=PSF_SOURCES, default=None)
-    p.add_argument("--box-side", type=float, default=None, help="box side without a catalogue")
-    p.add_argument("--native-scale", type=float, default=DEFAULTS["native_scale"])
-    p.add_argument("--image-size", type=int, default=DEFAULTS["image_size"])
-    p.add_argument("--min-side", type=int, default=DEFAULTS["min_side"])
-    p.add_argument("--r90-factor", type=float, default=DEFAULTS["r90_factor"])
+    p.add_argument(
+        "--psf-source",
+        choices=PSF_SOURCES,
+        default=None,
+        help="where the PSF FWHM comes from (default: psfield with --psfield, else catalogue)",
+    )
+    p.add_argument(
+        "--box-side",
+        default=None,
+        help="box side in subject px without a catalogue (config export.box_side), or 'auto' "
+        "(clumpscout boxes measures it from the click scatter)",
+    )
+    p.add_argument(
+        "--native-scale",
+        type=float,
+        default=DEFAULTS["native_scale"],
+        help="arcsec per native pixel",
+    )
+    p.add_argument(
+        "--image-size",
+        type=int,
+        default=DEFAULTS["image_size"],
+        help="subject image side (px) when the subject export does not give one",
+    )
+    p.add_argument(
+        "--min-side", type=int, default=DEFAULTS["min_side"], help="minimum cutout side (native px)"
+    )
+    p.add_argument(
+        "--r90-factor", type=float, default=DEFAULTS["r90_factor"], help="cutout side / R90"
+    )
     p.add_argument("--out", required=True, help="subjects.parquet (report: <stem>_report.json)")
 
 

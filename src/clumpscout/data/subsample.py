@@ -181,6 +181,13 @@ def draw_subsample(
 
 # ---------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from clumpscout.data.boxes import DefaultsHelpFormatter
+
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Draw Z~_n: n classifications per subject without replacement (subjects with fewer "
+        "keep all of them and are counted; docs/decisions.md#subsamples)."
+    )
     p.add_argument("--boxes", required=True, help="boxes.parquet (clumpscout boxes)")
     p.add_argument("--n", type=int, required=True, help="classifications per subject")
     p.add_argument("--seed", type=int, required=True, help="subsample seed")
@@ -190,7 +197,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="draw this n independently instead of nested (Z~_n ⊂ Z~_n+1)",
     )
     p.add_argument("--out", required=True, help="output boxes parquet")
-    p.add_argument("--report", default=None, help="optional report JSON")
+    p.add_argument("--report", default=None, help="report JSON (default: not written)")
 
 
 def run(args: argparse.Namespace) -> int:
