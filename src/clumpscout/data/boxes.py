@@ -138,6 +138,11 @@ def _rows_text(positions: np.ndarray, base: int, n: int = 10) -> str:
     return ", ".join(rows) + more
 
 
+def _value(v: Any) -> str:
+    """A cell for an error message: text quoted, numbers as written."""
+    return repr(v) if isinstance(v, str) else str(v)
+
+
 def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray:
     """An id column as int64; a missing or non-integer value is an error naming its row."""
     s = clicks[col]
@@ -147,7 +152,8 @@ def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray
     bad = ~np.isfinite(num) | (num != np.round(num))
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
-        what = "is missing" if pd.isna(s.iloc[i]) else f"{s.iloc[i]!r} is not an integer"
+        v = s.iloc[i]
+        what = "is missing" if pd.isna(v) else f"{_value(v)} is not an integer"
         raise InputError(f"{col} {what}", path=path, row=i + base)
     return num.astype(np.int64)
 
@@ -161,7 +167,7 @@ def _coords(clicks: pd.DataFrame, path: object, base: int) -> tuple[np.ndarray, 
         bad = np.isnan(num) & s.notna().to_numpy()
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{col} {s.iloc[i]!r} is not a number", path=path, row=i + base)
+            raise InputError(f"{col} {_value(s.iloc[i])} is not a number", path=path, row=i + base)
         if np.isinf(num).any():
             i = int(np.flatnonzero(np.isinf(num))[0])
             raise InputError(f"{col} is not finite ({num[i]})", path=path, row=i + base)
