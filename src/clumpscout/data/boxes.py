@@ -700,8 +700,7 @@ def make_boxes(
         log.warning(
             "%d clicks lie outside their image (kept and flagged in outside_image; "
             "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
-            "(subject %d, classification %d); many of them suggest coordinates in another "
-            "pixel scale than the image size",
+            "(subject %d, classification %d)%s",
             n_out,
             e["x"],
             e["y"],
@@ -709,6 +708,9 @@ def make_boxes(
             e["image_height"],
             e["subject_id"],
             e["classification_id"],
+            "; so many suggest coordinates in another pixel scale than the image size"
+            if n_out > max(10, 0.01 * (len(x) - n_empty))
+            else "",
         )
     if no_volunteer:
         log.info(
