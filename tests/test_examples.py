@@ -180,3 +180,84 @@ def test_penguin_watch_example_agrees_with_panoptes(shared, tmp_path):
     assert four["correlation"] >= 0.90
     assert four["equal"] >= 0.10
     assert four["within_one"] >= 0.35
+
+
+# --------------------------------------------------------------------------- flattened clicks
+
+#: the objects of resources/examples/flat_clicks.csv: subject -> object centres (px)
+FLAT_OBJECTS = {
+    101: [],
+    102: [(150.0, 100.0)],
+    103: [(100.0, 300.0), (450.0, 120.0)],
+    104: [(60.0, 60.0), (300.0, 200.0), (520.0, 340.0)],
+}
+FLAT_SIZE = (600, 400)
+
+
+def flat_table(seed: int = 7) -> pd.DataFrame:
+    """The flattened clicks table of the example: 8 volunteers (v0..v7) see every subject;
+    each marks each object with a Gaussian scatter of 3 px per axis except v7, who misses
+    every object; v6 also clicks once at random on every subject; a classification with no
+    click is one row with empty x, y."""
+    rng = np.random.default_rng(seed)
+    rows, cid = [], 1000
+    for sid, objects in FLAT_OBJECTS.items():
+        for v in range(8):
+            cid += 1
+            marks = [] if v == 7 else [(x, y) for x, y in objects]
+            marks = [(x + rng.normal(0, 3.0), y + rng.normal(0, 3.0)) for x, y in marks]
+            if v == 6:
+                marks.append(tuple(rng.uniform((0, 0), FLAT_SIZE)))
+            for x, y in marks or [(np.nan, np.nan)]:
+                rows.append((cid, sid, f"v{v}", round(x, 2), round(y, 2), *FLAT_SIZE))
+    return pd.DataFrame(
+        rows,
+        columns=["classification_id", "subject_id", "volunteer", "x", "y"]
+        + ["image_width", "image_height"],
+    )
+
+
+def test_flat_clicks_csv_is_the_generated_table():
+    """resources/examples/flat_clicks.csv is :func:`flat_table` (regenerate it with
+    ``flat_table().to_csv(path, index=False)`` when that changes)."""
+    on_disk = pd.read_csv(EXAMPLES / "flat_clicks.csv")
+    pd.testing.assert_frame_equal(on_disk, flat_table(), check_dtype=False)
+
+
+@pytest.mark.slow
+def test_flat_clicks_example_finds_the_objects(tmp_path):
+    """boxes (no subjects table, the example's box side, image size from the table) ->
+    aggregate: one label with p_fp <= 0.5 per object and none else (v6's random clicks
+    are not labels), each the mean of the 7 clicks on its object."""
+    cfg = load("flat_clicks.yaml")
+    table = REPO / cfg["export"]["clicks"]
+    assert table == EXAMPLES / "flat_clicks.csv"
+    boxes, agg = tmp_path / "b.parquet", tmp_path / "agg"
+    assert cli_main(
+        ["boxes", "--clicks", str(table), "--box-side", str(cfg["export"]["box_side"]),
+         "--out", str(boxes)]
+    ) == 0  # fmt: skip
+    report = json.loads((tmp_path / "b_report.json").read_text())
+    assert report["image_size_source"]["clicks"] == 4 and report["clicks_outside_image"] == 0
+    # boxes: v0..v6 mark the 0 + 1 + 2 + 3 objects, plus v6's 4 random clicks; empty: v7 on
+    # the 4 subjects and v0..v5 on subject 101 (no object)
+    assert report["boxes"] == 7 * 6 + 4 and report["empty_classifications"] == 4 + 6
+    assert cli_main(
+        ["aggregate", "--boxes", str(boxes), "--out", str(agg),
+         "--config", str(EXAMPLES / "flat_clicks.yaml")]
+    ) == 0  # fmt: skip
+    labels = pd.read_parquet(agg / "labels.parquet")
+    kept = labels[labels["p_fp"] <= 0.5]
+    clicks = pd.read_csv(table)
+    for sid, objects in FLAT_OBJECTS.items():
+        mine = kept[kept["subject_id"] == sid][["x", "y"]].to_numpy()
+        assert len(mine) == len(objects), (sid, mine)
+        mark = clicks[clicks["subject_id"] == sid]
+        for ox, oy in objects:
+            # the label is the mean box of the 7 clicks on the object (decisions.md#label-box),
+            # whose centre is within 5 px of the object (3 px / sqrt(7) = 1.1 px per axis)
+            near = mark[np.hypot(mark["x"] - ox, mark["y"] - oy) < 15]
+            assert len(near) == 7
+            d = np.hypot(mine[:, 0] - near["x"].mean(), mine[:, 1] - near["y"].mean())
+            assert d.min() < 1e-6, (sid, ox, oy, d)
+            assert np.hypot(near["x"].mean() - ox, near["y"].mean() - oy) <= 5.0

@@ -789,6 +789,43 @@ def read_clicks(path: str | Path) -> pd.DataFrame:
         raise InputError(f"cannot read {kind} file: {exc}", path=path) from None
 
 
+def load_flat_clicks(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A flattened clicks table (workflow ``source: clicks``) checked as :func:`make_boxes`
+    checks it, with typed columns (ids int64, volunteer str, x and y float; the other columns
+    as read), and a report of what it holds. Nothing is dropped."""
+    clicks = read_clicks(path).reset_index(drop=True)
+    _check_columns(clicks, CLICK_REQUIRED, "clicks", path)
+    base = _row_base(path)
+    cid = _ints(clicks, "classification_id", path, base)
+    sid = _ints(clicks, "subject_id", path, base)
+    x, y = _coords(clicks, path, base)
+    vol, vol_missing = _volunteers(clicks)
+    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, path, base)
+    drawn_extents(clicks, path)
+    clicks = clicks.assign(classification_id=cid, subject_id=sid, volunteer=vol, x=x, y=y)
+    if "unusual" in clicks.columns:
+        clicks["unusual"] = clicks["unusual"].astype("boolean")
+    empty = np.isnan(x)
+    report = {
+        "clicks_table": str(path),
+        "rows_read": int(len(clicks)),
+        "clicks_kept": int((~empty).sum()),
+        "empty_classifications": int(empty.sum()),
+        "classifications_kept": int(len(np.unique(cid))),
+        "classifications_without_volunteer": no_volunteer,
+        "subjects": int(len(np.unique(sid))),
+        "volunteers": int(vol.dropna().nunique()),
+    }
+    log.info(
+        "%s: %d clicks and %d empty classifications of %d subjects",
+        path,
+        report["clicks_kept"],
+        report["empty_classifications"],
+        report["subjects"],
+    )
+    return clicks, report
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
