@@ -1,4 +1,4 @@
-"""Bad input suite (issue 6 item 1): a table of malformed inputs through the real CLI.
+"""Bad input suite (docs/decisions.md#bad-input): a table of malformed inputs through the real CLI.
 
 Every case starts from a small *valid* synthetic Clump Scout export (5 subjects x 6 volunteers,
 task T0 = bulge, task T1 = clumps with point tools 0 "Normal clump" / 1 "Unusual clump"; a

@@ -1,4 +1,4 @@
-"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; contract 3).
+"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/contracts.md#subject-geometry).
 
 For each galaxy of a catalogue (paper §2.2, decisions.md#cutout-side, #psf-fwhm):
 
@@ -338,7 +338,7 @@ def build_subjects(
     box_side: float | None,
     psfield: str | Path | None = None,
 ) -> pd.DataFrame:
-    """The subjects table (contract 3): cutout geometry, PSF and box side per subject.
+    """The subjects table (docs/contracts.md#subject-geometry): cutout geometry, PSF and box side per subject.
 
     ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``.
     ``psfield`` (or ``cfg["psfield"]``): the psField/photoField file used for every galaxy

@@ -1,4 +1,4 @@
-"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; contract 2).
+"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: docs/contracts.md#clicks).
 
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
@@ -165,7 +165,7 @@ POINT, RECTANGLE, CIRCLE, ELLIPSE = range(4)
 #: FEM ``toolType`` -> shape code
 _TOOL_TYPES = {"point": POINT, "rectangle": RECTANGLE, "circle": CIRCLE, "ellipse": ELLIPSE}
 
-#: clicks.parquet columns (contract 2) followed by the extra columns this reader adds
+#: clicks.parquet columns (docs/contracts.md#clicks) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -1496,7 +1496,7 @@ def extract_clicks(
     missing_subjects: str = "keep",
     limits: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Read a Zooniverse classification export into the tidy clicks table (contract 2).
+    """Read a Zooniverse classification export into the tidy clicks table (docs/contracts.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. Returns
