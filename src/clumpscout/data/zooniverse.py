@@ -959,7 +959,7 @@ def _task_hint(drawing: list[str]) -> str:
             f"(config extract.clump_task: {drawing[0]})"
         )
     if drawing:
-        return f"drawing tasks here: {_short(', '.join(drawing), 200)}; {flag}"
+        return f"drawing tasks here: {', '.join(_first(drawing))}; {flag}"
     return f"no drawing task found; {flag}"
 
 
