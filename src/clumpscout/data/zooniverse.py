@@ -45,7 +45,7 @@ Decisions (each drop is counted by reason in the report, nothing is dropped sile
   (``multiple_subjects``).
 - **Coordinates.** Marks whose x or y (a shape's position) is null or not a number are dropped
   (``missing_coordinates``), NaN or infinite ones too (``nonfinite_coordinates``). Points outside
-  the image are *kept* (panoptes-aggregation keeps them, and decisions.md#box-geometry keeps boxes that stick out)
+  the image are *kept* (docs/decisions.md#clicks-outside-image; panoptes-aggregation keeps them too)
   and flagged in column ``outside_image``; the image size is the ``naturalWidth/Height`` the
   volunteer's browser reported in ``metadata.subject_dimensions`` for that frame, else the one in
   the subject export's metadata, else unknown (``outside_image`` NA, counted). Inside means
