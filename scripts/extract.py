@@ -1,4 +1,8 @@
-"""Snakemake adapter: rules extract / extract_experts -> clumpscout.data.zooniverse.extract_clicks."""
+"""Snakemake adapter: rules extract / extract_experts -> clumpscout.data.zooniverse.extract_clicks.
+
+With ``params.flat_clicks`` true (workflow ``source: clicks``) ``input.classifications`` is a
+flattened clicks table, checked and typed by clumpscout.data.boxes.load_flat_clicks.
+"""
 
 from _common import main
 
@@ -7,18 +11,23 @@ def _run(sm):
     from clumpscout.data.zooniverse import LIMIT_DEFAULTS, extract_clicks
     from clumpscout.io import write_json, write_parquet
 
-    cfg = dict(sm.params.extract)
-    clicks, report = extract_clicks(
-        sm.input.classifications,
-        sm.input.subjects_export,
-        workflow_id=sm.params.workflow_id,
-        workflow_version=sm.params.workflow_version,
-        clump_task=cfg.get("clump_task", "T1"),
-        unusual_tools=cfg.get("unusual_tools", [1]),
-        tools=cfg.get("tools"),
-        missing_subjects=cfg.get("missing_subjects", "keep"),
-        limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
-    )
+    if getattr(sm.params, "flat_clicks", False):
+        from clumpscout.data.boxes import load_flat_clicks
+
+        clicks, report = load_flat_clicks(sm.input.classifications)
+    else:
+        cfg = dict(sm.params.extract)
+        clicks, report = extract_clicks(
+            sm.input.classifications,
+            sm.input.subjects_export or None,
+            workflow_id=sm.params.workflow_id,
+            workflow_version=sm.params.workflow_version,
+            clump_task=cfg.get("clump_task", "T1"),
+            unusual_tools=cfg.get("unusual_tools", [1]),
+            tools=cfg.get("tools"),
+            missing_subjects=cfg.get("missing_subjects", "keep"),
+            limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
+        )
     write_parquet(clicks, sm.output.clicks)
     write_json(report, sm.output.report)
 

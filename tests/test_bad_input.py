@@ -1,4 +1,4 @@
-"""Bad input suite (issue 6 item 1): a table of malformed inputs through the real CLI.
+"""Bad input suite (docs/decisions.md#bad-input): a table of malformed inputs through the real CLI.
 
 Every case starts from a small *valid* synthetic Clump Scout export (5 subjects x 6 volunteers,
 task T0 = bulge, task T1 = clumps with point tools 0 "Normal clump" / 1 "Unusual clump"; a
@@ -446,6 +446,26 @@ def _subject_missing(s: pd.DataFrame) -> pd.DataFrame:
     return s[s["subject_id"] != SUBJECT_IDS[1]].reset_index(drop=True)
 
 
+def _volunteer_missing_on_one_row(c: pd.DataFrame) -> pd.DataFrame:
+    """The first classification with two or more rows loses its volunteer on its last row."""
+    counts = c["classification_id"].value_counts()
+    cid = c["classification_id"][c["classification_id"].map(counts) >= 2].iloc[0]
+    c.loc[np.flatnonzero(c["classification_id"] == cid)[-1], "volunteer"] = None
+    return c
+
+
+def _two_volunteers(c: pd.DataFrame) -> pd.DataFrame:
+    counts = c["classification_id"].value_counts()
+    cid = c["classification_id"][c["classification_id"].map(counts) >= 2].iloc[0]
+    c.loc[np.flatnonzero(c["classification_id"] == cid)[-1], "volunteer"] = "someone-else"
+    return c
+
+
+def _click_far_outside(c: pd.DataFrame) -> pd.DataFrame:
+    c.loc[np.flatnonzero(c["x"].notna())[0], "x"] = 2600.0  # the subjects are 400 px wide
+    return c
+
+
 def _noop(inp: Inputs) -> None:
     return None
 
@@ -578,6 +598,14 @@ CASES = [
     Case("boxes-negative-box-side", "boxes", _noop, args=("--box-side", "-3"), error=("", None, ("box side",))),
     Case("boxes-clicks-not-parquet", "boxes", lambda inp: setattr(inp, "clicks", b"PAR1 this is not parquet"),
          error=("clicks", None, ("Parquet",))),
+    Case("boxes-volunteer-missing-on-some-rows", "boxes", table_edit("clicks", _volunteer_missing_on_one_row),
+         error=("clicks", None, ("classification", "volunteer is missing on row(s)", "on row(s)"))),
+    Case("boxes-classification-with-two-volunteers", "boxes", table_edit("clicks", _two_volunteers),
+         error=("clicks", None, ("several volunteers", "someone-else"))),
+    Case("boxes-click-outside-the-image", "boxes", table_edit("clicks", _click_far_outside),
+         drop=(("clicks_outside_image",), 1)),
+    Case("boxes-no-subjects-no-box-side", "boxes", _noop, args=("--subjects-none",),
+         error=("", None, ("--box-side PX",))),
     # ---- subsample
     Case("subsample-n-zero", "subsample", _noop, args=("--n", "0"), error=("", None, ("n must be",))),
     Case("subsample-n-above-available", "subsample", _noop, args=("--n", "1000"),
@@ -677,9 +705,9 @@ def _argv(case: Case, f: dict[str, Path], out: Path) -> tuple[list, dict[str, Pa
                 f["subjects_export"], "--out", out / "subjects.parquet"]  # fmt: skip
         return argv, {"report": out / "subjects_report.json"}
     if case.stage == "boxes":
-        argv = ["boxes", "--clicks", f["clicks"], "--subjects", f["subjects"],
-                "--out", out / "boxes.parquet"]  # fmt: skip
-        return argv, {}
+        subjects = [] if "--subjects-none" in case.args else ["--subjects", f["subjects"]]
+        argv = ["boxes", "--clicks", f["clicks"], *subjects, "--out", out / "boxes.parquet"]
+        return argv, {"report": out / "boxes_report.json"}
     if case.stage == "subsample":
         n = [] if "--n" in case.args else ["--n", "3"]
         argv = ["subsample", "--boxes", f["boxes"], *n, "--seed", "7",
@@ -851,7 +879,7 @@ def test_bad_input(case: Case, valid, background, tmp_path, capsys):
     files = _write(inp, src)
     out = tmp_path / "out"
     argv, reports = _argv(case, files, out)
-    rc, err = run_cli([*argv, *case.args], capsys)
+    rc, err = run_cli([*argv, *(a for a in case.args if a != "--subjects-none")], capsys)
     if case.error is not None:
         key, row, words = case.error
         assert_one_line_error(rc, err, str(files[key]) if key else None, row, words)

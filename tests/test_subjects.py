@@ -1,4 +1,4 @@
-"""Cutout side, PSF FWHM and box side per subject (clumpscout.data.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry, contract 3).
+"""Cutout side, PSF FWHM and box side per subject (clumpscout.data.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/contracts.md#subject-geometry).
 
 Known answers are computed by hand from decisions.md#cutout-side, #psf-fwhm:
 side = max(ceil(6 R90 / 0.396"), 40); FWHM_subject = FWHM" / 0.396 * 400 / side; box = 2 FWHM.
@@ -304,3 +304,27 @@ def test_psfield_column_per_galaxy(shared, tmp_path):
     assert w[1] == pytest.approx(1.1699985, abs=1e-6)
     assert 0.5 < w[2] < 3.0 and w[2] != w[0]  # field 137 of the photoField file
     assert t["box_side"].iloc[0] == pytest.approx(2 * w[0] / 0.396 * 400 / 76)
+
+
+def test_subjects_from_a_flattened_clicks_table(tmp_path):
+    """No subject export: the subject list and image sizes come from the clicks table (the
+    most common size per subject; none given: subjects.image_size), box side as configured
+    or auto."""
+    p = tmp_path / "flat.csv"
+    p.write_text(
+        "classification_id,subject_id,volunteer,x,y,image_width,image_height\n"
+        "1,7,ann,10,10,640,480\n"
+        "2,7,bob,12,11,640,480\n"
+        "3,7,cy,,,800,600\n"
+        "4,9,ann,5,5,,\n"
+    )
+    t = build_subjects(None, None, {"image_size": 300}, 12.0, clicks=p)
+    assert t["subject_id"].tolist() == [7, 9]
+    assert t["image_width"].tolist() == [640, 300] and t["image_height"].tolist() == [480, 300]
+    assert t["image_size_source"].tolist() == ["clicks", "config"]
+    assert t["box_side"].tolist() == [12.0, 12.0] and t["psf_source"].tolist() == ["config"] * 2
+    assert t.attrs["report"]["image_size_from_clicks"] == 1
+    auto = build_subjects(None, None, {}, "auto", clicks=p)
+    assert auto["box_side"].isna().all() and (auto["psf_source"] == "auto").all()
+    with pytest.raises(InputError, match="subject pixels or 'auto'"):
+        build_subjects(None, None, {}, "wide", clicks=p)

@@ -180,3 +180,19 @@ def test_n_beyond_what_most_subjects_hold_is_said_loudly(caplog):
     _, rep = draw_subsample(boxes, 5, seed=7)  # subjects 2 and 3 are short
     assert len(rep["warnings"]) == 1 and "67%" in rep["warnings"][0]
     assert any("fewer than 5" in r.message for r in caplog.records)
+
+
+def test_n_above_every_subject_is_the_complete_data_with_a_warning(caplog):
+    """TOY holds at most 6 classifications per subject: n = 7 keeps everything, says so in the
+    report and warns; n = 6 is the complete data too, without the warning (one subject holds 6)."""
+    boxes = make_boxes(TOY)
+    with caplog.at_level("WARNING", logger="clumpscout"):
+        out, rep = draw_subsample(boxes, 7, seed=1)
+    assert len(out) == len(boxes) and rep["n_classifications_dropped"] == 0
+    assert rep["complete_data"] is True
+    assert len(rep["warnings"]) == 1 and "no subject holds more than 6" in rep["warnings"][0]
+    assert "the same as Z~_6" in caplog.text
+    _, rep6 = draw_subsample(boxes, 6, seed=1)
+    assert rep6["complete_data"] is True and not any("no subject" in w for w in rep6["warnings"])
+    _, rep3 = draw_subsample(boxes, 3, seed=1)
+    assert rep3["complete_data"] is False

@@ -1,4 +1,4 @@
-"""The Zooniverse export reader (clumpscout.data.zooniverse; contract 2, issue 2 item 4).
+"""The Zooniverse export reader (clumpscout.data.zooniverse; columns: docs/contracts.md#clicks).
 
 Synthetic exports are built in code (columns and JSON as in a real export); the real Penguin Watch
 export in ../shared is compared with panoptes-aggregation 3.4.5's point extractor output.
@@ -665,3 +665,28 @@ def test_mixed_workflows_export(shared):
     # a survey task is not a drawing task
     with pytest.raises(InputError, match="not a drawing task"):
         extract_clicks(f, None, workflow_id=4994, clump_task="T0")
+
+
+def test_default_task_not_drawing_names_the_drawing_task(tmp_path, capsys):
+    """Penguin Watch's layout: T0 draws, T1 is a question. The default --clump-task T1 fails
+    with a line naming T0, the flag and the config key; two drawing tasks are both listed."""
+    ann = [
+        {"task": "T0", "value": [classic_point(5.0, 5.0)]},
+        {"task": "T1", "value": "There were too many to count"},
+    ]
+    p = write_export(tmp_path / "c.csv", [row(1, "a", 5, annotations=ann)])
+    out = tmp_path / "clicks.parquet"
+    rc = cli_main(["extract", "--classifications", str(p), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and not out.exists()
+    assert f"{p}:row 1: task 'T1' is not a drawing task here" in err
+    assert (
+        "the drawing task here is 'T0': use --clump-task T0 (config extract.clump_task: T0)" in err
+    )
+    # a task missing everywhere: the drawing tasks seen are named
+    p2 = write_export(tmp_path / "d.csv", [row(1, "a", 5, [classic_point(1.0, 1.0)])])
+    e = _err(p2, clump_task="T7")
+    assert "drawing tasks here: T0, T1; choose it with --clump-task" in e.message
+    only = [{"task": "T0", "value": [classic_point(5.0, 5.0)]}]
+    p3 = write_export(tmp_path / "e.csv", [row(1, "a", 5, annotations=only)])
+    assert "use --clump-task T0 (config extract.clump_task: T0)" in _err(p3).message

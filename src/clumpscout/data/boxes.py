@@ -1,39 +1,66 @@
-"""Clicks -> square boxes of side 2 FWHM, drawn shapes -> their extent (paper §3.3; contract 4).
+"""Clicks -> square boxes, drawn shapes -> their extent (paper §3.3; docs/decisions.md#box-geometry).
 
-Each click becomes a square box of side ``box_side`` subject pixels (2 x the subject's PSF FWHM,
-from the subjects table, or one side for every subject when ``box_side`` is given) centred on
-the click: ``x1 = x - side/2``, ``x2 = x + side/2``, likewise y (image y axis points down, so
-(x1, y1) is the upper-left corner; docs/decisions.md#box-geometry). A drawn shape (a rectangle,
-circle or ellipse of the clicks table, docs/decisions.md#shapes) keeps the extent the volunteer
-drew (``x1, y1, x2, y2`` of the clicks table: a rectangle as drawn, the bounding box of a circle
-or ellipse) with ``shape_extent="drawn"`` (the default, config ``export.shape_extent``);
-``"fixed"`` gives every mark, shapes included, the square of the configured side centred on it
-(the shape's centre). ``box_side`` stays the configured side in every row (the subject's scale,
-which the baselines use). When the clicks hold drawn shapes the boxes table passes ``shape``
-through; a points-only table is unchanged.
+Each click becomes a square box of side ``box_side`` subject pixels centred on the click:
+``x1 = x - side/2``, ``x2 = x + side/2``, likewise y (image y axis points down, so (x1, y1) is
+the upper-left corner; docs/decisions.md#box-geometry). The side is, in this order:
 
-Boxes are **not clipped** to the image (decisions.md#box-geometry: a box that sticks out is kept as is; clicks
-outside the image are flagged by ``extract`` in ``outside_image`` and kept too). Normalised
-coordinates divide x by the image width and y by the image height (decisions.md#box-geometry); they are given in
-``x1_norm`` ... ``y2_norm`` and may leave [0, 1] for boxes that stick out.
+- ``box_side`` given as a number: that side for every subject;
+- ``box_side="auto"`` (or a subjects table whose ``psf_source`` is ``"auto"``): twice the FWHM
+  of the click scatter measured on the clicks themselves (:func:`estimate_box_side`,
+  docs/decisions.md#box-side-auto), the same for every subject;
+- otherwise the subjects table's ``box_side`` (2 x the subject's PSF FWHM, from
+  ``clumpscout subjects``).
 
-A classification that marked nothing keeps its single row with NaN coordinates (contract 4), so
-the aggregation knows that its volunteer saw the subject.
+The subjects table is optional: a project without a galaxy catalogue runs
+``clumpscout boxes --clicks clicks.parquet --box-side 20 --out boxes.parquet``.
 
-Image size: the subjects table's ``image_width``/``image_height``. When that size only came from
-the config default (``image_size_source == "config"``: the subject export did not say) and the
-clicks carry the size the volunteers' browsers reported (``natural_width``/``natural_height``
-from ``metadata.subject_dimensions``), the most common reported size of the subject's
-classifications is used instead (e.g. Penguin Watch's 1000 x 750 images); such subjects are
-counted in the log.
+A drawn shape (a rectangle, circle or ellipse of the clicks table, docs/decisions.md#shapes)
+keeps the extent the volunteer drew (``x1, y1, x2, y2`` of the clicks table) with
+``shape_extent="drawn"`` (the default, config ``export.shape_extent``); ``"fixed"`` gives every
+mark, shapes included, the square of the side centred on it. ``box_side`` stays the side in
+every row (the subject's scale, which the baselines use). When the clicks hold drawn shapes
+the boxes table passes ``shape`` through; a points-only table is unchanged.
 
-Clicks of a subject that is not in the subjects table raise :class:`InputError` naming them.
+Image size (it normalises the coordinates for every distance, and the generative model spreads
+false boxes over the image), per subject, first of:
+
+1. the subjects table's ``image_width``/``image_height``, unless that size only came from the
+   config default (``image_size_source == "config"``);
+2. the size the clicks table carries: ``natural_width``/``natural_height`` (what the volunteers'
+   browsers reported, from ``clumpscout extract``) or ``image_width``/``image_height`` (a
+   flattened table); the most common size among the subject's classifications;
+3. ``image_size`` (``--image-size W H``);
+4. the subjects table's config default;
+5. unknown: the smallest image from (0, 0) holding every box of the subject. There is then no
+   out-of-image check; the log and the report say so (docs/decisions.md#clicks-outside-image).
+
+Boxes are **not clipped** to the image. A click (a shape's centre) outside
+``[0, width] x [0, height]`` is kept, flagged in ``outside_image`` and counted in the report,
+with examples (docs/decisions.md#clicks-outside-image). Normalised coordinates divide x by the
+image width and y by the image height; they are given in ``x1_norm`` ... ``y2_norm`` and may
+leave [0, 1] for boxes that stick out.
+
+A classification that marked nothing keeps its single row with NaN coordinates, so the
+aggregation knows that its volunteer saw the subject.
+
+Checked, each an :class:`InputError` naming the file, the row(s) and the problem: missing
+columns, ids that are missing or not integers, coordinates that are not numbers or only half
+there, a classification under two subjects or two volunteers, a volunteer given on some rows of
+a classification and missing on others, clicks of a subject missing from the subjects table.
+A classification whose volunteer is missing on every row is kept (the aggregation treats it as
+an anonymous volunteer) and counted. Row numbers follow :mod:`clumpscout.errors`: 0-based
+positions in a Parquet table, 1-based data rows in a CSV file.
+
+:func:`make_boxes` fills a report (``report=`` dict; the CLI writes ``<out stem>_report.json``)
+with the counts above, the side used and where it came from, and the image-size sources.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -48,8 +75,10 @@ EXTENT_COLUMNS = ("x1", "y1", "x2", "y2")
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
 SHAPE_EXTENTS = ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
+#: image-size columns a clicks table may carry (extract's, then a flattened table's)
+SIZE_COLUMNS = (("natural_width", "natural_height"), ("image_width", "image_height"))
 
-#: boxes.parquet columns (contract 4) then pass-through extras
+#: boxes.parquet columns (docs/contracts.md#boxes) then pass-through extras
 BOX_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -70,7 +99,12 @@ BOX_COLUMNS = (
     "x2_norm",
     "y2_norm",
 )
-PASS_THROUGH = ("user_id", "task", "tool", "frame", "outside_image")
+PASS_THROUGH = ("user_id", "task", "tool", "frame")
+#: FWHM of a Gaussian per standard deviation, 2 sqrt(2 ln 2)
+FWHM_PER_SIGMA = 2.0 * np.sqrt(2.0 * np.log(2.0))
+#: median |x| of a standard normal: sigma = median(|residual|) / this
+_MEDIAN_ABS_NORMAL = 0.6744897501960817
+_EXAMPLES = 20
 
 
 def square_boxes(
@@ -87,50 +121,196 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], what: str, path:
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise InputError(
-            f"{what} table lacks column(s) {', '.join(missing)} (has: {', '.join(df.columns)})",
+            f"{what} table lacks column(s) {', '.join(missing)} (has: {', '.join(map(str, df.columns))})",
             path=path,
         )
 
 
-def _reported_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
-    """Most common (natural_width, natural_height) per subject among its classifications."""
-    if "natural_width" not in clicks.columns or "natural_height" not in clicks.columns:
-        return pd.DataFrame(columns=["subject_id", "w", "h"])
-    d = clicks[["subject_id", "classification_id", "natural_width", "natural_height"]]
-    d = d.dropna().drop_duplicates(["subject_id", "classification_id"])
-    if d.empty:
-        return pd.DataFrame(columns=["subject_id", "w", "h"])
-    counts = d.groupby(["subject_id", "natural_width", "natural_height"]).size().reset_index()
-    counts = counts.sort_values(
-        ["subject_id", 0, "natural_width", "natural_height"], ascending=[True, False, True, True]
-    )
-    best = counts.drop_duplicates("subject_id")
-    return pd.DataFrame(
-        {
-            "subject_id": best["subject_id"].to_numpy(dtype=np.int64),
-            "w": best["natural_width"].to_numpy(dtype=float),
-            "h": best["natural_height"].to_numpy(dtype=float),
-        }
-    )
+def _row_base(path: object) -> int:
+    """Row numbering of a file (clumpscout.errors): 1 for the data rows of a CSV, else 0."""
+    name = str(path or "").lower()
+    return 1 if name.endswith((".csv", ".csv.gz", ".tsv", ".txt")) else 0
+
+
+def _rows_text(positions: np.ndarray, base: int, n: int = 10) -> str:
+    rows = [str(int(p) + base) for p in positions[:n]]
+    more = f" ... ({len(positions) - n} more)" if len(positions) > n else ""
+    return ", ".join(rows) + more
+
+
+def _value(v: Any) -> str:
+    """A cell for an error message: text quoted, numbers as written."""
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray:
+    """An id column as int64; a missing or non-integer value is an error naming its row."""
+    s = clicks[col]
+    if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
+        return s.to_numpy(dtype=np.int64)
+    num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    bad = ~np.isfinite(num) | (num != np.round(num))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        v = s.iloc[i]
+        what = "is missing" if pd.isna(v) else f"{_value(v)} is not an integer"
+        raise InputError(f"{col} {what}", path=path, row=i + base)
+    return num.astype(np.int64)
+
+
+def _coords(clicks: pd.DataFrame, path: object, base: int) -> tuple[np.ndarray, np.ndarray]:
+    """x, y as float (NaN: no mark); not a number, infinite, or only one of the two: an error."""
+    out = []
+    for col in ("x", "y"):
+        s = clicks[col]
+        num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+        bad = np.isnan(num) & s.notna().to_numpy()
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"{col} {_value(s.iloc[i])} is not a number", path=path, row=i + base)
+        if np.isinf(num).any():
+            i = int(np.flatnonzero(np.isinf(num))[0])
+            raise InputError(f"{col} is not finite ({num[i]})", path=path, row=i + base)
+        out.append(num)
+    x, y = out
+    half = np.isnan(x) != np.isnan(y)
+    if half.any():
+        i = int(np.flatnonzero(half)[0])
+        raise InputError(
+            "a click has one of x, y and not the other (a classification that marked nothing "
+            "has both empty)",
+            path=path,
+            row=i + base,
+        )
+    return x, y
+
+
+def _volunteers(clicks: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
+    """The volunteer column as strings (NA kept) and which rows have none (NA or blank)."""
+    v = clicks["volunteer"].astype("str").reset_index(drop=True)
+    missing = v.isna().to_numpy() | (v.fillna("x").str.strip() == "").to_numpy()
+    v = v.mask(missing)
+    return v, missing
+
+
+def _check_classifications(
+    cid: np.ndarray,
+    sid: np.ndarray,
+    vol: pd.Series,
+    vol_missing: np.ndarray,
+    path: object,
+    base: int,
+) -> int:
+    """One subject and one volunteer per classification (an error naming the classification
+    and its rows otherwise); returns the number of classifications without a volunteer."""
+    n = len(cid)
+    if n == 0:
+        return 0
+    order = np.argsort(cid, kind="stable")
+    cs = cid[order]
+    start = np.r_[True, cs[1:] != cs[:-1]]
+    group = np.cumsum(start) - 1
+    first = np.flatnonzero(start)
+
+    def rows_of(g: int) -> np.ndarray:
+        return np.sort(order[group == g])
+
+    ss = sid[order]
+    bad = ss != ss[first][group]
+    if bad.any():
+        g = int(group[np.flatnonzero(bad)[0]])
+        rows = rows_of(g)
+        raise InputError(
+            f"classification {cs[first[g]]} appears under subjects "
+            f"{', '.join(map(str, pd.unique(sid[rows])[:5]))} (rows {_rows_text(rows, base)}); "
+            "a classification belongs to one subject",
+            path=path,
+        )
+    miss = vol_missing[order]
+    any_miss = np.logical_or.reduceat(miss, first)
+    all_miss = np.logical_and.reduceat(miss, first)
+    partial = any_miss & ~all_miss
+    if partial.any():
+        g = int(np.flatnonzero(partial)[0])
+        rows = rows_of(g)
+        without = rows[vol_missing[rows]]
+        with_ = rows[~vol_missing[rows]]
+        raise InputError(
+            f"classification {cs[first[g]]}: volunteer is missing on row(s) "
+            f"{_rows_text(without, base)} but {vol.iloc[with_[0]]!r} on row(s) "
+            f"{_rows_text(with_, base)}; give every row of a classification its volunteer",
+            path=path,
+        )
+    codes = pd.factorize(vol)[0][order]
+    bad = (codes != codes[first][group]) & ~miss
+    if bad.any():
+        g = int(group[np.flatnonzero(bad)[0]])
+        rows = rows_of(g)
+        names = ", ".join(repr(v) for v in pd.unique(vol.iloc[rows])[:5])
+        raise InputError(
+            f"classification {cs[first[g]]} has several volunteers ({names}; rows "
+            f"{_rows_text(rows, base)}); a classification is one volunteer's",
+            path=path,
+        )
+    return int(all_miss.sum())
+
+
+def _clicks_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
+    """Most common image size per subject among its classifications, from the clicks table's
+    ``natural_width/height`` (extract) or else ``image_width/height`` (a flattened table)."""
+    empty = pd.DataFrame({"subject_id": [], "w": [], "h": []})
+    for wc, hc in SIZE_COLUMNS:
+        if wc not in clicks.columns or hc not in clicks.columns:
+            continue
+        d = pd.DataFrame(
+            {
+                "subject_id": clicks["subject_id"].to_numpy(),
+                "classification_id": clicks["classification_id"].to_numpy(),
+                "w": pd.to_numeric(clicks[wc], errors="coerce").to_numpy(float, na_value=np.nan),
+                "h": pd.to_numeric(clicks[hc], errors="coerce").to_numpy(float, na_value=np.nan),
+            }
+        )
+        d = d[(d["w"] > 0) & (d["h"] > 0)].drop_duplicates(["subject_id", "classification_id"])
+        if d.empty:
+            continue
+        counts = d.groupby(["subject_id", "w", "h"]).size().reset_index(name="n")
+        counts = counts.sort_values(
+            ["subject_id", "n", "w", "h"], ascending=[True, False, True, True]
+        )
+        best = counts.drop_duplicates("subject_id")
+        return pd.DataFrame(
+            {
+                "subject_id": best["subject_id"].to_numpy(dtype=np.int64),
+                "w": best["w"].to_numpy(dtype=float),
+                "h": best["h"].to_numpy(dtype=float),
+            }
+        )
+    return empty
 
 
 def drawn_extents(clicks: pd.DataFrame, path: object = None) -> np.ndarray:
     """Rows of ``clicks`` that carry a drawn extent (finite ``x1, y1, x2, y2`` and a centre).
 
     A row with only some of the four, or with ``x2 <= x1`` or ``y2 <= y1``, is an
-    :class:`InputError` naming it (0-based position in the table).
+    :class:`InputError` naming it.
     """
     if not set(EXTENT_COLUMNS) <= set(clicks.columns):
         return np.zeros(len(clicks), dtype=bool)
-    e = np.column_stack([clicks[c].to_numpy(dtype=float, na_value=np.nan) for c in EXTENT_COLUMNS])
+    e = np.column_stack(
+        [
+            pd.to_numeric(clicks[c], errors="coerce").to_numpy(float, na_value=np.nan)
+            for c in EXTENT_COLUMNS
+        ]
+    )
     finite = np.isfinite(e)
-    has = finite.all(axis=1) & np.isfinite(clicks["x"].to_numpy(dtype=float, na_value=np.nan))
+    x = pd.to_numeric(clicks["x"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
+    has = finite.all(axis=1) & np.isfinite(x)
     bad = (finite.any(axis=1) & ~has) | (has & ~((e[:, 2] > e[:, 0]) & (e[:, 3] > e[:, 1])))
     if bad.any():
         raise InputError(
             "a drawn extent (x1, y1, x2, y2) is incomplete or has x2 <= x1 or y2 <= y1",
             path=path,
-            row=int(np.flatnonzero(bad)[0]),
+            row=int(np.flatnonzero(bad)[0]) + _row_base(path),
         )
     return has
 
@@ -143,58 +323,258 @@ def _has_shapes(clicks: pd.DataFrame) -> bool:
     return bool((s.notna() & (s.astype("str") != "point")).any())
 
 
+# --------------------------------------------------------------------------- box side: auto
+
+
+def estimate_box_side(
+    subject_id: np.ndarray,
+    volunteer: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    min_volunteers: int = 3,
+    link: float = 3.0,
+    max_iter: int = 20,
+) -> dict[str, Any]:
+    """Box side from the click scatter: 2 x FWHM of the clicks around groups that several
+    volunteers marked (docs/decisions.md#box-side-auto).
+
+    Clicks (finite x, y; ``volunteer`` any hashable codes, ``subject_id`` integers) of one
+    subject are linked when closer than ``link`` x sigma and made by different volunteers;
+    a linked group marked by at least ``min_volunteers`` different volunteers, with at most
+    1.5 clicks per volunteer (not two objects run together), is a *group*. Each volunteer's
+    click nearest the group mean is kept, and the residuals from the mean of those k clicks,
+    times sqrt(k / (k - 1)) (the mean's own scatter), pooled over x and y, give
+    sigma = median |residual| / 0.6745 (a normal's median absolute value). sigma starts from
+    the median distance from a click to the nearest click of another volunteer and is iterated
+    to a fixed point. FWHM = 2 sqrt(2 ln 2) sigma = 2.355 sigma; the side is 2 FWHM.
+
+    Returns a dict: sigma_px, fwhm_px, box_side_px, groups, clicks_used, subjects_used,
+    link_px, iterations, converged, min_volunteers. Fewer than 3 groups: :class:`InputError`.
+    """
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import connected_components
+    from scipy.spatial import cKDTree
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    x, y = x[ok], y[ok]
+    subj = np.unique(np.asarray(subject_id)[ok], return_inverse=True)[1].astype(np.int64)
+    vol = pd.factorize(pd.Series(np.asarray(volunteer, dtype=object)[ok]))[0].astype(np.int64)
+    n = len(x)
+    hint = "give the box side in pixels instead (--box-side PX, config export.box_side)"
+    if n < min_volunteers:
+        raise InputError(f"box side auto: only {n} clicks to estimate the click scatter; {hint}")
+    span = float(max(np.abs(x).max(), np.abs(y).max())) + 1.0
+    step = 4.0 * span + 1.0
+    pts = np.column_stack([x + subj * step, y])
+    tree = cKDTree(pts)
+    # start: median distance to the nearest click of another volunteer on the same subject
+    k = int(min(n, 16))
+    dist, idx = tree.query(pts, k=k)
+    idx = np.minimum(idx, n - 1)
+    other = (vol[idx] != vol[:, None]) & (subj[idx] == subj[:, None]) & np.isfinite(dist)
+    has = other.any(axis=1)
+    if not has.any():
+        raise InputError(
+            f"box side auto: no subject has clicks of two different volunteers; {hint}"
+        )
+    nn = dist[np.flatnonzero(has), other[has].argmax(axis=1)]
+    sigma = float(np.median(nn))
+    if not sigma > 0:
+        sigma = float(np.median(nn[nn > 0])) if (nn > 0).any() else 1.0
+    radius = link * sigma
+    result: dict[str, Any] = {}
+    converged = False
+    for it in range(1, max_iter + 1):
+        pairs = tree.query_pairs(radius, output_type="ndarray")
+        if len(pairs):
+            keep = (vol[pairs[:, 0]] != vol[pairs[:, 1]]) & (subj[pairs[:, 0]] == subj[pairs[:, 1]])
+            pairs = pairs[keep]
+        graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
+        _, comp = connected_components(graph, directed=False)
+        n_clicks = np.bincount(comp)
+        cv = np.unique(comp * np.int64(vol.max() + 1) + vol)
+        n_vol = np.bincount(cv // (vol.max() + 1), minlength=len(n_clicks))
+        good = (n_vol >= min_volunteers) & (n_clicks <= 1.5 * n_vol)
+        rows = np.flatnonzero(good[comp])
+        n_groups = int(good.sum())
+        if n_groups < 3:
+            raise InputError(
+                f"box side auto: only {n_groups} groups of clicks by >= {min_volunteers} "
+                f"volunteers (linking radius {radius:.3g} px); {hint}"
+            )
+        c = comp[rows]
+        cnt = np.bincount(c, minlength=len(n_clicks))
+        mx = np.bincount(c, x[rows], len(n_clicks)) / np.maximum(cnt, 1)
+        my = np.bincount(c, y[rows], len(n_clicks)) / np.maximum(cnt, 1)
+        d2 = (x[rows] - mx[c]) ** 2 + (y[rows] - my[c]) ** 2
+        o = np.lexsort((d2, vol[rows], c))
+        first = np.r_[True, (c[o][1:] != c[o][:-1]) | (vol[rows][o][1:] != vol[rows][o][:-1])]
+        sel = rows[o[first]]
+        c = comp[sel]
+        kk = np.bincount(c, minlength=len(n_clicks)).astype(float)
+        mx = np.bincount(c, x[sel], len(n_clicks)) / np.maximum(kk, 1)
+        my = np.bincount(c, y[sel], len(n_clicks)) / np.maximum(kk, 1)
+        scale = np.sqrt(kk[c] / (kk[c] - 1.0))
+        res = np.abs(np.r_[(x[sel] - mx[c]) * scale, (y[sel] - my[c]) * scale])
+        new = float(np.median(res)) / _MEDIAN_ABS_NORMAL
+        result = {
+            "sigma_px": new,
+            "fwhm_px": float(FWHM_PER_SIGMA * new),
+            "box_side_px": float(2.0 * FWHM_PER_SIGMA * new),
+            "groups": n_groups,
+            "clicks_used": int(len(sel)),
+            "subjects_used": int(len(np.unique(subj[sel]))),
+            "link_px": float(radius),
+            "iterations": it,
+            "min_volunteers": int(min_volunteers),
+        }
+        if not new > 0:
+            raise InputError(f"box side auto: the clicks of every group coincide; {hint}")
+        if abs(new - sigma) <= 1e-3 * sigma:
+            converged = True
+            break
+        sigma = new
+        radius = link * sigma
+    result["converged"] = converged
+    return result
+
+
+# --------------------------------------------------------------------------- boxes
+
+
+def _side_option(box_side: Any) -> float | str | None:
+    if box_side is None:
+        return None
+    if isinstance(box_side, str):
+        if box_side.strip().lower() == "auto":
+            return "auto"
+        try:
+            box_side = float(box_side)
+        except ValueError:
+            raise InputError(
+                f"box side must be a number of pixels or 'auto', got {box_side!r}"
+            ) from None
+    if isinstance(box_side, bool) or not (float(box_side) > 0) or not np.isfinite(float(box_side)):
+        raise InputError(f"box side must be positive, got {box_side!r}")
+    return float(box_side)
+
+
 def make_boxes(
     clicks: pd.DataFrame,
-    subjects: pd.DataFrame,
-    box_side: float | None = None,
+    subjects: pd.DataFrame | None = None,
+    box_side: float | str | None = None,
     clicks_path: object = None,
     subjects_path: object = None,
     shape_extent: str = "drawn",
+    image_size: tuple[float, float] | None = None,
+    report: dict | None = None,
 ) -> pd.DataFrame:
-    """One box per click or drawn shape (contract 4), empty classifications kept as NaN rows
-    (decisions.md#box-geometry); ``shape_extent``: see the module docstring (docs/decisions.md#shapes)."""
+    """One box per click or drawn shape, empty classifications kept as NaN rows (module
+    docstring; docs/decisions.md#box-geometry, #shapes, #box-side-auto, #clicks-outside-image).
+
+    ``subjects``: the subjects table (optional); ``box_side``: pixels, ``"auto"`` or None (the
+    subjects table's); ``image_size``: (width, height) for subjects whose size nothing else
+    gives; ``report``: a dict filled with the counts (JSON-serialisable).
+    """
     _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
-    _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
-    if box_side is not None and not (float(box_side) > 0):
-        raise InputError(f"box side must be positive, got {box_side!r}")
+    side_opt = _side_option(box_side)
     if shape_extent not in SHAPE_EXTENTS:
         raise InputError(
             f"shape_extent must be one of {', '.join(SHAPE_EXTENTS)}, got {shape_extent!r}"
         )
-    subj = subjects.drop_duplicates("subject_id")
-    if len(subj) != len(subjects):
-        raise InputError("the subjects table repeats subject ids", path=subjects_path)
-    sid = clicks["subject_id"].to_numpy(dtype=np.int64)
-    index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
-    pos = index.get_indexer(sid)
-    if (pos < 0).any():
-        missing = np.unique(sid[pos < 0])
+    if image_size is not None:
+        if len(image_size) != 2 or not all(float(v) > 0 for v in image_size):
+            raise InputError(f"image size must be two positive numbers W H, got {image_size!r}")
+    if subjects is None and side_opt is None:
         raise InputError(
-            f"{len(missing)} subject(s) with clicks are not in the subjects table (no box side "
-            f"/ PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to the "
-            "catalogue or drop them in extract (extract.missing_subjects: drop)",
-            path=subjects_path,
+            "without a subjects table the box side must be given: --box-side PX (subject "
+            "pixels) or --box-side auto (config export.box_side)",
+            path=clicks_path,
         )
-    if box_side is None:
-        side_s = subj["box_side"].to_numpy(dtype=float)
+    base = _row_base(clicks_path)
+    clicks = clicks.reset_index(drop=True)
+    cid = _ints(clicks, "classification_id", clicks_path, base)
+    sid = _ints(clicks, "subject_id", clicks_path, base)
+    x, y = _coords(clicks, clicks_path, base)
+    vol, vol_missing = _volunteers(clicks)
+    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+
+    # ---- per subject: box side and image size (and where the size came from)
+    if subjects is not None:
+        _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
+        subj = subjects.drop_duplicates("subject_id")
+        if len(subj) != len(subjects):
+            raise InputError("the subjects table repeats subject ids", path=subjects_path)
+        index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
+        pos = index.get_indexer(sid)
+        if (pos < 0).any():
+            missing = np.unique(sid[pos < 0])
+            raise InputError(
+                f"{len(missing)} subject(s) with clicks are not in the subjects table (no box "
+                f"side / PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to "
+                "the catalogue, drop them in extract (extract.missing_subjects: drop) or run "
+                "boxes without a subjects table (--box-side)",
+                path=subjects_path,
+            )
+        side_s = subj["box_side"].to_numpy(dtype=float, na_value=np.nan)
+        w_s = subj["image_width"].to_numpy(dtype=float, na_value=np.nan).copy()
+        h_s = subj["image_height"].to_numpy(dtype=float, na_value=np.nan).copy()
+        src = np.full(len(subj), "subjects", dtype=object)
+        if "image_size_source" in subj.columns:
+            src[(subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)] = (
+                "config"
+            )
+        src[~((w_s > 0) & (h_s > 0))] = "unknown"
+        if side_opt is None and "psf_source" in subj.columns:
+            if (subj["psf_source"] == "auto").to_numpy(dtype=bool, na_value=False).any():
+                side_opt = "auto"
     else:
-        side_s = np.full(len(subj), float(box_side))
-    w_s = np.array(subj["image_width"], dtype=float)  # copies: may be updated below
-    h_s = np.array(subj["image_height"], dtype=float)
-    if "image_size_source" in subj.columns:
-        from_config = (subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)
-        if from_config.any():
-            rep = _reported_sizes(clicks)
-            rpos = index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
-            use = (rpos >= 0) & from_config[np.maximum(rpos, 0)]
-            w_s[rpos[use]] = rep["w"].to_numpy()[use]
-            h_s[rpos[use]] = rep["h"].to_numpy()[use]
-            if use.any():
-                log.info(
-                    "image size of %d subjects taken from the volunteers' reported "
-                    "naturalWidth/Height (the subject export did not give one)",
-                    int(use.sum()),
-                )
+        index = pd.Index(np.unique(sid))
+        pos = index.get_indexer(sid)
+        side_s = np.full(len(index), np.nan)
+        w_s = np.full(len(index), np.nan)
+        h_s = np.full(len(index), np.nan)
+        src = np.full(len(index), "unknown", dtype=object)
+    fallback = (src == "config") | (src == "unknown")
+    rep = _clicks_sizes(clicks)
+    if len(rep):
+        rpos = index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
+        use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
+        w_s[rpos[use]] = rep["w"].to_numpy()[use]
+        h_s[rpos[use]] = rep["h"].to_numpy()[use]
+        src[rpos[use]] = "clicks"
+    if image_size is not None:
+        use = (src == "config") | (src == "unknown")
+        w_s[use], h_s[use] = float(image_size[0]), float(image_size[1])
+        src[use] = "option"
+
+    auto: dict[str, Any] | None = None
+    if side_opt == "auto":
+        points = ~np.isnan(x)
+        if "shape" in clicks.columns:
+            points &= (clicks["shape"].astype("str").fillna("point") == "point").to_numpy()
+        with timed("estimating the box side from the click scatter", log):
+            keys = _vol_keys(vol, vol_missing, cid)
+            auto = estimate_box_side(sid[points], keys[points], x[points], y[points])
+        log.info(
+            "box side auto: click scatter sigma = %.3g px (FWHM %.3g px) from %d groups of "
+            "clicks by >= %d volunteers on %d subjects -> box side 2 FWHM = %.3g px",
+            auto["sigma_px"],
+            auto["fwhm_px"],
+            auto["groups"],
+            auto["min_volunteers"],
+            auto["subjects_used"],
+            auto["box_side_px"],
+        )
+        side_s = np.full(len(index), auto["box_side_px"])
+        side_source = "auto"
+    elif side_opt is not None:
+        side_s = np.full(len(index), float(side_opt))
+        side_source = "option"
+    else:
+        side_source = "subjects"
     side = side_s[pos]
     bad = ~(np.isfinite(side) & (side > 0))
     if bad.any():
@@ -203,22 +583,36 @@ def make_boxes(
             f"no usable box side for {len(s)} subject(s), e.g. {', '.join(map(str, s[:10]))}",
             path=subjects_path,
         )
-    w = np.round(w_s[pos]).astype(np.int64)
-    h = np.round(h_s[pos]).astype(np.int64)
-    x = clicks["x"].to_numpy(dtype=float)
-    y = clicks["y"].to_numpy(dtype=float)
+
     x1, y1, x2, y2 = square_boxes(x, y, side)
     drawn = drawn_extents(clicks, clicks_path)
     if shape_extent == "drawn" and drawn.any():
         for corner, col in zip((x1, y1, x2, y2), EXTENT_COLUMNS, strict=True):
-            corner[drawn] = clicks[col].to_numpy(dtype=float, na_value=np.nan)[drawn]
+            corner[drawn] = pd.to_numeric(clicks[col]).to_numpy(dtype=float, na_value=np.nan)[drawn]
     else:
         drawn[:] = False
+
+    # unknown sizes: the smallest image from (0, 0) holding the subject's boxes
+    unknown = src == "unknown"
+    if unknown.any():
+        ext_w = np.full(len(index), 0.0)
+        ext_h = np.full(len(index), 0.0)
+        has = ~np.isnan(x2)
+        np.maximum.at(ext_w, pos[has], x2[has])
+        np.maximum.at(ext_h, pos[has], y2[has])
+        w_s[unknown] = np.maximum(np.ceil(ext_w[unknown]), np.ceil(side_s[unknown]))
+        h_s[unknown] = np.maximum(np.ceil(ext_h[unknown]), np.ceil(side_s[unknown]))
+    w = np.round(w_s[pos]).astype(np.int64)
+    h = np.round(h_s[pos]).astype(np.int64)
+    empty = np.isnan(x)
+    size_known = ~unknown[pos]
+    outside = ~empty & size_known & ((x < 0) | (y < 0) | (x > w) | (y > h))
+
     out = pd.DataFrame(
         {
-            "classification_id": clicks["classification_id"].to_numpy(dtype=np.int64),
+            "classification_id": cid,
             "subject_id": sid,
-            "volunteer": clicks["volunteer"].to_numpy(),
+            "volunteer": vol.to_numpy(),
             "x1": x1,
             "y1": y1,
             "x2": x2,
@@ -242,21 +636,27 @@ def make_boxes(
     )
     out["volunteer"] = out["volunteer"].astype("str")
     if "created_at" in clicks.columns:
-        out["created_at"] = clicks["created_at"].reset_index(drop=True)
+        out["created_at"] = clicks["created_at"]
     for c in PASS_THROUGH:
         if c in clicks.columns:
-            out[c] = clicks[c].reset_index(drop=True)
+            out[c] = clicks[c]
+    flag = pd.array(outside, dtype="boolean")
+    flag[empty | ~size_known] = pd.NA
+    out["outside_image"] = flag
     if _has_shapes(clicks):
-        out["shape"] = clicks["shape"].astype("str").reset_index(drop=True)
+        out["shape"] = clicks["shape"].astype("str")
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
         out = out.iloc[order].reset_index(drop=True)
-    n_empty = int(np.isnan(x).sum())
+
+    # ---- log and report
+    n_empty = int(empty.sum())
+    n_subjects = len(np.unique(sid))
     log.info(
         "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
         len(out) - n_empty,
         n_empty,
-        len(np.unique(sid)),
+        n_subjects,
     )
     if drawn.any():
         log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
@@ -264,23 +664,209 @@ def make_boxes(
         log.info(
             "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
         )
+    used = np.unique(pos)
+    sources = {
+        k: int((src[used] == k).sum())
+        for k in ("subjects", "clicks", "option", "config", "unknown")
+    }
+    if sources["clicks"] and subjects is not None:
+        log.info(
+            "image size of %d subjects taken from the size the clicks table carries "
+            "(e.g. the volunteers' reported naturalWidth/Height)",
+            sources["clicks"],
+        )
+    if sources["unknown"]:
+        log.warning(
+            "image size unknown for %d subjects (no subjects table size, no size in the clicks "
+            "table, no --image-size): their images are taken as the smallest holding their "
+            "boxes, and their clicks are not checked for being outside the image",
+            sources["unknown"],
+        )
+    n_out = int(outside.sum())
+    examples = [
+        {
+            "row": int(i) + base,
+            "classification_id": int(cid[i]),
+            "subject_id": int(sid[i]),
+            "x": float(x[i]),
+            "y": float(y[i]),
+            "image_width": int(w[i]),
+            "image_height": int(h[i]),
+        }
+        for i in np.flatnonzero(outside)[:_EXAMPLES]
+    ]
+    if n_out:
+        e = examples[0]
+        log.warning(
+            "%d clicks lie outside their image (kept and flagged in outside_image; "
+            "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
+            "(subject %d, classification %d)%s",
+            n_out,
+            e["x"],
+            e["y"],
+            e["image_width"],
+            e["image_height"],
+            e["subject_id"],
+            e["classification_id"],
+            "; so many suggest coordinates in another pixel scale than the image size"
+            if n_out > max(10, 0.01 * (len(x) - n_empty))
+            else "",
+        )
+    if no_volunteer:
+        log.info(
+            "%d classifications have no volunteer (kept; the aggregation treats each as an "
+            "anonymous volunteer)",
+            no_volunteer,
+        )
+    if report is not None:
+        report.update(
+            {
+                "clicks": None if clicks_path is None else str(clicks_path),
+                "subjects_table": None if subjects_path is None else str(subjects_path),
+                "rows": int(len(out)),
+                "boxes": int(len(out) - n_empty),
+                "drawn_boxes": int(drawn.sum()),
+                "empty_classifications": n_empty,
+                "classifications": int(len(np.unique(cid))),
+                "classifications_without_volunteer": no_volunteer,
+                "subjects": n_subjects,
+                "box_side": {
+                    "source": side_source,
+                    "px": None
+                    if side_source == "subjects"
+                    else float(side_s[0])
+                    if len(side_s)
+                    else None,
+                    "min_px": float(np.min(side)) if len(side) else None,
+                    "max_px": float(np.max(side)) if len(side) else None,
+                    "auto": auto,
+                },
+                "image_size_source": sources,
+                "image_size_option": None if image_size is None else [float(v) for v in image_size],
+                "clicks_outside_image": n_out,
+                "clicks_image_size_unknown": int((~empty & ~size_known).sum()),
+                "outside_image_rule": "kept and flagged (docs/decisions.md#clicks-outside-image)",
+                "outside_image_examples": examples,
+            }
+        )
     return out
+
+
+def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarray:
+    """Volunteer keys for the scatter estimate: a classification without a volunteer is its
+    own anonymous volunteer."""
+    keys = vol.to_numpy(dtype=object).copy()
+    keys[missing] = [f"anonymous-{c}" for c in cid[missing]]
+    return keys
 
 
 # --------------------------------------------------------------------------- CLI
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every default that is a value: not for required options, flags that are
+    off, or options whose absence (None) the help text explains."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+def read_clicks(path: str | Path) -> pd.DataFrame:
+    """A clicks table: Parquet (``clumpscout extract``) or a flattened CSV (a name ending in
+    .csv, .csv.gz, .tsv or .txt) with at least the columns of :data:`CLICK_REQUIRED`."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("no such file", path=path)
+    try:
+        if _row_base(p):
+            sep = "\t" if p.name.lower().endswith(".tsv") else ","
+            return pd.read_csv(p, sep=sep, dtype={"volunteer": "str"}, keep_default_na=True)
+        return pd.read_parquet(p)
+    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
+        kind = "CSV" if _row_base(p) else "Parquet"
+        raise InputError(f"cannot read {kind} file: {exc}", path=path) from None
+
+
+def load_flat_clicks(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A flattened clicks table (workflow ``source: clicks``) checked as :func:`make_boxes`
+    checks it, with typed columns (ids int64, volunteer str, x and y float; the other columns
+    as read), and a report of what it holds. Nothing is dropped."""
+    clicks = read_clicks(path).reset_index(drop=True)
+    _check_columns(clicks, CLICK_REQUIRED, "clicks", path)
+    base = _row_base(path)
+    cid = _ints(clicks, "classification_id", path, base)
+    sid = _ints(clicks, "subject_id", path, base)
+    x, y = _coords(clicks, path, base)
+    vol, vol_missing = _volunteers(clicks)
+    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, path, base)
+    drawn_extents(clicks, path)
+    clicks = clicks.assign(classification_id=cid, subject_id=sid, volunteer=vol, x=x, y=y)
+    if "unusual" in clicks.columns:
+        clicks["unusual"] = clicks["unusual"].astype("boolean")
+    empty = np.isnan(x)
+    report = {
+        "clicks_table": str(path),
+        "rows_read": int(len(clicks)),
+        "clicks_kept": int((~empty).sum()),
+        "empty_classifications": int(empty.sum()),
+        "classifications_kept": int(len(np.unique(cid))),
+        "classifications_without_volunteer": no_volunteer,
+        "subjects": int(len(np.unique(sid))),
+        "volunteers": int(vol.dropna().nunique()),
+    }
+    log.info(
+        "%s: %d clicks and %d empty classifications of %d subjects",
+        path,
+        report["clicks_kept"],
+        report["empty_classifications"],
+        report["subjects"],
+    )
+    return clicks, report
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--clicks", required=True, help="clicks.parquet from clumpscout extract")
-    p.add_argument("--subjects", required=True, help="subjects.parquet from clumpscout subjects")
-    p.add_argument("--box-side", type=float, default=None, help="one box side for all (px)")
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Clicks -> boxes. Each click becomes a square of side --box-side (or the subjects "
+        "table's 2 x PSF FWHM) centred on it; drawn shapes keep their extent. Clicks outside "
+        "the image are kept, flagged and counted in <out stem>_report.json."
+    )
+    p.add_argument(
+        "--clicks",
+        required=True,
+        help="clicks table: clicks.parquet from clumpscout extract, or a flattened CSV with "
+        "classification_id, subject_id, volunteer, x, y [, unusual, image_width, image_height]",
+    )
+    p.add_argument(
+        "--subjects",
+        default=None,
+        help="subjects.parquet from clumpscout subjects (box side and image size per subject); "
+        "optional with --box-side",
+    )
+    p.add_argument(
+        "--box-side",
+        default=None,
+        help="box side in subject pixels for every subject, or 'auto' (2 x the FWHM of the "
+        "click scatter); required without --subjects",
+    )
+    p.add_argument(
+        "--image-size",
+        nargs=2,
+        type=float,
+        metavar=("W", "H"),
+        default=None,
+        help="image width and height (px) for subjects whose size neither the subjects table "
+        "nor the clicks table gives; unknown sizes skip the outside-the-image check",
+    )
     p.add_argument(
         "--shape-extent",
         choices=SHAPE_EXTENTS,
         default="drawn",
-        help="drawn shapes: their drawn extent (default) or the fixed square of a point",
+        help="drawn shapes: their drawn extent, or the fixed square of a point",
     )
-    p.add_argument("--out", required=True, help="boxes.parquet")
+    p.add_argument("--out", required=True, help="boxes.parquet (report: <stem>_report.json)")
 
 
 def _read_parquet(path: str) -> pd.DataFrame:
@@ -291,17 +877,22 @@ def _read_parquet(path: str) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_parquet
+    from clumpscout.data.zooniverse import report_path
+    from clumpscout.io import write_json, write_parquet
 
+    report: dict[str, Any] = {}
     with timed("boxes", log):
         boxes = make_boxes(
-            _read_parquet(args.clicks),
-            _read_parquet(args.subjects),
+            read_clicks(args.clicks),
+            None if args.subjects is None else _read_parquet(args.subjects),
             box_side=args.box_side,
             clicks_path=args.clicks,
             subjects_path=args.subjects,
             shape_extent=args.shape_extent,
+            image_size=args.image_size,
+            report=report,
         )
     write_parquet(boxes, args.out)
-    log.info("wrote %s", args.out)
+    write_json(report, report_path(args.out))
+    log.info("wrote %s and %s", args.out, report_path(args.out))
     return 0

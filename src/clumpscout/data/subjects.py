@@ -1,4 +1,4 @@
-"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; contract 3).
+"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/contracts.md#subject-geometry).
 
 For each galaxy of a catalogue (paper §2.2, decisions.md#cutout-side, #psf-fwhm):
 
@@ -335,12 +335,17 @@ def build_subjects(
     catalogue: str | Path | None,
     subjects_export: str | Path | None,
     cfg: dict | None,
-    box_side: float | None,
+    box_side: float | str | None,
     psfield: str | Path | None = None,
+    clicks: str | Path | None = None,
 ) -> pd.DataFrame:
-    """The subjects table (contract 3): cutout geometry, PSF and box side per subject.
+    """The subjects table (docs/contracts.md#subject-geometry): cutout geometry, PSF and box side per subject.
 
-    ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``.
+    ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``
+    (pixels, or "auto": NaN and ``psf_source`` auto, measured by ``clumpscout boxes``).
+    ``clicks`` (a flattened clicks table, docs/contracts.md#clicks) instead of a subject
+    export: one row per subject of the table, with the image size the table gives
+    (``image_size_source`` clicks) or ``image_size``.
     ``psfield`` (or ``cfg["psfield"]``): the psField/photoField file used for every galaxy
     without a ``psfield`` column value when ``psf_source`` is ``psfield``.
     See the module docstring for the formulas (decisions.md#cutout-side, #psf-fwhm, #box-geometry) and decisions.
@@ -354,32 +359,75 @@ def build_subjects(
         with timed(f"reading subject export {Path(subjects_export).name}", log):
             export = read_subjects_export(subjects_export)
     report: dict[str, Any] = {}
+    from_clicks = None
+    if export is None and clicks is not None:
+        export, from_clicks = _export_from_clicks(clicks)
     if catalogue is None:
         if export is None:
-            raise InputError("need a galaxy catalogue or a subject export")
-        if box_side is None or not (float(box_side) > 0):
-            raise InputError(
-                "no galaxy catalogue: the box side must come from config export.box_side "
-                "(or --box-side), in subject pixels",
-                path=subjects_export,
-            )
-        table = _from_export(export, float(box_side), c["image_size"])
+            raise InputError("need a galaxy catalogue, a subject export or a clicks table")
+        side = _box_side(box_side, subjects_export or clicks)
+        table = _from_export(export, side, c["image_size"])
+        if from_clicks is not None:
+            table.loc[from_clicks, "image_size_source"] = "clicks"
+        if math.isnan(side):
+            table["psf_source"] = pd.array(["auto"] * len(table), dtype="str")
         report["subjects"] = len(table)
     else:
         table = _from_catalogue(Path(catalogue), export, c, psfield, report)
     n_md = int((table["image_size_source"] == "metadata").sum())
+    n_cl = int((table["image_size_source"] == "clicks").sum())
     log.info(
-        "%d subjects; PSF from %s; image size from subject metadata for %d, config (%d px) for %d",
+        "%d subjects; PSF from %s; image size from subject metadata for %d, the clicks table "
+        "for %d, config (%d px) for %d",
         len(table),
         ", ".join(f"{k} ({v})" for k, v in table["psf_source"].value_counts().items()),
         n_md,
+        n_cl,
         c["image_size"],
-        len(table) - n_md,
+        len(table) - n_md - n_cl,
     )
     report["psf_source"] = {str(k): int(v) for k, v in table["psf_source"].value_counts().items()}
     report["image_size_from_metadata"] = n_md
+    report["image_size_from_clicks"] = n_cl
     table.attrs["report"] = report
     return table
+
+
+def _export_from_clicks(path: str | Path) -> tuple[pd.DataFrame, np.ndarray]:
+    """A subject list like :func:`read_subjects_export`'s from a flattened clicks table, and
+    which subjects got their image size from it."""
+    from clumpscout.data.boxes import _clicks_sizes, load_flat_clicks
+
+    clicks, _ = load_flat_clicks(path)
+    sid = np.unique(clicks["subject_id"].to_numpy(dtype=np.int64))
+    sizes = _clicks_sizes(clicks)
+    pos = pd.Index(sizes["subject_id"]).get_indexer(sid)
+    known = pos >= 0
+    w = np.where(known, sizes["w"].to_numpy()[np.maximum(pos, 0)] if len(sizes) else 0, np.nan)
+    h = np.where(known, sizes["h"].to_numpy()[np.maximum(pos, 0)] if len(sizes) else 0, np.nan)
+    nan = np.full(len(sid), np.nan)
+    export = pd.DataFrame(
+        {"subject_id": sid, "image_width": w, "image_height": h, "ra": nan, "dec": nan}
+    )
+    return export, known
+
+
+def _box_side(box_side: Any, path: object) -> float:
+    """The configured box side in subject px, or NaN for "auto" (``clumpscout boxes`` measures
+    it from the click scatter, docs/decisions.md#box-side-auto)."""
+    if isinstance(box_side, str) and box_side.strip().lower() == "auto":
+        return math.nan
+    try:
+        side = float(box_side)
+    except (TypeError, ValueError):
+        side = math.nan
+    if box_side is None or isinstance(box_side, bool) or not (0 < side < math.inf):
+        raise InputError(
+            "no galaxy catalogue: the box side must come from config export.box_side "
+            f"(or --box-side): subject pixels or 'auto', got {box_side!r}",
+            path=path,
+        )
+    return side
 
 
 def _from_export(export: pd.DataFrame, box_side: float, image_size: int) -> pd.DataFrame:
@@ -589,15 +637,52 @@ def _psf_from_psfield(cat: pd.DataFrame, path: Path, default: Any) -> np.ndarray
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from clumpscout.data.boxes import DefaultsHelpFormatter
+
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Cutout side, PSF FWHM and box side (2 FWHM) per subject from a galaxy catalogue, or "
+        "one box side for every subject of a subject export (a project without a catalogue)."
+    )
     p.add_argument("--catalogue", default=None, help="galaxy catalogue (CSV or FITS)")
     p.add_argument("--subjects-export", default=None, help="Zooniverse subject export CSV")
+    p.add_argument(
+        "--clicks",
+        default=None,
+        help="a flattened clicks table (CSV or Parquet) as the subject list, instead of a "
+        "subject export",
+    )
     p.add_argument("--psfield", default=None, help="psField/photoField file (implies psfield)")
-    p.add_argument("--psf-source", choices=PSF_SOURCES, default=None)
-    p.add_argument("--box-side", type=float, default=None, help="box side without a catalogue")
-    p.add_argument("--native-scale", type=float, default=DEFAULTS["native_scale"])
-    p.add_argument("--image-size", type=int, default=DEFAULTS["image_size"])
-    p.add_argument("--min-side", type=int, default=DEFAULTS["min_side"])
-    p.add_argument("--r90-factor", type=float, default=DEFAULTS["r90_factor"])
+    p.add_argument(
+        "--psf-source",
+        choices=PSF_SOURCES,
+        default=None,
+        help="where the PSF FWHM comes from (default: psfield with --psfield, else catalogue)",
+    )
+    p.add_argument(
+        "--box-side",
+        default=None,
+        help="box side in subject px without a catalogue (config export.box_side), or 'auto' "
+        "(clumpscout boxes measures it from the click scatter)",
+    )
+    p.add_argument(
+        "--native-scale",
+        type=float,
+        default=DEFAULTS["native_scale"],
+        help="arcsec per native pixel",
+    )
+    p.add_argument(
+        "--image-size",
+        type=int,
+        default=DEFAULTS["image_size"],
+        help="subject image side (px) when the subject export does not give one",
+    )
+    p.add_argument(
+        "--min-side", type=int, default=DEFAULTS["min_side"], help="minimum cutout side (native px)"
+    )
+    p.add_argument(
+        "--r90-factor", type=float, default=DEFAULTS["r90_factor"], help="cutout side / R90"
+    )
     p.add_argument("--out", required=True, help="subjects.parquet (report: <stem>_report.json)")
 
 
@@ -614,7 +699,12 @@ def run(args: argparse.Namespace) -> int:
         "r90_factor": args.r90_factor,
     }
     table = build_subjects(
-        args.catalogue, args.subjects_export, cfg, args.box_side, psfield=args.psfield
+        args.catalogue,
+        args.subjects_export,
+        cfg,
+        args.box_side,
+        psfield=args.psfield,
+        clicks=args.clicks,
     )
     report = table.attrs.pop("report", {})
     write_parquet(table, args.out)

@@ -10,7 +10,10 @@ Decisions (decisions.md#subsamples):
   volunteer's annotation of one subject; all of its box rows (or its single
   coordinate-less row when it marked nothing) are kept or dropped together;
 - draws are without replacement; a subject with fewer than ``n``
-  classifications keeps all of them and is counted in the report;
+  classifications keeps all of them and is counted in the report; an ``n`` above every
+  subject's count gives the complete data, which the report (``complete_data``) and a
+  warning say (docs/decisions.md#subsample-n: it still runs, the workflow's targets are
+  fixed before the data exist);
 - nested draws (default): one seeded random permutation of each subject's
   classifications, ``Z~_n`` = its first ``n``, so ``Z~_n ⊂ Z~_{n+1}`` and trends
   in ``n`` are not blurred by resampling noise. ``nested=False`` draws each
@@ -108,7 +111,7 @@ def draw_subsample(
 
     Parameters
     ----------
-    boxes_df : the boxes table (contract 4); only ``classification_id`` and
+    boxes_df : the boxes table (docs/contracts.md#boxes); only ``classification_id`` and
         ``subject_id`` are used, every column is passed through.
     n : classifications per subject (>= 1).
     seed : the subsample seed (``seed_for("subsample")`` in the workflow).
@@ -167,7 +170,17 @@ def draw_subsample(
         n,
     )
     report["warnings"] = []
-    if len(per_subject) and short.mean() > 0.5:
+    # n at or above what every subject holds: Z~_n is the complete data (decisions.md#subsample-n)
+    report["complete_data"] = bool(len(per_subject) and n >= per_subject.max())
+    if len(per_subject) and n > per_subject.max():
+        msg = (
+            f"Z~_{n}: no subject holds more than {per_subject.max()} classifications, so this "
+            f"subsample is the complete data (the same as Z~_{per_subject.max()}); drop n above "
+            f"{per_subject.max()} from subsample.n (docs/decisions.md#subsample-n)"
+        )
+        log.warning(msg)
+        report["warnings"].append(msg)
+    elif len(per_subject) and short.mean() > 0.5:
         msg = (
             f"Z~_{n}: {short.mean():.0%} of the subjects have fewer than {n} classifications "
             f"(median {np.median(per_subject):g}, max {per_subject.max()}): this subsample is "
@@ -181,6 +194,13 @@ def draw_subsample(
 
 # ---------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from clumpscout.data.boxes import DefaultsHelpFormatter
+
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Draw Z~_n: n classifications per subject without replacement (subjects with fewer "
+        "keep all of them and are counted; docs/decisions.md#subsamples)."
+    )
     p.add_argument("--boxes", required=True, help="boxes.parquet (clumpscout boxes)")
     p.add_argument("--n", type=int, required=True, help="classifications per subject")
     p.add_argument("--seed", type=int, required=True, help="subsample seed")
@@ -190,7 +210,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="draw this n independently instead of nested (Z~_n ⊂ Z~_n+1)",
     )
     p.add_argument("--out", required=True, help="output boxes parquet")
-    p.add_argument("--report", default=None, help="optional report JSON")
+    p.add_argument("--report", default=None, help="report JSON (default: not written)")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,4 +1,4 @@
-"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; contract 2).
+"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: docs/contracts.md#clicks).
 
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
@@ -45,7 +45,7 @@ Decisions (each drop is counted by reason in the report, nothing is dropped sile
   (``multiple_subjects``).
 - **Coordinates.** Marks whose x or y (a shape's position) is null or not a number are dropped
   (``missing_coordinates``), NaN or infinite ones too (``nonfinite_coordinates``). Points outside
-  the image are *kept* (panoptes-aggregation keeps them, and decisions.md#box-geometry keeps boxes that stick out)
+  the image are *kept* (docs/decisions.md#clicks-outside-image; panoptes-aggregation keeps them too)
   and flagged in column ``outside_image``; the image size is the ``naturalWidth/Height`` the
   volunteer's browser reported in ``metadata.subject_dimensions`` for that frame, else the one in
   the subject export's metadata, else unknown (``outside_image`` NA, counted). Inside means
@@ -165,7 +165,7 @@ POINT, RECTANGLE, CIRCLE, ELLIPSE = range(4)
 #: FEM ``toolType`` -> shape code
 _TOOL_TYPES = {"point": POINT, "rectangle": RECTANGLE, "circle": CIRCLE, "ellipse": ELLIPSE}
 
-#: clicks.parquet columns (contract 2) followed by the extra columns this reader adds
+#: clicks.parquet columns (docs/contracts.md#clicks) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -950,6 +950,19 @@ def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
     return items, n_marks
 
 
+def _task_hint(drawing: list[str]) -> str:
+    """How to choose the clump task, naming the drawing task when there is exactly one."""
+    flag = "choose it with --clump-task (config extract.clump_task; default T1)"
+    if len(drawing) == 1:
+        return (
+            f"the drawing task here is {drawing[0]!r}: use --clump-task {drawing[0]} "
+            f"(config extract.clump_task: {drawing[0]})"
+        )
+    if drawing:
+        return f"drawing tasks here: {', '.join(_first(drawing))}; {flag}"
+    return f"no drawing task found; {flag}"
+
+
 def _new_stats(n: int) -> dict[str, Any]:
     """Pass-2 counters, and per kept row (``n``) its marks and duration (-1 / NaN: not read)."""
     return {
@@ -959,6 +972,7 @@ def _new_stats(n: int) -> dict[str, Any]:
         "other_task_clicks": Counter(),
         "other_task_annotations": Counter(),
         "tasks_seen": Counter(),
+        "drawing_tasks": Counter(),  # classifications in which a task is a drawing task
         "empty_classifications": 0,
         "classifications_emptied_by_drops": 0,
         "dropped_classifications": Counter(),
@@ -1022,6 +1036,7 @@ def _parse_rows(
     other_clicks: Counter = stats["other_task_clicks"]
     other_ann: Counter = stats["other_task_annotations"]
     seen_tasks: Counter = stats["tasks_seen"]
+    drawing_tasks: Counter = stats["drawing_tasks"]
     sub_w, sub_h = subject_size
     annotations, metadata, subject_data = texts
     isfinite = math.isfinite
@@ -1044,6 +1059,8 @@ def _parse_rows(
         n_kept = 0
         n_marks = 0
         for task, value, drawing in items:
+            if drawing:
+                drawing_tasks[str(task)] += 1
             if clump_task is not None and task != clump_task:
                 seen_tasks[str(task)] += 1
                 if drawing:
@@ -1055,9 +1072,10 @@ def _parse_rows(
             if clump_task is not None:
                 seen_tasks[str(task)] += 1
                 if not drawing:
+                    others = sorted({str(t) for t, _, d in items if d})
                     raise InputError(
                         f"task {clump_task!r} is not a drawing task here (its value is "
-                        f"{_short(value)}); check extract.clump_task",
+                        f"{_short(value)}); {_task_hint(others)}",
                         path=path,
                         row=row,
                     )
@@ -1478,7 +1496,7 @@ def extract_clicks(
     missing_subjects: str = "keep",
     limits: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Read a Zooniverse classification export into the tidy clicks table (contract 2).
+    """Read a Zooniverse classification export into the tidy clicks table (docs/contracts.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. Returns
@@ -1627,8 +1645,8 @@ def extract_clicks(
     if clump_task is not None and stats["tasks_seen"].get(clump_task, 0) == 0:
         seen = _short(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
         raise InputError(
-            f"task {clump_task!r} appears in no selected classification (tasks seen: {seen or 'none'}); "
-            "set extract.clump_task / --clump-task",
+            f"task {clump_task!r} appears in no selected classification (tasks seen: "
+            f"{seen or 'none'}); {_task_hint(sorted(stats['drawing_tasks']))}",
             path=path,
         )
 
@@ -1861,29 +1879,97 @@ def report_path(out: str | Path) -> Path:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
+    from clumpscout.data.boxes import DefaultsHelpFormatter
+
+    p.formatter_class = DefaultsHelpFormatter
+    p.description = (
+        "Zooniverse classification export -> tidy clicks table (one row per mark of the clump "
+        "task, one coordinate-less row per classification that marked nothing) and "
+        "<out stem>_report.json counting every dropped classification and click by reason. "
+        "The defaults follow Galaxy Zoo: Clump Scout (task T1, tool 1 = unusual clump); "
+        "other projects set --clump-task and --unusual-tools."
+    )
     p.add_argument("--classifications", required=True, help="classification export CSV")
-    p.add_argument("--subjects", default=None, help="subject export CSV")
-    p.add_argument("--workflow-id", default=None, help="workflow id (required if several)")
+    p.add_argument(
+        "--subjects",
+        default=None,
+        help="subject export CSV (image sizes, subjects missing from it); optional",
+    )
+    p.add_argument(
+        "--workflow-id",
+        default=None,
+        help="workflow id (config export.workflow_id); required when the export holds several",
+    )
     p.add_argument(
         "--workflow-version",
         default=None,
-        help='"major.minor" exactly, or "major" (default: the newest major version)',
+        help='"major.minor" exactly, or "major" (config export.workflow_version); '
+        "default: the newest major version",
     )
     p.add_argument(
-        "--clump-task", default="T1", help='task whose clicks to keep ("all": every drawing task)'
+        "--clump-task",
+        default="T1",
+        help='drawing task whose marks to keep (config extract.clump_task); "all": every '
+        "drawing task",
     )
     p.add_argument(
-        "--unusual-tools", type=int, nargs="*", default=[1], help="tool indices meaning unusual"
+        "--unusual-tools",
+        type=int,
+        nargs="*",
+        default=[1],
+        help="tool indices that mean 'unusual' (config extract.unusual_tools); give the flag "
+        "with no value for none",
     )
-    p.add_argument("--tools", type=int, nargs="*", default=None, help="keep only these tools")
-    p.add_argument("--missing-subjects", choices=MISSING_SUBJECTS, default="keep")
+    p.add_argument(
+        "--tools",
+        type=int,
+        nargs="*",
+        default=None,
+        help="keep only these tool indices (config extract.tools; default: every tool)",
+    )
+    p.add_argument(
+        "--missing-subjects",
+        choices=MISSING_SUBJECTS,
+        default="keep",
+        help="subjects absent from the subject export (config extract.missing_subjects)",
+    )
     d = LIMIT_DEFAULTS
-    p.add_argument("--max-json-depth", type=int, default=d["max_json_depth"])
-    p.add_argument("--max-field-bytes", type=int, default=d["max_field_bytes"])
-    p.add_argument("--max-marks", type=int, default=d["max_marks"], help="per classification")
-    p.add_argument("--flag-marks", type=int, default=d["flag_marks"], help="flag above this")
-    p.add_argument("--min-seconds-per-mark", type=float, default=d["min_seconds_per_mark"])
-    p.add_argument("--drop-flagged", choices=DROP_FLAGGED, default=d["drop_flagged"])
+    p.add_argument(
+        "--max-json-depth",
+        type=int,
+        default=d["max_json_depth"],
+        help="drop a classification whose JSON nests deeper",
+    )
+    p.add_argument(
+        "--max-field-bytes",
+        type=int,
+        default=d["max_field_bytes"],
+        help="drop a classification with a larger JSON field",
+    )
+    p.add_argument(
+        "--max-marks",
+        type=int,
+        default=d["max_marks"],
+        help="drop a classification with more marks (every drawing task)",
+    )
+    p.add_argument(
+        "--flag-marks",
+        type=int,
+        default=d["flag_marks"],
+        help="flag a classification with more marks",
+    )
+    p.add_argument(
+        "--min-seconds-per-mark",
+        type=float,
+        default=d["min_seconds_per_mark"],
+        help="flag a classification finished faster than this per mark",
+    )
+    p.add_argument(
+        "--drop-flagged",
+        choices=DROP_FLAGGED,
+        default=d["drop_flagged"],
+        help="what to do with flagged classifications",
+    )
     p.add_argument("--out", required=True, help="clicks.parquet (report: <stem>_report.json)")
 
 
