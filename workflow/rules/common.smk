@@ -1,45 +1,38 @@
 import hashlib
 import importlib.util
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
-from snakemake.utils import validate
+
+SRC = Path(workflow.basedir) / "src" / "clumpscout"
+# the project's own package first (a copied project checks its config with its own schema)
+if str(SRC.parent) not in sys.path:
+    sys.path.insert(0, str(SRC.parent))
+from clumpscout import config as config_schema
 
 
 def check_config(cfg):
-    """Validate the config; a bad key or value is reported in one line per problem
-    (snakemake's own message appends the whole schema)."""
-    import jsonschema
-    import yaml
-
-    schema_path = (
-        Path(workflow.current_basedir).parent / "schemas" / "config.schema.yaml"
-    )
-    schema = yaml.safe_load(schema_path.read_text())
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.path])
-    if errors:
-        lines = [
-            f"  {'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-            for e in errors[:20]
-        ]
-        raise WorkflowError(
-            f"invalid config ({len(errors)} problem(s); the schema is {schema_path}):\n"
-            + "\n".join(lines)
-        )
-    validate(cfg, schema="../schemas/config.schema.yaml")
+    """Validate the config against src/clumpscout/config.schema.yaml, fill in every default
+    (in place) and check that every input path exists; a problem is one line naming the
+    key (snakemake's own message appends the whole schema). decisions.md#one-config-source
+    """
+    try:
+        config_schema.check(cfg)
+    except config_schema.ConfigError as exc:
+        raise WorkflowError(exc.message) from None
 
 
 check_config(config)
 
-SRC = Path(workflow.basedir) / "src" / "clumpscout"
 # loaded from the project's own source (the workflow needs no installed package for this)
 _spec = importlib.util.spec_from_file_location("_codedeps", SRC / "codedeps.py")
 _codedeps = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_codedeps)
 _code_digest = _codedeps.code_digest
-RESULTS = "results"
+# every output goes below this folder (decisions.md#results-per-config)
+RESULTS = config["results_dir"].rstrip("/")
 
 
 def code_digest(script):
@@ -51,8 +44,8 @@ def code_digest(script):
 
 
 def section(name):
-    """A config section as a plain dict (empty if absent)."""
-    return dict(config.get(name) or {})
+    """A config section (validated, with every default filled in) as a plain dict."""
+    return dict(config[name])
 
 
 def seed_for(stage):
@@ -65,11 +58,11 @@ SIMULATED = config["source"] == "simulate"
 # simulate.kind counting: a point-marking project without galaxies
 # (clumpscout.simulation.counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
 # every subject gets the box side export.box_side, and there are no galaxies to render.
-COUNTING = SIMULATED and section("simulate").get("kind", "galaxy") == "counting"
-HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))
-NS = list(section("subsample").get("n", [20]))
-IMAGES = SIMULATED and not COUNTING and bool(section("images").get("enabled", False))
-if COUNTING and section("images").get("enabled", False):
+COUNTING = SIMULATED and config["simulate"]["kind"] == "counting"
+HAS_EXPERTS = SIMULATED or bool(config["export"]["expert_classifications"])
+NS = list(config["subsample"]["n"])
+IMAGES = SIMULATED and not COUNTING and config["images"]["enabled"]
+if COUNTING and config["images"]["enabled"]:
     logger.warning(
         "simulate.kind: counting has no galaxy images: images.enabled ignored"
     )
@@ -80,11 +73,17 @@ MODELS = ["generative", "paper"]
 MODEL_RE = "|".join(MODELS)
 # the model behind the paper's figures, the photometry and the count comparison (appendix)
 PAPER_MODEL = "paper"
+# what the aggregations are compared with: the experts' clicks, the simulated truth
+REFERENCES = (["experts"] if HAS_EXPERTS else []) + (["truth"] if SIMULATED else [])
+REFERENCE_RE = "|".join(REFERENCES) or "none"
+BASELINE_N = config["baseline"]["n"]
 
 
 def aggregate_params(wildcards):
-    """The validated `aggregate:` section with `model` set from the wildcard."""
-    return {**section("aggregate"), "model": wildcards.model}
+    """The model's hyper-parameters: the `aggregate:` section with `model` set from the
+    wildcard (per_tool, a run option, is passed on its own)."""
+    params = {k: v for k, v in config["aggregate"].items() if k != "per_tool"}
+    return {**params, "model": wildcards.model}
 
 
 def agg_path(model, n, name):
@@ -92,45 +91,22 @@ def agg_path(model, n, name):
     return f"{RESULTS}/aggregate/{model}/n{n}/{name}"
 
 
-def check_export_paths():
-    """With source: export, every configured export file must exist now: a misspelled path
-    would otherwise let outputs of an earlier run flow on unnoticed."""
-    if SIMULATED:
-        return
-    exp = section("export")
-    for key in ("classifications", "subjects"):
-        if not exp.get(key):
-            raise WorkflowError(f"config export.{key} must be set when source: export")
-    for key in ("classifications", "subjects", "catalogue", "expert_classifications"):
-        path = exp.get(key)
-        if (
-            path
-            and not str(path).startswith(f"{RESULTS}/")
-            and not Path(path).is_file()
-        ):
-            raise WorkflowError(
-                f"config export.{key}: {path} is not a file "
-                f"(a relative path is read from {Path.cwd()})"
-            )
-
-
-check_export_paths()
-
-
 def universe(name):
     return f"{RESULTS}/universe/{name}"
 
 
+# Inputs: the simulated universe's files or the user's export files (checked above; as
+# rule inputs, a changed path re-runs what reads it).
 def input_classifications():
     if SIMULATED:
         return universe("classifications.csv")
-    return section("export")["classifications"]
+    return config["export"]["classifications"]
 
 
 def input_subjects_export():
     if SIMULATED:
         return universe("subjects_export.csv")
-    return section("export")["subjects"]
+    return config["export"]["subjects"]
 
 
 def input_catalogue():
@@ -139,23 +115,65 @@ def input_catalogue():
         return []
     if SIMULATED:
         return universe("galaxies.csv")
-    return section("export").get("catalogue") or []
+    return config["export"]["catalogue"] or []
 
 
 def input_expert_classifications():
     if SIMULATED:
         return universe("expert_classifications.csv")
-    return section("export").get("expert_classifications") or []
+    return config["export"]["expert_classifications"] or []
 
 
-def all_targets():
+# figures.smk (generated from the figure registry) still appends its final outputs here;
+# final_targets() lists them itself and keeps whatever else is appended.
+extra_targets = []
+
+
+def final_targets():
+    """Every final output of the workflow (the `all` rule), in one list.
+
+    Called at the end of the Snakefile, once every rule file is included: the figure names
+    come from figures.smk's `fig_targets`, the flux figures from the flux_figures rule.
+    """
     targets = [
         f"{RESULTS}/boxes/boxes.parquet",
-        f"{RESULTS}/clicks/expert_clicks.parquet" if HAS_EXPERTS else [],
+        *([f"{RESULTS}/clicks/expert_clicks.parquet"] if HAS_EXPERTS else []),
+        *expand(
+            f"{RESULTS}/aggregate/{{model}}/n{{n}}/{{f}}",
+            model=MODELS,
+            n=NS,
+            f=["labels.parquet", "subjects.parquet", "volunteers.parquet"]
+            + ["assignments.parquet", "clumps.ecsv"],
+        ),
+        *expand(
+            f"{RESULTS}/compare/{{model}}/{{reference}}_{{t}}.csv",
+            model=MODELS,
+            reference=REFERENCES,
+            t=COMPARE_TABLES,
+        ),
+        *[
+            f"{RESULTS}/baseline/{name}"
+            for name in (
+                "count_difference.csv",
+                "meanshift_labels.parquet",
+                "single_linkage_labels.parquet",
+                "dbscan_labels.parquet",
+            )
+        ],
+        *expand(f"{RESULTS}/baseline/{{reference}}_summary.csv", reference=REFERENCES),
+        *expand(
+            f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
+        ),
+        *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
+        f"{RESULTS}/headline.csv",
+        f"{RESULTS}/headline.html",
+        REPORT,
     ]
-    targets += extra_targets
-    return [t for t in targets if t]
-
-
-# later rule files append their final outputs here
-extra_targets = []
+    if IMAGES:
+        targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
+        targets += [
+            f for k, f in rules.flux_figures.output.items() if k.endswith("_png")
+        ]
+    if config["images"]["real_demo"]:
+        targets += [f"{IMG}/real/fwhm.csv", f"{IMG}/real/montage.png"]
+    return list(dict.fromkeys([*targets, *extra_targets]))

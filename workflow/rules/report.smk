@@ -1,0 +1,53 @@
+# The report inside the DAG (decisions.md#report-in-dag): every output a rule marks with
+# report(...) (figures, montages, the headline table), with its caption and category, in one
+# self-contained HTML file. Included last: it reads the rules defined before it.
+
+
+def report_items():
+    """(output, caption file, category) of every report-marked output of a rule without
+    wildcards; caption paths are relative to workflow/rules/, as in report(...)."""
+    rules_dir = Path(workflow.basedir) / "workflow" / "rules"
+    items = []
+    for r in workflow.rules:
+        if r.has_wildcards():
+            continue
+        for f in r.output:
+            flag = getattr(f, "flags", {}).get("report")
+            if flag is None:
+                continue
+            caption = (rules_dir / flag.caption).resolve() if flag.caption else None
+            items.append(
+                {
+                    "path": str(f),
+                    "caption": str(caption) if caption else None,
+                    "category": flag.category,
+                }
+            )
+    return sorted(items, key=lambda it: (str(it["category"]), it["path"]))
+
+
+REPORT = f"{RESULTS}/report.html"
+REPORT_ITEMS = report_items()
+
+
+rule report:
+    input:
+        outputs=[it["path"] for it in REPORT_ITEMS],
+        captions=sorted({it["caption"] for it in REPORT_ITEMS if it["caption"]}),
+        intro=f"{workflow.basedir}/workflow/report/workflow.rst",
+    output:
+        REPORT,
+    log:
+        f"{RESULTS}/logs/report.log",
+    conda:
+        "../../envs/figures.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        entries=REPORT_ITEMS,
+        title="clumpscout: Galaxy Zoo: Clump Scout aggregation",
+        code=code_digest("report"),
+    script:
+        "../../scripts/report.py"
