@@ -74,11 +74,17 @@ def _typed(value, spec: dict):
     return copy.deepcopy(value)
 
 
+def _is_section(spec: dict) -> bool:
+    """A section: a mapping whose keys have their own defaults (its default is ``{}``), not
+    a mapping-valued setting such as ``images.beta``."""
+    return "properties" in spec and spec.get("default") == {}
+
+
 def defaults(section: str | None = None) -> dict:
     """Every default of a section (nested sections included), or of the whole config."""
     out = {}
     for name, spec in _node(section).get("properties", {}).items():
-        if "properties" in spec:
+        if _is_section(spec):
             out[name] = defaults(f"{section}.{name}" if section else name)
         elif "default" in spec:
             out[name] = _typed(spec["default"], spec)
@@ -117,9 +123,8 @@ def _validator():
     def properties(validator, props, instance, spec):
         if isinstance(instance, dict):
             for name, sub in props.items():
-                if "properties" in sub and instance.get(name) is None:
-                    instance[name] = {}
-                elif "default" in sub and name not in instance:
+                absent = name not in instance or (instance[name] is None and "properties" in sub)
+                if absent and "default" in sub:
                     instance[name] = _typed(sub["default"], sub)
         yield from validate_properties(validator, props, instance, spec)
 
