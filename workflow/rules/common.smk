@@ -77,6 +77,10 @@ PAPER_MODEL = "paper"
 REFERENCES = (["experts"] if HAS_EXPERTS else []) + (["truth"] if SIMULATED else [])
 REFERENCE_RE = "|".join(REFERENCES) or "none"
 BASELINE_N = config["baseline"]["n"]
+# the tables of a comparison, experts and truth alike: curve, summary, p_fp calibration
+COMPARE_TABLES = ["curve", "summary", "calibration"]
+# the report of the run, built by the last rule (decisions.md#report-in-dag)
+REPORT = f"{RESULTS}/report.html"
 
 
 def aggregate_params(wildcards):
@@ -124,6 +128,44 @@ def input_expert_classifications():
     return config["export"]["expert_classifications"] or []
 
 
+def reference_inputs(n):
+    """The reference files of a comparison at subsample n (a function of the wildcards):
+    the experts' clicks, or the true clumps and the subsample's subjects."""
+
+    def inputs(wildcards):
+        if wildcards.reference == "experts":
+            return {"points": f"{RESULTS}/clicks/expert_clicks.parquet"}
+        return {
+            "truth": universe("truth_clumps.csv"),
+            "subjects": f"{RESULTS}/subsamples/n{n or wildcards.n}/boxes.parquet",
+        }
+
+    return inputs
+
+
+def report_items():
+    """(output, caption file, category) of every report-marked output of a rule without
+    wildcards; caption paths are relative to workflow/rules/, as in report(...)."""
+    rules_dir = Path(workflow.basedir) / "workflow" / "rules"
+    items = []
+    for r in workflow.rules:
+        if r.has_wildcards():
+            continue
+        for f in r.output:
+            flag = getattr(f, "flags", {}).get("report")
+            if flag is None:
+                continue
+            caption = (rules_dir / flag.caption).resolve() if flag.caption else None
+            items.append(
+                {
+                    "path": str(f),
+                    "caption": str(caption) if caption else None,
+                    "category": flag.category,
+                }
+            )
+    return sorted(items, key=lambda it: (str(it["category"]), it["path"]))
+
+
 # figures.smk (generated from the figure registry) still appends its final outputs here;
 # final_targets() lists them itself and keeps whatever else is appended.
 extra_targets = []
@@ -132,8 +174,8 @@ extra_targets = []
 def final_targets():
     """Every final output of the workflow (the `all` rule), in one list.
 
-    Called at the end of the Snakefile, once every rule file is included: the figure names
-    come from figures.smk's `fig_targets`, the flux figures from the flux_figures rule.
+    Called at the end of the Snakefile, after every include; the figure names come from
+    figures.smk's `fig_targets`, the flux figures from the outputs of flux_figures.
     """
     targets = [
         f"{RESULTS}/boxes/boxes.parquet",

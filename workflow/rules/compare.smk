@@ -30,25 +30,6 @@ rule subsample:
         "../../scripts/subsample.py"
 
 
-def reference_inputs(n):
-    """The reference files of a comparison at subsample n (a function of the wildcards):
-    the experts' clicks, or the true clumps and the subsample's subjects."""
-
-    def inputs(wildcards):
-        if wildcards.reference == "experts":
-            return {"points": f"{RESULTS}/clicks/expert_clicks.parquet"}
-        return {
-            "truth": universe("truth_clumps.csv"),
-            "subjects": f"{RESULTS}/subsamples/n{n or wildcards.n}/boxes.parquet",
-        }
-
-    return inputs
-
-
-# experts and truth tables alike: curve, summary and the p_fp calibration
-COMPARE_TABLES = ["curve", "summary", "calibration"]
-
-
 rule compare:
     input:
         unpack(reference_inputs(None)),

@@ -3,30 +3,6 @@
 # self-contained HTML file. Included last: it reads the rules defined before it.
 
 
-def report_items():
-    """(output, caption file, category) of every report-marked output of a rule without
-    wildcards; caption paths are relative to workflow/rules/, as in report(...)."""
-    rules_dir = Path(workflow.basedir) / "workflow" / "rules"
-    items = []
-    for r in workflow.rules:
-        if r.has_wildcards():
-            continue
-        for f in r.output:
-            flag = getattr(f, "flags", {}).get("report")
-            if flag is None:
-                continue
-            caption = (rules_dir / flag.caption).resolve() if flag.caption else None
-            items.append(
-                {
-                    "path": str(f),
-                    "caption": str(caption) if caption else None,
-                    "category": flag.category,
-                }
-            )
-    return sorted(items, key=lambda it: (str(it["category"]), it["path"]))
-
-
-REPORT = f"{RESULTS}/report.html"
 REPORT_ITEMS = report_items()
 
 
