@@ -479,3 +479,55 @@ def test_editing_the_export_reader_replans_exactly_the_rules_that_run_it(tmp_pat
     module.write_text(module.read_text() + "\n# edited\n")
     planned = planned_rules(project, "--until", "extract", "subjects", "simulate")
     assert planned == {"extract", "subjects"}, planned
+
+
+# ------------------------------------------------------------------ the report in the DAG
+def test_html_report_embeds_figures_and_captions(tmp_path):
+    """clumpscout.htmlreport (rule report): one self-contained file, figures inline, the
+    reStructuredText captions rendered, grouped by category."""
+    import base64
+
+    from clumpscout.htmlreport import write_report
+
+    png = tmp_path / "fig.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n fake")
+    (tmp_path / "fig.rst").write_text("**Bold** caption, 10\\ :sup:`-5`.\n")
+    (tmp_path / "h.html").write_text("<table><tr><td>1</td></tr></table>")
+    (tmp_path / "intro.rst").write_text("The *intro*.\n")
+    items = [
+        {"path": str(png), "caption": str(tmp_path / "fig.rst"), "category": "1. Figures"},
+        {"path": str(tmp_path / "h.html"), "caption": None, "category": "0. Headline"},
+    ]
+    html = write_report(items, tmp_path / "r.html", intro=tmp_path / "intro.rst").read_text()
+    assert base64.b64encode(png.read_bytes()).decode() in html
+    assert "<strong>Bold</strong>" in html and "<sup>-5</sup>" in html
+    assert "<em>intro</em>" in html and "srcdoc=" in html
+    assert html.index("0. Headline") < html.index("1. Figures")
+
+
+def test_report_rule_collects_every_report_output(tmp_path):
+    """The report rule's inputs are every output marked report(...) by a rule."""
+    rules = {r.name: r for r in parsed_rules(REPO / "Snakefile", tmp_path)}
+    marked = {
+        str(f)
+        for r in rules.values()
+        if not r.has_wildcards()
+        for f in r.output
+        if "report" in getattr(f, "flags", {})
+    }
+    assert len(marked) > 20
+    assert marked <= {str(f) for f in rules["report"].input}
+    assert "results/report.html" in {str(f) for f in rules["all"].input}
+
+
+def test_config_command_checks_a_file(tmp_path, capsys):
+    from clumpscout import config
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("aggregate: {tau: -2}\n")
+    assert config.main([str(bad)]) == 2
+    assert "aggregate.tau: -2 is less than the minimum of 0" in capsys.readouterr().err
+    assert config.main([str(REPO / "config.yaml")]) == 0
+    assert capsys.readouterr().out.endswith("config.yaml: ok\n")
+    assert config.main(["--defaults"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == config.defaults()

@@ -23,7 +23,7 @@ def rst_to_html(text: str) -> str:
     except ImportError:  # pragma: no cover - docutils comes with snakemake
         return f"<pre>{html.escape(text)}</pre>"
     settings = {"report_level": 5, "halt_level": 5, "input_encoding": "unicode"}
-    return publish_parts(text, writer_name="html", settings_overrides=settings)["fragment"]
+    return publish_parts(text, writer="html", settings_overrides=settings)["fragment"]
 
 
 def _embed(path: Path) -> str:

@@ -6,7 +6,9 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
 
-SRC = Path(workflow.basedir) / "src" / "clumpscout"
+# the project folder (two levels above this file: a Snakefile elsewhere may include it)
+ROOT = Path(workflow.current_basedir).parents[1]
+SRC = ROOT / "src" / "clumpscout"
 # the project's own package first (a copied project checks its config with its own schema)
 if str(SRC.parent) not in sys.path:
     sys.path.insert(0, str(SRC.parent))
@@ -39,8 +41,7 @@ def code_digest(script):
     """Digest of scripts/<script>.py and every package file it runs (found from its imports,
     lazy ones included, by clumpscout.codedeps). Passed as a param so that editing any of
     that code re-runs the rule, and nothing else does."""
-    root = Path(workflow.basedir)
-    return _code_digest(root / "scripts" / f"{script}.py", SRC.parent, root)
+    return _code_digest(ROOT / "scripts" / f"{script}.py", SRC.parent, ROOT)
 
 
 def section(name):
@@ -146,7 +147,7 @@ def reference_inputs(n):
 def report_items():
     """(output, caption file, category) of every report-marked output of a rule without
     wildcards; caption paths are relative to workflow/rules/, as in report(...)."""
-    rules_dir = Path(workflow.basedir) / "workflow" / "rules"
+    rules_dir = ROOT / "workflow" / "rules"
     items = []
     for r in workflow.rules:
         if r.has_wildcards():

@@ -2,7 +2,7 @@
 
 IMG = f"{RESULTS}/images"
 IMGCFG = config["images"]
-IMG_CAT = "8. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
+IMG_CAT = "9. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
 PHOT_N = IMGCFG["photometry_n"]
 CUTOUT_KEYS = (
     "channels",

@@ -10,7 +10,7 @@ rule report:
     input:
         outputs=[it["path"] for it in REPORT_ITEMS],
         captions=sorted({it["caption"] for it in REPORT_ITEMS if it["caption"]}),
-        intro=f"{workflow.basedir}/workflow/report/workflow.rst",
+        intro=ROOT / "workflow" / "report" / "workflow.rst",
     output:
         REPORT,
     log:
