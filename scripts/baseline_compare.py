@@ -1,7 +1,7 @@
-"""Snakemake adapter: rules baseline_counts / baseline_compare_{experts,truth}.
+"""Snakemake adapter: rules baseline_counts / baseline_compare (reference experts or truth).
 
 baseline_counts: clumps per subject, ours (the paper model) − each baseline.
-baseline_compare_*: the expert / truth scores of every method at n = baseline.n (both models
+baseline_compare: the expert / truth scores of every method at n = baseline.n (both models
 and the baselines; ``params.methods`` names the label-table inputs) in the format of
 clumpscout.evaluation.compare, tagged by ``method`` and ``n``.
 """
@@ -43,13 +43,27 @@ def _run(sm):
             )
             outs["calibration"].append(calib)
         else:
+            points = read_table(sm.input.points)
             curve, summary = score_points(
                 labels,
-                read_table(sm.input.points),
+                points,
                 thresholds=int(sm.params.thresholds),
                 tags=tags,
                 labels_path=sm.input[method],
                 points_path=sm.input.points,
+            )
+            # p_fp calibration against the experts (decisions.md#reference-wildcard)
+            outs["calibration"].append(
+                score_truth(
+                    labels,
+                    points,
+                    thresholds=int(sm.params.thresholds),
+                    subjects=points["subject_id"].unique(),
+                    bins=int(sm.params.bins),
+                    tags=tags,
+                    labels_path=sm.input[method],
+                    truth_path=sm.input.points,
+                )[2]
             )
         outs["curve"].append(curve)
         outs["summary"].append(summary)

@@ -1,6 +1,8 @@
-"""Snakemake adapter: rules compare_experts / compare_truth -> clumpscout.evaluation.compare (§6.3, decisions.md#expert-comparison).
+"""Snakemake adapter: rule compare (reference experts or truth) -> clumpscout.evaluation.compare (§6.3, decisions.md#expert-comparison).
 
-The tables are tagged with the consensus model and n (columns ``model``, ``n``)."""
+The tables are tagged with the consensus model and n (columns ``model``, ``n``). Both
+references get a p_fp calibration table (decisions.md#reference-wildcard): against the
+experts, a label counts as false when no expert click lies in its box."""
 
 from _common import main
 
@@ -22,16 +24,27 @@ def _run(sm):
             labels_path=sm.input.labels,
             truth_path=sm.input.truth,
         )
-        write_csv(calib, sm.output.calibration)
     else:
+        points = read_table(sm.input.points)
         curve, summary = score_points(
             labels,
-            read_table(sm.input.points),
+            points,
             thresholds=int(sm.params.thresholds),
             tags=tags,
             labels_path=sm.input.labels,
             points_path=sm.input.points,
         )
+        calib = score_truth(
+            labels,
+            points,
+            thresholds=int(sm.params.thresholds),
+            subjects=points["subject_id"].unique(),
+            bins=int(sm.params.bins),
+            tags=tags,
+            labels_path=sm.input.labels,
+            truth_path=sm.input.points,
+        )[2]
+    write_csv(calib, sm.output.calibration)
     write_csv(curve, sm.output.curve)
     write_csv(summary, sm.output.summary)
 

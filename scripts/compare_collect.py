@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules compare_*_collect -> one table over every n (clumpscout.evaluation.compare)."""
+"""Snakemake adapter: rule compare_collect -> one table over every n (clumpscout.evaluation.compare)."""
 
 from _common import main
 

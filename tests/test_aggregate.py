@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import yaml
-from conftest import REPO
 
 from clumpscout import cli
 from clumpscout.errors import InputError
@@ -66,29 +65,14 @@ def result(toy):
     return Aggregator(Params(), seed=7).fit(toy)
 
 
-def test_params_match_config_yaml_and_schema():
-    cfg = yaml.safe_load((REPO / "config.yaml").read_text())["aggregate"]
-    schema = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    keys = set(schema["properties"]["aggregate"]["properties"])
+def test_params_are_the_schemas_aggregate_section():
+    """Every hyper-parameter of the aggregate section is a Params field (defaults and bounds
+    come from the schema); the section's other keys are run options."""
+    from clumpscout import config
+
     names = {f.name for f in fields(Params)}
-    assert set(cfg) == names == keys
-    assert Params.from_dict(cfg) == Params()
-
-
-def test_param_bounds_are_the_schemas():
-    """``clumpscout aggregate --config`` checks the bounds the workflow's schema checks."""
-    from clumpscout.model.aggregate import _BOUNDS
-
-    props = yaml.safe_load((REPO / "workflow/schemas/config.schema.yaml").read_text())
-    props = props["properties"]["aggregate"]["properties"]
-    from_schema = {}
-    for name, spec in props.items():
-        lo = spec.get("exclusiveMinimum", spec.get("minimum"))
-        if lo is None:
-            continue
-        hi = spec.get("exclusiveMaximum", spec.get("maximum"))
-        from_schema[name] = (lo, hi, "exclusiveMinimum" in spec, "exclusiveMaximum" in spec)
-    assert from_schema == _BOUNDS
+    assert set(config.defaults("aggregate")) - names == {"per_tool"}
+    assert Params.from_dict(config.defaults("aggregate")) == Params()
 
 
 def test_params_reject_unknown_and_bad_values():

@@ -32,7 +32,7 @@ def _config(name: str) -> dict:
 
 @pytest.fixture(scope="module")
 def schema() -> dict:
-    return yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    return yaml.safe_load((REPO / "src" / "clumpscout" / "config.schema.yaml").read_text())
 
 
 @pytest.fixture(scope="module")
@@ -126,9 +126,10 @@ def test_counting_regime_dag_has_no_catalogue_no_images_and_the_truth(tmp_path):
     assert "galaxies.csv" not in subjects and "subjects_export.csv" in subjects
     for rule in ("render_frames", "cutouts", "photometry_truth", "flux_figures"):
         assert rule not in blocks, rule
-    for rule in ("simulate", "compare_truth_collect", "baseline_compare_truth", "headline"):
+    for rule in ("simulate", "compare_collect", "baseline_compare", "headline"):
         assert rule in blocks, rule
-    models = {b.split("model=", 1)[1].split(",")[0].split()[0] for b in blocks["compare_truth"]}
+    truth = [b for b in blocks["compare"] if "reference=truth" in b]
+    models = {b.split("model=", 1)[1].split(",")[0].split()[0] for b in truth}
     assert models == {"generative", "paper"}
     assert "images.enabled ignored" in r.stdout + r.stderr
 

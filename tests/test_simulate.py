@@ -602,7 +602,7 @@ def test_config_yaml_simulate_section_is_complete(repo):
     cfg = yaml.safe_load((repo / "config.yaml").read_text())["simulate"]
     assert set(cfg) == set(DEFAULTS)
     assert resolve_config(cfg) == DEFAULTS  # config.yaml documents the defaults
-    schema = yaml.safe_load((repo / "workflow" / "schemas" / "config.schema.yaml").read_text())
+    schema = yaml.safe_load((repo / "src" / "clumpscout" / "config.schema.yaml").read_text())
     assert set(schema["properties"]["simulate"]["properties"]) == set(DEFAULTS)
     paper = yaml.safe_load((repo / "resources" / "paper_scale.yaml").read_text())
     assert paper["simulate"]["n_subjects"] == 85286

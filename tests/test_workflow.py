@@ -32,18 +32,108 @@ def test_snakefmt_clean():
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_no_run_blocks_and_every_rule_is_complete():
-    import re
+def parsed_rules(snakefile: Path, workdir: Path, configfiles=()) -> list:
+    """Every rule of a workflow (indented ones under ``if`` included), parsed in-process by
+    Snakemake's API: the Rule objects, with their directives."""
+    import os
 
-    for smk in (REPO / "workflow/rules").glob("*.smk"):
-        text = smk.read_text()
-        assert not re.search(r"^\s+run:\s*$", text, re.M), f"{smk.name} has a run: block"
-        for block in re.split(r"^rule ", text, flags=re.M)[1:]:
-            name = block.split(":", 1)[0]
-            for directive in ("log:", "threads:", "resources:", "conda:", "params:"):
-                if name in {"all"}:
-                    continue
-                assert directive in block, f"{smk.name}: rule {name} lacks {directive}"
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    cwd = os.getcwd()
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            wf = api.workflow(
+                resource_settings=ResourceSettings(),
+                config_settings=ConfigSettings(configfiles=[Path(c) for c in configfiles]),
+                storage_settings=StorageSettings(),
+                snakefile=snakefile,
+                workdir=workdir,
+            )
+            workflow = wf._workflow
+            rules = list(workflow.rules)
+            for r in rules:  # a rule's line in its own file (lineno counts compiled lines)
+                r.source_line = workflow.linemaps[r.snakefile].get(r.lineno, r.lineno)
+            return rules
+    finally:
+        os.chdir(cwd)
+
+
+def incomplete_rules(snakefile: Path, workdir: Path, configfiles=()) -> list[str]:
+    """One line per rule that lacks log, threads, resources (mem_mb, runtime), conda, params
+    (with the code digest) or has a run: block. `threads:` is read from the rule's text (a
+    parsed rule has a thread count either way), located by the rule's own line number."""
+    rules = parsed_rules(snakefile, workdir, configfiles)
+    starts: dict[str, list[int]] = {}
+    for r in rules:
+        starts.setdefault(r.snakefile, []).append(r.source_line)
+    out = []
+    for r in rules:
+        if r.name == "all":
+            continue
+        lines = Path(r.snakefile).read_text().splitlines()
+        after = sorted(n for n in starts[r.snakefile] if n > r.source_line)
+        text = "\n".join(lines[r.source_line - 1 : after[0] - 1 if after else len(lines)])
+        missing = [
+            name
+            for name, ok in (
+                ("log:", bool(r.log)),
+                ("threads:", "threads:" in text),
+                ("resources:", {"mem_mb", "runtime"} <= set(r.resources.keys())),
+                ("conda:", bool(r.conda_env)),
+                ("params: code", "code" in r.params.keys()),
+                ("script:", bool(r.script or r.shellcmd) and not r.is_run),
+            )
+            if not ok
+        ]
+        if missing:
+            out.append(f"{Path(r.snakefile).name}: rule {r.name} lacks {', '.join(missing)}")
+    return out
+
+
+@pytest.fixture(scope="module")
+def images_config(tmp_path_factory) -> Path:
+    """config.yaml with every optional branch of the DAG on (images, the real SDSS demo)."""
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["images"].update(enabled=True, real_demo=True)
+    demo = tmp_path_factory.mktemp("sdss")
+    cfg["images"]["demo"]["shared_dir"] = str(demo)
+    path = demo / "all_branches.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    return path
+
+
+def test_no_run_blocks_and_every_rule_is_complete(tmp_path, images_config):
+    """Every rule the workflow defines (Snakemake's own parse, not a regex) is complete."""
+    names = {r.name for r in parsed_rules(REPO / "Snakefile", tmp_path, [images_config])}
+    assert {"compare", "photometry_labels", "real_demo", "report", "fig_method_comparison"} <= names
+    assert incomplete_rules(REPO / "Snakefile", tmp_path, [images_config]) == []
+
+
+def test_the_completeness_check_sees_indented_rules(tmp_path):
+    """Deleting `resources:` from a rule indented under two `if`s makes the check fail."""
+    import shutil
+
+    project = tmp_path / "p"
+    project.mkdir()
+    for name in ("Snakefile", "config.yaml"):
+        shutil.copy(REPO / name, project / name)
+    for name in ("workflow", "scripts", "src", "envs"):
+        shutil.copytree(REPO / name, project / name, ignore=shutil.ignore_patterns("__pycache__"))
+    smk = project / "workflow/rules/images.smk"
+    text = smk.read_text()
+    block = text.index("        rule photometry_labels:")
+    start = text.index("            resources:\n", block)
+    end = text.index("            params:\n", start)
+    smk.write_text(text[:start] + text[end:])
+    assert incomplete_rules(project / "Snakefile", tmp_path / "run") == [
+        "images.smk: rule photometry_labels lacks resources:"
+    ]
 
 
 def test_dry_run_default_config_plans_the_data_stages(tmp_path):
@@ -89,24 +179,28 @@ def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(tmp_path):
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     ns = {str(n) for n in cfg["subsample"]["n"]}
     jobs = _dry_run_jobs(tmp_path)
-    for rule in ("aggregate", "compare_experts", "compare_truth"):
-        got = {(wc["model"], wc["n"]) for r, wc, _ in jobs if r == rule}
-        assert got == {(m, n) for m in ("generative", "paper") for n in ns}, rule
-    for rule in ("compare_experts_collect", "compare_truth_collect", "ledger"):
-        assert {wc["model"] for r, wc, _ in jobs if r == rule} == {"generative", "paper"}, rule
+    models = ("generative", "paper")
+    got = {(wc["model"], wc["n"]) for r, wc, _ in jobs if r == "aggregate"}
+    assert got == {(m, n) for m in models for n in ns}
+    got = {(wc["model"], wc["reference"], wc["n"]) for r, wc, _ in jobs if r == "compare"}
+    assert got == {(m, ref, n) for m in models for ref in ("experts", "truth") for n in ns}
+    got = {(wc["model"], wc["reference"]) for r, wc, _ in jobs if r == "compare_collect"}
+    assert got == {(m, ref) for m in models for ref in ("experts", "truth")}
+    assert {wc["model"] for r, wc, _ in jobs if r == "ledger"} == set(models)
+    got = {wc["reference"]: b for r, wc, b in jobs if r == "baseline_compare"}
+    assert set(got) == {"experts", "truth"}
     blocks = {r: b for r, _, b in jobs}
-    for rule in ("baseline_dbscan", "baseline_compare_experts", "baseline_compare_truth",
-                 "fig_method_comparison", "headline"):  # fmt: skip
+    for rule in ("baseline_dbscan", "fig_method_comparison", "headline", "report"):
         assert rule in blocks, rule
     n = cfg["baseline"]["n"]
     assert f"results/subsamples/n{n}/boxes.parquet" in blocks["baseline_dbscan"]
-    for rule in ("baseline_compare_experts", "baseline_compare_truth"):
+    for block in got.values():
         for path in (f"results/aggregate/generative/n{n}/labels.parquet",
                      f"results/aggregate/paper/n{n}/labels.parquet",
                      "results/baseline/dbscan_labels.parquet",
                      "results/baseline/single_linkage_labels.parquet",
                      "results/baseline/meanshift_labels.parquet"):  # fmt: skip
-            assert path in blocks[rule], (rule, path)
+            assert path in block, path
     # the paper's figures, the appendix counts and the photometry read the paper model
     for rule, b in blocks.items():
         if rule.startswith("fig_") or rule in ("baseline_counts", "photometry_labels"):
@@ -118,39 +212,96 @@ def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(tmp_path):
 @pytest.mark.parametrize(
     "override, complaint",
     [
-        ({"no_such_key": 1}, "no_such_key"),
-        ({"aggregate": {"tau": -1.0}}, "tau"),
-        ({"aggregate": {"distance_likelihood": "manhattan"}}, "manhattan"),
-        ({"source": "elsewhere"}, "elsewhere"),
-        ({"baseline": {"dbscan_eps_factor": 0}}, "dbscan_eps_factor"),
-        ({"baseline": {"dbscan_min_samples": 0}}, "dbscan_min_samples"),
+        ({"no_such_key": 1}, "(top level): Additional properties are not allowed ('no_such_key'"),
+        ({"aggregate": {"tau": -1.0}}, "aggregate.tau: -1.0 is less than the minimum of 0"),
+        ({"aggregate": {"distance_likelihood": "manhattan"}}, "aggregate.distance_likelihood:"),
+        ({"source": "elsewhere"}, "source: 'elsewhere' is not one of"),
+        ({"baseline": {"dbscan_eps_factor": 0}}, "baseline.dbscan_eps_factor:"),
+        ({"baseline": {"dbscan_min_samples": 0}}, "baseline.dbscan_min_samples:"),
+        ({"export": {"box_side": "big"}}, "export.box_side:"),
+        ({"results_dir": ""}, "results_dir:"),
     ],
 )
-def test_config_schema_rejects_bad_values(tmp_path, override, complaint):
+def test_config_schema_rejects_bad_values(override, complaint):
+    """In-process (clumpscout.config, what the workflow calls first): one line per problem,
+    naming the key."""
+    from clumpscout import config
+
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     for key, value in override.items():
         if isinstance(value, dict):
             cfg.setdefault(key, {}).update(value)
         else:
             cfg[key] = value
-    path = tmp_path / "bad.yaml"
-    path.write_text(yaml.safe_dump(cfg))
-    r = _run(
-        [
-            *SNAKEMAKE,
-            "-n",
-            "-d",
-            str(tmp_path),
-            "-s",
-            str(REPO / "Snakefile"),
-            "--configfile",
-            str(path),
-        ]
-    )
-    assert r.returncode != 0
-    assert complaint in (r.stdout + r.stderr)
-    # one line per problem, not the whole schema
-    assert len((r.stdout + r.stderr).splitlines()) < 30
+    with pytest.raises(config.ConfigError) as err:
+        config.check(cfg)
+    assert len(err.value.problems) == 1, err.value.problems
+    assert err.value.problems[0].startswith(complaint), err.value.problems
+    assert len(str(err.value).splitlines()) == 2
+
+
+def test_every_key_has_a_default_and_config_yaml_shows_the_defaults():
+    """The schema is the one source of defaults (decisions.md#one-config-source): every
+    setting has one, and config.yaml, the documented user-facing copy, differs nowhere."""
+    from clumpscout import config
+
+    def leaves(node, prefix=""):
+        for name, spec in node.get("properties", {}).items():
+            if spec.get("default") == {}:  # a section
+                yield from leaves(spec, f"{prefix}{name}.")
+            else:
+                yield f"{prefix}{name}", spec
+
+    no_default = [key for key, spec in leaves(config.schema()) if "default" not in spec]
+    assert no_default == []
+    user = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert config.problems(user) == []  # fills in what config.yaml leaves out
+
+    def differ(a, b, prefix=""):
+        if isinstance(a, dict) and isinstance(b, dict):
+            for k in set(a) | set(b):
+                yield from differ(a.get(k), b.get(k), f"{prefix}{k}.")
+        elif a != b:
+            yield f"{prefix.rstrip('.')}: config.yaml {a!r}, schema default {b!r}"
+
+    yaml_values = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert list(differ(user, config.defaults())) == []
+    assert set(yaml_values) <= set(config.defaults())
+
+
+def test_a_partial_config_is_completed_with_the_defaults():
+    from clumpscout import config
+
+    cfg = {"subsample": {"n": [3]}, "images": None}
+    assert config.problems(cfg) == []
+    assert cfg["subsample"] == {"n": [3], "nested": True}
+    assert cfg["images"]["render"]["margin_px"] == 6
+    assert cfg["results_dir"] == "results" and cfg["aggregate"]["per_tool"] is False
+    assert isinstance(cfg["aggregate"]["n_beta_fp"], float)  # a `number` default is a float
+
+
+def test_every_input_path_is_checked_naming_the_key(tmp_path):
+    from clumpscout import config
+
+    (tmp_path / "c.csv").write_text("x\n")
+    cfg = {"source": "export", "export": {"classifications": "c.csv", "subjects": "nosuch.csv"},
+           "subjects": {"psfield": "psf.fits"},
+           "images": {"real_demo": True, "demo": {"shared_dir": "sdss"}}}  # fmt: skip
+    config.problems(cfg)
+    assert config.input_problems(cfg, base=tmp_path) == [
+        f"export.subjects: nosuch.csv is not a file (a relative path is read from {tmp_path})",
+        f"subjects.psfield: psf.fits is not a file (a relative path is read from {tmp_path})",
+        f"images.demo.shared_dir: sdss is not a directory (a relative path is read from {tmp_path})",
+    ]
+    cfg = {"source": "export"}
+    config.problems(cfg)
+    assert config.input_problems(cfg, base=tmp_path) == [
+        "export.classifications: must be set",
+        "export.subjects: must be set",
+    ]
+    cfg = {"export": {"classifications": "unused.csv"}}  # source: simulate ignores export
+    config.problems(cfg)
+    assert config.input_problems(cfg, base=tmp_path) == []
 
 
 def test_a_misspelled_export_path_is_an_error_naming_the_key(tmp_path):
@@ -167,16 +318,20 @@ def test_a_misspelled_export_path_is_an_error_naming_the_key(tmp_path):
 def test_a_partial_config_in_another_directory_extends_the_defaults(tmp_path):
     """``-d elsewhere --configfile small.yaml`` reads the repository's config.yaml first."""
     small = tmp_path / "small.yaml"
-    small.write_text("subsample: {n: [3]}\n")
+    small.write_text("subsample: {n: [3]}\nresults_dir: runs/small\n")
     args = ["-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"), "--configfile", str(small)]
     r = _run([*SNAKEMAKE, *args], cwd=tmp_path)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert "aggregate" in r.stdout
+    assert "runs/small/aggregate/paper/n3/labels.parquet" in r.stdout
+    assert "runs/small/report.html" in r.stdout
+    assert " results/" not in r.stdout and "\tresults/" not in r.stdout  # one folder per config
 
 
 def test_config_defaults_follow_the_paper_tables():
     """Table prior_param_values and subject_retirement_params, decisions.md#hyper-parameters."""
-    agg = yaml.safe_load((REPO / "config.yaml").read_text())["aggregate"]
+    from clumpscout import config
+
+    agg = config.defaults("aggregate")
     expected = dict(
         p0_fp=0.1,
         p0_fn=0.1,
@@ -246,7 +401,7 @@ def test_every_rule_digests_its_own_script():
     """A rule with a script passes ``code=code_digest("<that script>")``: the digest covers
     the script and the package code it runs (clumpscout.codedeps)."""
     rules = _rule_scripts()
-    assert len(rules) > 30 and "aggregate" in rules and "compare_truth" in rules
+    assert len(rules) > 30 and "aggregate" in rules and "compare" in rules
     wrong = {r: v for r, v in rules.items() if v[0] != v[1]}
     assert not wrong, wrong
 
@@ -324,3 +479,55 @@ def test_editing_the_export_reader_replans_exactly_the_rules_that_run_it(tmp_pat
     module.write_text(module.read_text() + "\n# edited\n")
     planned = planned_rules(project, "--until", "extract", "subjects", "simulate")
     assert planned == {"extract", "subjects"}, planned
+
+
+# ------------------------------------------------------------------ the report in the DAG
+def test_html_report_embeds_figures_and_captions(tmp_path):
+    """clumpscout.htmlreport (rule report): one self-contained file, figures inline, the
+    reStructuredText captions rendered, grouped by category."""
+    import base64
+
+    from clumpscout.htmlreport import write_report
+
+    png = tmp_path / "fig.png"
+    png.write_bytes(b"\x89PNG\r\n\x1a\n fake")
+    (tmp_path / "fig.rst").write_text("**Bold** caption, 10\\ :sup:`-5`.\n")
+    (tmp_path / "h.html").write_text("<table><tr><td>1</td></tr></table>")
+    (tmp_path / "intro.rst").write_text("The *intro*.\n")
+    items = [
+        {"path": str(png), "caption": str(tmp_path / "fig.rst"), "category": "1. Figures"},
+        {"path": str(tmp_path / "h.html"), "caption": None, "category": "0. Headline"},
+    ]
+    html = write_report(items, tmp_path / "r.html", intro=tmp_path / "intro.rst").read_text()
+    assert base64.b64encode(png.read_bytes()).decode() in html
+    assert "<strong>Bold</strong>" in html and "<sup>-5</sup>" in html
+    assert "<em>intro</em>" in html and "srcdoc=" in html
+    assert html.index("0. Headline") < html.index("1. Figures")
+
+
+def test_report_rule_collects_every_report_output(tmp_path):
+    """The report rule's inputs are every output marked report(...) by a rule."""
+    rules = {r.name: r for r in parsed_rules(REPO / "Snakefile", tmp_path)}
+    marked = {
+        str(f)
+        for r in rules.values()
+        if not r.has_wildcards()
+        for f in r.output
+        if "report" in getattr(f, "flags", {})
+    }
+    assert len(marked) > 20
+    assert marked <= {str(f) for f in rules["report"].input}
+    assert "results/report.html" in {str(f) for f in rules["all"].input}
+
+
+def test_config_command_checks_a_file(tmp_path, capsys):
+    from clumpscout import config
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("aggregate: {tau: -2}\n")
+    assert config.main([str(bad)]) == 2
+    assert "aggregate.tau: -2 is less than the minimum of 0" in capsys.readouterr().err
+    assert config.main([str(REPO / "config.yaml")]) == 0
+    assert capsys.readouterr().out.endswith("config.yaml: ok\n")
+    assert config.main(["--defaults"]) == 0
+    assert yaml.safe_load(capsys.readouterr().out) == config.defaults()

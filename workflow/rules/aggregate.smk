@@ -1,4 +1,4 @@
-# Issue 3: the aggregation engine (§4-5, appendix) on each subsample Z~_n, once per
+# The aggregation engine (§4-5, appendix) on each subsample Z~_n, once per
 # consensus model (MODELS: generative and paper); everything in the `aggregate:` section
 # but `model` is shared by both.
 # One thread per job: the EM's skill and risk steps are serial, so with many n two
@@ -32,21 +32,8 @@ rule aggregate:
         runtime=30,
     params:
         aggregate=aggregate_params,
+        per_tool=config["aggregate"]["per_tool"],
         seed=seed_for("aggregate"),
         code=code_digest("aggregate"),
     script:
         "../../scripts/aggregate.py"
-
-
-extra_targets += expand(
-    f"{RESULTS}/aggregate/{{model}}/n{{n}}/{{f}}",
-    model=MODELS,
-    n=NS,
-    f=[
-        "labels.parquet",
-        "subjects.parquet",
-        "volunteers.parquet",
-        "assignments.parquet",
-        "clumps.ecsv",
-    ],
-)

@@ -1,58 +1,52 @@
 import hashlib
 import importlib.util
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger
-from snakemake.utils import validate
+
+# the project folder (two levels above this file: a Snakefile elsewhere may include it)
+ROOT = Path(workflow.current_basedir).parents[1]
+SRC = ROOT / "src" / "clumpscout"
+# the project's own package first (a copied project checks its config with its own schema)
+if str(SRC.parent) not in sys.path:
+    sys.path.insert(0, str(SRC.parent))
+from clumpscout import config as config_schema
 
 
 def check_config(cfg):
-    """Validate the config; a bad key or value is reported in one line per problem
-    (snakemake's own message appends the whole schema)."""
-    import jsonschema
-    import yaml
-
-    schema_path = (
-        Path(workflow.current_basedir).parent / "schemas" / "config.schema.yaml"
-    )
-    schema = yaml.safe_load(schema_path.read_text())
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: [str(p) for p in e.path])
-    if errors:
-        lines = [
-            f"  {'.'.join(str(p) for p in e.absolute_path) or '(top level)'}: {e.message}"
-            for e in errors[:20]
-        ]
-        raise WorkflowError(
-            f"invalid config ({len(errors)} problem(s); the schema is {schema_path}):\n"
-            + "\n".join(lines)
-        )
-    validate(cfg, schema="../schemas/config.schema.yaml")
+    """Validate the config against src/clumpscout/config.schema.yaml, fill in every default
+    (in place) and check that every input path exists; a problem is one line naming the
+    key (snakemake's own message appends the whole schema). decisions.md#one-config-source
+    """
+    try:
+        config_schema.check(cfg)
+    except config_schema.ConfigError as exc:
+        raise WorkflowError(exc.message) from None
 
 
 check_config(config)
 
-SRC = Path(workflow.basedir) / "src" / "clumpscout"
 # loaded from the project's own source (the workflow needs no installed package for this)
 _spec = importlib.util.spec_from_file_location("_codedeps", SRC / "codedeps.py")
 _codedeps = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_codedeps)
 _code_digest = _codedeps.code_digest
-RESULTS = "results"
+# every output goes below this folder (decisions.md#results-per-config)
+RESULTS = config["results_dir"].rstrip("/")
 
 
 def code_digest(script):
     """Digest of scripts/<script>.py and every package file it runs (found from its imports,
     lazy ones included, by clumpscout.codedeps). Passed as a param so that editing any of
     that code re-runs the rule, and nothing else does."""
-    root = Path(workflow.basedir)
-    return _code_digest(root / "scripts" / f"{script}.py", SRC.parent, root)
+    return _code_digest(ROOT / "scripts" / f"{script}.py", SRC.parent, ROOT)
 
 
 def section(name):
-    """A config section as a plain dict (empty if absent)."""
-    return dict(config.get(name) or {})
+    """A config section (validated, with every default filled in) as a plain dict."""
+    return dict(config[name])
 
 
 def seed_for(stage):
@@ -65,11 +59,11 @@ SIMULATED = config["source"] == "simulate"
 # simulate.kind counting: a point-marking project without galaxies
 # (clumpscout.simulation.counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
 # every subject gets the box side export.box_side, and there are no galaxies to render.
-COUNTING = SIMULATED and section("simulate").get("kind", "galaxy") == "counting"
-HAS_EXPERTS = SIMULATED or bool(section("export").get("expert_classifications"))
-NS = list(section("subsample").get("n", [20]))
-IMAGES = SIMULATED and not COUNTING and bool(section("images").get("enabled", False))
-if COUNTING and section("images").get("enabled", False):
+COUNTING = SIMULATED and config["simulate"]["kind"] == "counting"
+HAS_EXPERTS = SIMULATED or bool(config["export"]["expert_classifications"])
+NS = list(config["subsample"]["n"])
+IMAGES = SIMULATED and not COUNTING and config["images"]["enabled"]
+if COUNTING and config["images"]["enabled"]:
     logger.warning(
         "simulate.kind: counting has no galaxy images: images.enabled ignored"
     )
@@ -80,11 +74,21 @@ MODELS = ["generative", "paper"]
 MODEL_RE = "|".join(MODELS)
 # the model behind the paper's figures, the photometry and the count comparison (appendix)
 PAPER_MODEL = "paper"
+# what the aggregations are compared with: the experts' clicks, the simulated truth
+REFERENCES = (["experts"] if HAS_EXPERTS else []) + (["truth"] if SIMULATED else [])
+REFERENCE_RE = "|".join(REFERENCES) or "none"
+BASELINE_N = config["baseline"]["n"]
+# the tables of a comparison, experts and truth alike: curve, summary, p_fp calibration
+COMPARE_TABLES = ["curve", "summary", "calibration"]
+# the report of the run, built by the last rule (decisions.md#report-in-dag)
+REPORT = f"{RESULTS}/report.html"
 
 
 def aggregate_params(wildcards):
-    """The validated `aggregate:` section with `model` set from the wildcard."""
-    return {**section("aggregate"), "model": wildcards.model}
+    """The model's hyper-parameters: the `aggregate:` section with `model` set from the
+    wildcard (per_tool, a run option, is passed on its own)."""
+    params = {k: v for k, v in config["aggregate"].items() if k != "per_tool"}
+    return {**params, "model": wildcards.model}
 
 
 def agg_path(model, n, name):
@@ -92,45 +96,22 @@ def agg_path(model, n, name):
     return f"{RESULTS}/aggregate/{model}/n{n}/{name}"
 
 
-def check_export_paths():
-    """With source: export, every configured export file must exist now: a misspelled path
-    would otherwise let outputs of an earlier run flow on unnoticed."""
-    if SIMULATED:
-        return
-    exp = section("export")
-    for key in ("classifications", "subjects"):
-        if not exp.get(key):
-            raise WorkflowError(f"config export.{key} must be set when source: export")
-    for key in ("classifications", "subjects", "catalogue", "expert_classifications"):
-        path = exp.get(key)
-        if (
-            path
-            and not str(path).startswith(f"{RESULTS}/")
-            and not Path(path).is_file()
-        ):
-            raise WorkflowError(
-                f"config export.{key}: {path} is not a file "
-                f"(a relative path is read from {Path.cwd()})"
-            )
-
-
-check_export_paths()
-
-
 def universe(name):
     return f"{RESULTS}/universe/{name}"
 
 
+# Inputs: the simulated universe's files or the user's export files (checked above; as
+# rule inputs, a changed path re-runs what reads it).
 def input_classifications():
     if SIMULATED:
         return universe("classifications.csv")
-    return section("export")["classifications"]
+    return config["export"]["classifications"]
 
 
 def input_subjects_export():
     if SIMULATED:
         return universe("subjects_export.csv")
-    return section("export")["subjects"]
+    return config["export"]["subjects"]
 
 
 def input_catalogue():
@@ -139,23 +120,103 @@ def input_catalogue():
         return []
     if SIMULATED:
         return universe("galaxies.csv")
-    return section("export").get("catalogue") or []
+    return config["export"]["catalogue"] or []
 
 
 def input_expert_classifications():
     if SIMULATED:
         return universe("expert_classifications.csv")
-    return section("export").get("expert_classifications") or []
+    return config["export"]["expert_classifications"] or []
 
 
-def all_targets():
+def reference_inputs(n):
+    """The reference files of a comparison at subsample n (a function of the wildcards):
+    the experts' clicks, or the true clumps and the subsample's subjects."""
+
+    def inputs(wildcards):
+        if wildcards.reference == "experts":
+            return {"points": f"{RESULTS}/clicks/expert_clicks.parquet"}
+        return {
+            "truth": universe("truth_clumps.csv"),
+            "subjects": f"{RESULTS}/subsamples/n{n or wildcards.n}/boxes.parquet",
+        }
+
+    return inputs
+
+
+def report_items():
+    """(output, caption file, category) of every report-marked output of a rule without
+    wildcards; caption paths are relative to workflow/rules/, as in report(...)."""
+    rules_dir = ROOT / "workflow" / "rules"
+    items = []
+    for r in workflow.rules:
+        if r.has_wildcards():
+            continue
+        for f in r.output:
+            flag = getattr(f, "flags", {}).get("report")
+            if flag is None:
+                continue
+            caption = (rules_dir / flag.caption).resolve() if flag.caption else None
+            items.append(
+                {
+                    "path": str(f),
+                    "caption": str(caption) if caption else None,
+                    "category": flag.category,
+                }
+            )
+    return sorted(items, key=lambda it: (str(it["category"]), it["path"]))
+
+
+# figures.smk (generated from the figure registry) still appends its final outputs here;
+# final_targets() lists them itself and keeps whatever else is appended.
+extra_targets = []
+
+
+def final_targets():
+    """Every final output of the workflow (the `all` rule), in one list.
+
+    Called at the end of the Snakefile, after every include; the figure names come from
+    figures.smk's `fig_targets`, the flux figures from the outputs of flux_figures.
+    """
     targets = [
         f"{RESULTS}/boxes/boxes.parquet",
-        f"{RESULTS}/clicks/expert_clicks.parquet" if HAS_EXPERTS else [],
+        *([f"{RESULTS}/clicks/expert_clicks.parquet"] if HAS_EXPERTS else []),
+        *expand(
+            f"{RESULTS}/aggregate/{{model}}/n{{n}}/{{f}}",
+            model=MODELS,
+            n=NS,
+            f=["labels.parquet", "subjects.parquet", "volunteers.parquet"]
+            + ["assignments.parquet", "clumps.ecsv"],
+        ),
+        *expand(
+            f"{RESULTS}/compare/{{model}}/{{reference}}_{{t}}.csv",
+            model=MODELS,
+            reference=REFERENCES,
+            t=COMPARE_TABLES,
+        ),
+        *[
+            f"{RESULTS}/baseline/{name}"
+            for name in (
+                "count_difference.csv",
+                "meanshift_labels.parquet",
+                "single_linkage_labels.parquet",
+                "dbscan_labels.parquet",
+            )
+        ],
+        *expand(f"{RESULTS}/baseline/{{reference}}_summary.csv", reference=REFERENCES),
+        *expand(
+            f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
+        ),
+        *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
+        f"{RESULTS}/headline.csv",
+        f"{RESULTS}/headline.html",
+        REPORT,
     ]
-    targets += extra_targets
-    return [t for t in targets if t]
-
-
-# later rule files append their final outputs here
-extra_targets = []
+    if IMAGES:
+        targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
+        targets += [
+            f for k, f in rules.flux_figures.output.items() if k.endswith("_png")
+        ]
+    if config["images"]["real_demo"]:
+        targets += [f"{IMG}/real/fwhm.csv", f"{IMG}/real/montage.png"]
+    return list(dict.fromkeys([*targets, *extra_targets]))

@@ -1,4 +1,4 @@
-# Data side (issue: foundation): simulate (or the user's export) -> subjects -> clicks -> boxes.
+# Data side: simulate (or the user's export) -> subjects -> clicks -> boxes.
 
 
 rule simulate:
@@ -23,7 +23,7 @@ rule simulate:
         mem_mb=4000,
         runtime=30,
     params:
-        simulate=section("simulate"),
+        simulate=config["simulate"],
         seed=seed_for("simulate"),
         code=code_digest("simulate"),
     script:
@@ -34,7 +34,7 @@ rule subjects:
     input:
         catalogue=input_catalogue(),
         subjects_export=input_subjects_export(),
-        psfield=section("subjects").get("psfield") or [],
+        psfield=config["subjects"]["psfield"] or [],
     output:
         f"{RESULTS}/subjects/subjects.parquet",
         report=f"{RESULTS}/subjects/subjects_report.json",
@@ -47,8 +47,8 @@ rule subjects:
         mem_mb=2000,
         runtime=10,
     params:
-        subjects=section("subjects"),
-        box_side=section("export").get("box_side"),
+        subjects=config["subjects"],
+        box_side=config["export"]["box_side"],
         code=code_digest("subjects"),
     script:
         "../../scripts/subjects.py"
@@ -72,9 +72,9 @@ rule extract:
         mem_mb=4000,
         runtime=30,
     params:
-        extract=section("extract"),
-        workflow_id=section("export").get("workflow_id"),
-        workflow_version=section("export").get("workflow_version"),
+        extract=config["extract"],
+        workflow_id=config["export"]["workflow_id"],
+        workflow_version=config["export"]["workflow_version"],
         code=code_digest("extract"),
     script:
         "../../scripts/extract.py"
@@ -96,9 +96,9 @@ rule extract_experts:
         mem_mb=2000,
         runtime=10,
     params:
-        extract=section("extract"),
-        workflow_id=section("export").get("workflow_id"),
-        workflow_version=section("export").get("workflow_version"),
+        extract=config["extract"],
+        workflow_id=config["export"]["workflow_id"],
+        workflow_version=config["export"]["workflow_version"],
         code=code_digest("extract"),
     script:
         "../../scripts/extract.py"
@@ -121,7 +121,7 @@ rule boxes:
         mem_mb=4000,
         runtime=20,
     params:
-        shape_extent=section("export").get("shape_extent", "drawn"),
+        shape_extent=config["export"]["shape_extent"],
         code=code_digest("boxes"),
     script:
         "../../scripts/boxes.py"

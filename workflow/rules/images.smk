@@ -1,4 +1,4 @@
-# Issue 5: subject images (§2.2, decisions.md#cutout-side, #psf-fwhm, #box-geometry, #colour-composite), clump photometry and the flux figures (§6.3, §6.5).
+# Subject images (§2.2, decisions.md#cutout-side, #psf-fwhm, #box-geometry, #colour-composite), clump photometry and the flux figures (§6.3, §6.5).
 #
 # Simulated universe (images.enabled): render_frames draws SDSS-like g, r, i frames
 # (clumpscout.images.render), cutouts turns them into 400 x 400 subject PNGs and scaled bands
@@ -34,7 +34,7 @@ if IMAGES:
             mem_mb=2000,
             runtime=20,
         params:
-            render=dict(IMGCFG.get("render") or {}),
+            render=IMGCFG["render"],
             seed=seed_for("render"),
             code=code_digest("render_frames"),
         script:
@@ -68,8 +68,8 @@ if IMAGES:
             runtime=30,
         params:
             cutouts=cutout_cfg(),
-            montage=int(IMGCFG.get("montage_subjects", 12)),
-            dpi=section("figures").get("dpi", 150),
+            montage=IMGCFG["montage_subjects"],
+            dpi=config["figures"]["dpi"],
             code=code_digest("cutouts"),
         script:
             "../../scripts/cutouts.py"
@@ -93,15 +93,11 @@ if IMAGES:
             mem_mb=2000,
             runtime=20,
         params:
-            bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
+            bg_factor=IMGCFG["bg_factor"],
             code=code_digest("photometry"),
         script:
             "../../scripts/photometry.py"
 
-    extra_targets += [
-        f"{IMG}/sim/cutouts.parquet",
-        f"{IMG}/photometry/truth.parquet",
-    ]
     FLUX_TABLES = {"truth": f"{IMG}/photometry/truth.parquet"}
     if PHOT_N in NS:
 
@@ -126,7 +122,7 @@ if IMAGES:
                 runtime=20,
             params:
                 n=PHOT_N,
-                bg_factor=float(IMGCFG.get("bg_factor", 2.0)),
+                bg_factor=IMGCFG["bg_factor"],
                 code=code_digest("photometry"),
             script:
                 "../../scripts/photometry.py"
@@ -147,19 +143,15 @@ if IMAGES:
             mem_mb=2000,
             runtime=10,
         params:
-            dpi=section("figures").get("dpi", 150),
+            dpi=config["figures"]["dpi"],
             code=code_digest("flux_figures"),
         script:
             "../../scripts/flux_figures.py"
 
-    extra_targets += [
-        f for k, f in rules.flux_figures.output.items() if k.endswith("_png")
-    ]
 
-
-if IMGCFG.get("real_demo", False):
-    DEMO = dict(IMGCFG.get("demo") or {})
-    SDSS = DEMO.get("shared_dir", "../shared/data/sdss")
+if IMGCFG["real_demo"]:
+    DEMO = IMGCFG["demo"]
+    SDSS = DEMO["shared_dir"]
     FIELD = f"{SDSS}/frames_2583_2_136"
     HCG = f"{SDSS}/hcg88_reprojected"
 
@@ -188,10 +180,8 @@ if IMGCFG.get("real_demo", False):
             runtime=20,
         params:
             cutouts=cutout_cfg(),
-            n_galaxies=int(DEMO.get("n_galaxies", 4)),
-            dpi=section("figures").get("dpi", 150),
+            n_galaxies=DEMO["n_galaxies"],
+            dpi=config["figures"]["dpi"],
             code=code_digest("real_demo"),
         script:
             "../../scripts/real_demo.py"
-
-    extra_targets += [f"{IMG}/real/fwhm.csv", f"{IMG}/real/montage.png"]

@@ -1,9 +1,9 @@
-# Helpers of workflow/rules/images.smk (issue 5: subject images, photometry, flux figures).
+# Helpers of workflow/rules/images.smk (subject images, photometry, flux figures).
 
 IMG = f"{RESULTS}/images"
-IMGCFG = section("images")
-IMG_CAT = "8. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
-PHOT_N = int(IMGCFG.get("photometry_n", 20))
+IMGCFG = config["images"]
+IMG_CAT = "9. Subject images and clump fluxes (§2.2, §6.3, §6.5)"
+PHOT_N = IMGCFG["photometry_n"]
 CUTOUT_KEYS = (
     "channels",
     "asinh_Q",
@@ -20,8 +20,8 @@ GEOMETRY_KEYS = ("native_scale", "image_size", "min_side", "r90_factor")
 
 def cutout_cfg():
     """The image settings of the cutouts (images section) and the geometry (subjects section)."""
-    cfg = {k: IMGCFG[k] for k in CUTOUT_KEYS if k in IMGCFG}
-    cfg.update({k: v for k, v in section("subjects").items() if k in GEOMETRY_KEYS})
+    cfg = {k: IMGCFG[k] for k in CUTOUT_KEYS}
+    cfg.update({k: config["subjects"][k] for k in GEOMETRY_KEYS})
     return cfg
 
 

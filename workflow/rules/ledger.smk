@@ -1,4 +1,4 @@
-# The click ledger (issue 6 item 2): every input click accounted for, from the export to the
+# The click ledger (decisions.md#click-ledger): every input click accounted for, from the export to the
 # assignments of every Z~_n, once per consensus model; the rule fails (one line naming n and
 # category) if anything is lost.
 
@@ -37,8 +37,3 @@ rule ledger:
         code=code_digest("ledger"),
     script:
         "../../scripts/ledger.py"
-
-
-extra_targets += expand(
-    f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
-)

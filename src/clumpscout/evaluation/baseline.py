@@ -678,14 +678,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline(s) to run (repeatable); default: every method given an --out-<method>",
     )
     p.add_argument("--out", default=None, help="labels parquet of the one --method")
-    p.add_argument("--bandwidth", default="fwhm", help="MeanShift: 'fwhm' (per subject) or pixels")
-    p.add_argument("--impl", choices=("numba", "sklearn"), default="numba")
-    p.add_argument("--cut", type=float, default=1.0, help="single-linkage cut in FWHM")
-    p.add_argument("--min-volunteers", type=int, default=5)
+    from clumpscout.config import choices, defaults
+
+    d = defaults("baseline")  # the config's baseline section
+    p.add_argument("--bandwidth", default=d["bandwidth"], help="MeanShift: 'fwhm' or pixels")
     p.add_argument(
-        "--eps-factor", type=float, default=0.5, help="DBSCAN eps = this x the subject's box side"
+        "--impl", choices=choices("baseline")["meanshift_impl"], default=d["meanshift_impl"]
     )
-    p.add_argument("--min-samples", type=int, default=3, help="DBSCAN min_samples")
+    p.add_argument("--cut", type=float, default=d["single_linkage_cut"], help="in FWHM")
+    p.add_argument("--min-volunteers", type=int, default=d["min_volunteers"])
+    p.add_argument(
+        "--eps-factor",
+        type=float,
+        default=d["dbscan_eps_factor"],
+        help="DBSCAN eps = this x the subject's box side",
+    )
+    p.add_argument("--min-samples", type=int, default=d["dbscan_min_samples"], help="DBSCAN")
     p.add_argument("--out-meanshift", default=None, help="MeanShift labels parquet")
     p.add_argument("--out-single-linkage", default=None, help="single-linkage labels parquet")
     p.add_argument("--out-dbscan", default=None, help="DBSCAN labels parquet")

@@ -479,8 +479,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table whose subject_id are the scored subjects "
         "(default: the subjects of --points); for --kind truth pass the subsample's boxes",
     )
-    p.add_argument("--thresholds", type=int, default=101, help="number of p_fp thresholds")
-    p.add_argument("--bins", type=int, default=10, help="p_fp calibration bins (truth)")
+    from clumpscout.config import defaults
+
+    d = defaults("compare")  # config keys compare.thresholds, compare.calibration_bins
+    p.add_argument("--thresholds", type=int, default=d["thresholds"], help="p_fp thresholds")
+    p.add_argument("--bins", type=int, default=d["calibration_bins"], help="calibration bins")
     p.add_argument("--n", type=int, default=None, help="tag the outputs with this n")
     p.add_argument("--out-curve", required=True)
     p.add_argument("--out-summary", required=True)

@@ -45,40 +45,16 @@ import math
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
+from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 
-#: bounds of the numeric hyper-parameters (name: (low, high, low open, high open)); the same
-#: bounds as workflow/schemas/config.schema.yaml, so ``clumpscout aggregate --config`` rejects
-#: what the workflow rejects.
-_BOUNDS: dict[str, tuple[float, float | None, bool, bool]] = {
-    "p0_fp": (0.0, 1.0, True, True),
-    "p0_fn": (0.0, 1.0, True, True),
-    "n_beta_fp": (0.0, None, False, False),
-    "n_beta_fn": (0.0, None, False, False),
-    "sigma2_0_S": (0.0, None, True, False),
-    "n_chi_S": (0.0, None, False, False),
-    "sigma2_0_V": (0.0, None, True, False),
-    "n_chi_V": (0.0, None, False, False),
-    "f_V": (0.0, 1.0, False, False),
-    "d_max": (0.0, 1.0, False, False),
-    "alpha_fp": (0.0, None, False, False),
-    "alpha_fn": (0.0, None, False, False),
-    "alpha_sigma": (0.0, None, False, False),
-    "delta": (0.0, 1.0, True, False),
-    "n_fp_max": (0.0, None, False, False),
-    "n_fn_max": (0.0, None, False, False),
-    "n_sigma_max": (0.0, None, False, False),
-    "tau": (0.0, None, False, False),
-    "max_cycles": (1, None, False, False),
-    "min_cluster_size": (1, None, False, False),
-    "em_max_iter": (1, None, False, False),
-    "em_rtol": (0.0, None, False, False),
-    "min_batch_classifications": (0, None, False, False),
-    "min_volunteers_batch": (1, None, False, False),
-    "min_volunteers_empty": (1, None, False, False),
-    "eb_weight": (0.0, None, False, False),
-}
+#: defaults, bounds (name: (low, high, low open, high open)) and choices of the settings of
+#: the ``aggregate:`` section, all read from the config schema (clumpscout.config), so
+#: ``clumpscout aggregate --config`` accepts and rejects what the workflow does.
+_DEFAULTS = _config.defaults("aggregate")
+_BOUNDS = _config.bounds("aggregate")
+_CHOICES = _config.choices("aggregate")
 
 
 @dataclass(frozen=True)
@@ -92,62 +68,57 @@ class Params:
     """
 
     # Table prior_param_values
-    p0_fp: float = 0.1
-    p0_fn: float = 0.1
-    n_beta_fp: float = 500.0
-    n_beta_fn: float = 50.0
-    sigma2_0_S: float = 0.1
-    n_chi_S: float = 10.0
-    sigma2_0_V: float = 0.1
-    n_chi_V: float = 10.0
-    f_V: float = 0.1
-    d_max: float = 0.9
+    p0_fp: float = _DEFAULTS["p0_fp"]
+    p0_fn: float = _DEFAULTS["p0_fn"]
+    n_beta_fp: float = _DEFAULTS["n_beta_fp"]
+    n_beta_fn: float = _DEFAULTS["n_beta_fn"]
+    sigma2_0_S: float = _DEFAULTS["sigma2_0_S"]
+    n_chi_S: float = _DEFAULTS["n_chi_S"]
+    sigma2_0_V: float = _DEFAULTS["sigma2_0_V"]
+    n_chi_V: float = _DEFAULTS["n_chi_V"]
+    f_V: float = _DEFAULTS["f_V"]
+    d_max: float = _DEFAULTS["d_max"]
     # Table subject_retirement_params
-    alpha_fp: float = 1.0
-    alpha_fn: float = 1.0
-    alpha_sigma: float = 2.0
-    delta: float = 0.5
-    n_fp_max: float = 1.0
-    n_fn_max: float = 0.3
-    n_sigma_max: float = 3.0
-    tau: float = 5.0
-    max_cycles: int = 10
+    alpha_fp: float = _DEFAULTS["alpha_fp"]
+    alpha_fn: float = _DEFAULTS["alpha_fn"]
+    alpha_sigma: float = _DEFAULTS["alpha_sigma"]
+    delta: float = _DEFAULTS["delta"]
+    n_fp_max: float = _DEFAULTS["n_fp_max"]
+    n_fn_max: float = _DEFAULTS["n_fn_max"]
+    n_sigma_max: float = _DEFAULTS["n_sigma_max"]
+    tau: float = _DEFAULTS["tau"]
+    max_cycles: int = _DEFAULTS["max_cycles"]
     # which likelihood: ``generative`` (the well-posed default, clumpscout.model.generative) or
     # ``paper`` (eq. anno_model as published, kept for the reproduction)
-    model: str = "generative"
+    model: str = _DEFAULTS["model"]
     # EM stopping rule: converge (keep the best state) | paper_code (the authors' rule:
     # stop at the first iteration whose log-likelihood does not fall, keep the last state) |
     # auto (converge for generative, paper_code for paper)
-    em_stop: str = "auto"
+    em_stop: str = _DEFAULTS["em_stop"]
     # model choices (decisions.md#distance-likelihood, #label-box, #em-stopping, #batch-size)
-    distance_likelihood: str = "d"
-    merge: str = "mean"
-    min_cluster_size: int = 2
-    em_max_iter: int = 10
-    em_rtol: float = 1e-6
-    min_batch_classifications: int = 25000
-    stale_updates_skills: bool = False
-    min_volunteers_batch: int = 3
-    min_volunteers_empty: int = 5
-    final_classifications: bool = True  # see clumpscout.model.retirement (our decision)
+    distance_likelihood: str = _DEFAULTS["distance_likelihood"]
+    merge: str = _DEFAULTS["merge"]
+    min_cluster_size: int = _DEFAULTS["min_cluster_size"]
+    em_max_iter: int = _DEFAULTS["em_max_iter"]
+    em_rtol: float = _DEFAULTS["em_rtol"]
+    min_batch_classifications: int = _DEFAULTS["min_batch_classifications"]
+    stale_updates_skills: bool = _DEFAULTS["stale_updates_skills"]
+    min_volunteers_batch: int = _DEFAULTS["min_volunteers_batch"]
+    min_volunteers_empty: int = _DEFAULTS["min_volunteers_empty"]
+    # see clumpscout.model.retirement (our decision)
+    final_classifications: bool = _DEFAULTS["final_classifications"]
     # generative model: weight (pseudo-trials) of the table values above as hyper-priors of the
     # population means (p0_fn, p0_fp read as false boxes per classification, sigma2_0_V)
-    eb_weight: float = 10.0
+    eb_weight: float = _DEFAULTS["eb_weight"]
     # generative model: a second class of real objects that volunteers mark less often
     # (faint features, partly hidden animals), with its own rate and detection probability
-    weak_objects: bool = True
+    weak_objects: bool = _DEFAULTS["weak_objects"]
 
     def __post_init__(self):
-        if self.model not in ("generative", "paper"):
-            raise ValueError(f"model must be generative or paper, not {self.model!r}")
-        if self.em_stop not in ("auto", "converge", "paper_code"):
-            raise ValueError(f"em_stop must be auto, converge or paper_code, not {self.em_stop!r}")
-        if self.distance_likelihood not in ("d", "d_squared"):
-            raise ValueError(
-                f"distance_likelihood must be d or d_squared, not {self.distance_likelihood!r}"
-            )
-        if self.merge not in ("mean", "inverse_variance"):
-            raise ValueError(f"merge must be mean or inverse_variance, not {self.merge!r}")
+        for name, allowed in _CHOICES.items():
+            if getattr(self, name) not in allowed:
+                options = ", ".join(map(str, allowed[:-1])) + f" or {allowed[-1]}"
+                raise ValueError(f"{name} must be {options}, not {getattr(self, name)!r}")
         for name, (lo, hi, lo_open, hi_open) in _BOUNDS.items():
             v = getattr(self, name)
             bad = not math.isfinite(v) or (v <= lo if lo_open else v < lo)
@@ -164,8 +135,9 @@ class Params:
     @classmethod
     def from_dict(cls, d: dict | None, path=None) -> Params:
         """Params from a config ``aggregate:`` section; unknown keys are an error."""
-        d = dict(d or {})
         known = {f.name: f for f in fields(cls)}
+        # keys of the aggregate section that are run options, not hyper-parameters (per_tool)
+        d = {k: v for k, v in dict(d or {}).items() if k in known or k not in _DEFAULTS}
         unknown = sorted(set(d) - set(known))
         if unknown:
             raise InputError(f"unknown aggregate setting(s): {', '.join(unknown)}", path=path)
