@@ -15,6 +15,5 @@ if [ "${1:-}" = "--only" ]; then
     exit 0
 fi
 .venv/bin/snakemake --cores "${CORES:-2}" "$@"
-.venv/bin/snakemake --report results/report.html
 echo
 echo "Done. Results are in $(pwd)/results/ ; open $(pwd)/results/report.html"

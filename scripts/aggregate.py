@@ -12,7 +12,9 @@ def _run(sm):
 
     params = Params.from_dict(dict(sm.params.aggregate))
     boxes = read_boxes(sm.input[0])
-    agg = Aggregator(params, seed=int(sm.params.seed)).fit(boxes, path=sm.input[0])
+    agg = Aggregator(params, seed=int(sm.params.seed), per_tool=bool(sm.params.per_tool)).fit(
+        boxes, path=sm.input[0]
+    )
     agg.write(Path(sm.output.labels).parent)
 
 

@@ -26,7 +26,7 @@ SCHEMA = Path(__file__).with_name("config.schema.yaml")
 
 #: an `x-input` key is checked only while the section that holds it is in use
 _IN_USE = {
-    "export": lambda cfg: cfg.get("source") == "export",
+    "export": lambda cfg: cfg.get("source") in ("export", "clicks"),
     "images.demo": lambda cfg: bool((cfg.get("images") or {}).get("real_demo")),
 }
 #: keys that must be set while their section is in use
@@ -170,6 +170,8 @@ def input_problems(cfg: dict, base: str | Path | None = None) -> list[str]:
     out = []
     for section, keys in _REQUIRED_INPUTS.items():
         if _IN_USE[section](cfg):
+            if section == "export" and cfg.get("source") == "clicks":
+                keys = ("clicks",)  # a flattened clicks table replaces the two exports
             out += [f"{section}.{k}: must be set" for k in keys if not _get(cfg, f"{section}.{k}")]
     for key, kind in _walk_inputs(_schema()):
         section = key.rsplit(".", 1)[0]

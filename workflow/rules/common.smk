@@ -56,6 +56,8 @@ def seed_for(stage):
 
 
 SIMULATED = config["source"] == "simulate"
+# source clicks: a flattened clicks table (export.clicks) instead of a Zooniverse export
+FLAT = config["source"] == "clicks"
 # simulate.kind counting: a point-marking project without galaxies
 # (clumpscout.simulation.counting). Its galaxies.csv is no catalogue (no R90, no PSF FWHM):
 # every subject gets the box side export.box_side, and there are no galaxies to render.
@@ -105,12 +107,16 @@ def universe(name):
 def input_classifications():
     if SIMULATED:
         return universe("classifications.csv")
+    if FLAT:
+        return config["export"]["clicks"]
     return config["export"]["classifications"]
 
 
 def input_subjects_export():
     if SIMULATED:
         return universe("subjects_export.csv")
+    if FLAT:
+        return []
     return config["export"]["subjects"]
 
 
@@ -167,11 +173,6 @@ def report_items():
     return sorted(items, key=lambda it: (str(it["category"]), it["path"]))
 
 
-# figures.smk (generated from the figure registry) still appends its final outputs here;
-# final_targets() lists them itself and keeps whatever else is appended.
-extra_targets = []
-
-
 def final_targets():
     """Every final output of the workflow (the `all` rule), in one list.
 
@@ -204,8 +205,13 @@ def final_targets():
             )
         ],
         *expand(f"{RESULTS}/baseline/{{reference}}_summary.csv", reference=REFERENCES),
-        *expand(
-            f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
+        # the ledger re-reads a Zooniverse export; a flattened clicks table has none
+        *(
+            []
+            if FLAT
+            else expand(
+                f"{RESULTS}/ledger/{{model}}.{{ext}}", model=MODELS, ext=["csv", "json"]
+            )
         ),
         *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
         f"{RESULTS}/headline.csv",
@@ -219,4 +225,4 @@ def final_targets():
         ]
     if config["images"]["real_demo"]:
         targets += [f"{IMG}/real/fwhm.csv", f"{IMG}/real/montage.png"]
-    return list(dict.fromkeys([*targets, *extra_targets]))
+    return list(dict.fromkeys(targets))

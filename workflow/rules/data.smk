@@ -35,6 +35,7 @@ rule subjects:
         catalogue=input_catalogue(),
         subjects_export=input_subjects_export(),
         psfield=config["subjects"]["psfield"] or [],
+        clicks=config["export"]["clicks"] if FLAT else [],
     output:
         f"{RESULTS}/subjects/subjects.parquet",
         report=f"{RESULTS}/subjects/subjects_report.json",
@@ -75,6 +76,7 @@ rule extract:
         extract=config["extract"],
         workflow_id=config["export"]["workflow_id"],
         workflow_version=config["export"]["workflow_version"],
+        flat_clicks=FLAT,
         code=code_digest("extract"),
     script:
         "../../scripts/extract.py"
@@ -110,6 +112,7 @@ rule boxes:
         subjects=f"{RESULTS}/subjects/subjects.parquet",
     output:
         f"{RESULTS}/boxes/boxes.parquet",
+        report=f"{RESULTS}/boxes/boxes_report.json",
     log:
         f"{RESULTS}/logs/boxes.log",
     benchmark:
@@ -122,6 +125,7 @@ rule boxes:
         runtime=20,
     params:
         shape_extent=config["export"]["shape_extent"],
+        image_size=config["export"]["image_size"],
         code=code_digest("boxes"),
     script:
         "../../scripts/boxes.py"

@@ -1,6 +1,6 @@
-# Every figure of §6 and the appendix, the headline numbers (clumpscout.evaluation.headline)
-# and the report wiring: `snakemake --report results/report.html` shows every figure with
-# its caption.
+# Every figure of §6 and the appendix and the headline numbers
+# (clumpscout.evaluation.headline); the report rule (report.smk) gathers them with their
+# captions into report.html.
 #
 # One rule per figure, generated from clumpscout.figures.registry (its inputs, settings,
 # report category and the paper's numbers). Each rule's params carry only the figure settings
@@ -89,9 +89,3 @@ rule headline:
         code=code_digest("headline"),
     script:
         "../../scripts/headline.py"
-
-
-extra_targets += [
-    f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")
-]
-extra_targets += [f"{RESULTS}/headline.csv", f"{RESULTS}/headline.html"]

@@ -5,7 +5,7 @@ import sys
 FIG = f"{RESULTS}/figures"
 FIGCFG = section("figures")
 FIG_N_REF = FIGCFG.get("n_ref") if FIGCFG.get("n_ref") in NS else max(NS)
-FIG_BASE_N = globals().get("BASELINE_N", FIG_N_REF)
+FIG_BASE_N = BASELINE_N
 FIG_SEED = seed_for("figures")
 
 # the figure registry, loaded from the project's own source like clumpscout.codedeps
