@@ -25,11 +25,19 @@ from clumpscout.cli import main as cli_main
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "resources" / "examples"
-SCHEMA = REPO / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def raw(name: str) -> dict:
+    return yaml.safe_load((EXAMPLES / name).read_text())
 
 
 def load(name: str) -> dict:
-    return yaml.safe_load((EXAMPLES / name).read_text())
+    """An example as the workflow sees it: its settings over every default."""
+    from clumpscout import config
+
+    cfg = raw(name)
+    assert not config.problems(cfg), config.problems(cfg)  # also fills in the defaults
+    return cfg
 
 
 def in_shared(shared: Path, path: str) -> Path:
@@ -52,23 +60,24 @@ def extract_args(cfg: dict) -> list[str]:
 
 
 @pytest.mark.parametrize("name", ["penguin_watch.yaml", "flat_clicks.yaml"])
-def test_examples_are_full_configs(name):
-    """Every example holds every section and key of config.yaml (so --configfile replaces
-    nothing by accident) and passes the workflow's schema."""
-    import jsonschema
+def test_examples_are_override_files(name):
+    """An example holds only the settings it changes (``--configfile`` lays it over
+    config.yaml): every key is one the schema knows, no value repeats its default, and the
+    whole passes the schema."""
+    from clumpscout import config
 
-    cfg = load(name)
-    base = yaml.safe_load((REPO / "config.yaml").read_text())
-    for section, value in base.items():
-        assert section in cfg, (name, section)
+    cfg = raw(name)
+    defaults = config.defaults()
+    assert cfg["source"] in ("export", "clicks") and cfg["results_dir"] != "results"
+    for section, value in cfg.items():
+        assert section in defaults, (name, section)
         if isinstance(value, dict):
-            missing = set(value) - set(cfg[section] or {})
-            assert not missing, (name, section, missing)
-    schema = yaml.safe_load(SCHEMA.read_text())
-    props = schema.get("properties", {})
-    if "results_dir" not in props:
-        pytest.skip("the schema has no results_dir key yet (the workflow wiring adds it)")
-    jsonschema.validate(cfg, schema)
+            for key, v in value.items():
+                assert key in defaults[section], (name, section, key)
+                assert v != defaults[section][key], (name, f"{section}.{key} repeats its default")
+        else:
+            assert value != defaults[section], (name, section)
+    assert not config.problems(cfg)
 
 
 # --------------------------------------------------------------------------- Penguin Watch

@@ -379,30 +379,21 @@ def test_ruff_clean():
 
 
 # ------------------------------------------------------------- code digests of the rules
-def _rule_scripts() -> dict[str, tuple[str, str | None]]:
-    """rule -> (its script's stem, the argument of its ``code_digest(...)`` param or None),
-    read from the text of workflow/rules/*.smk (indented rules included)."""
-    import re
+def test_every_rule_digests_its_own_script(images_config):
+    """Every rule with a script (generated and indented rules included, parsed by Snakemake)
+    passes as ``code`` the digest of that script's own import closure (clumpscout.codedeps),
+    so editing any code it runs re-runs it."""
+    from clumpscout.codedeps import code_digest
 
-    out = {}
-    for smk in sorted((REPO / "workflow/rules").glob("*.smk")):
-        text = smk.read_text()
-        starts = list(re.finditer(r"^[ \t]*rule (\w+):", text, re.M))
-        for i, m in enumerate(starts):
-            block = text[m.end() : starts[i + 1].start() if i + 1 < len(starts) else len(text)]
-            script = re.search(r"script:\s*\n\s*[\"']\.\./\.\./scripts/(\w+)\.py[\"']", block)
-            if script:
-                digest = re.search(r"code=code_digest\(\"(\w+)\"\)", block)
-                out[m.group(1)] = (script.group(1), digest.group(1) if digest else None)
-    return out
-
-
-def test_every_rule_digests_its_own_script():
-    """A rule with a script passes ``code=code_digest("<that script>")``: the digest covers
-    the script and the package code it runs (clumpscout.codedeps)."""
-    rules = _rule_scripts()
-    assert len(rules) > 30 and "aggregate" in rules and "compare" in rules
-    wrong = {r: v for r, v in rules.items() if v[0] != v[1]}
+    rules = [r for r in parsed_rules(REPO / "Snakefile", REPO, [images_config]) if r.name != "all"]
+    names = {r.name for r in rules}
+    assert len(rules) > 35 and {"aggregate", "compare", "fig_clump_fpp_dist", "report"} <= names
+    wrong = []
+    for r in rules:
+        script = Path(r.snakefile).parent / r.script
+        expected = code_digest(script.resolve(), REPO / "src", REPO)
+        if r.params.code != expected:
+            wrong.append(f"{r.name} ({Path(r.script).name})")
     assert not wrong, wrong
 
 
