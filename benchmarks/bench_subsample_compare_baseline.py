@@ -1,4 +1,4 @@
-"""Paper-scale timings of the subsample, compare and baseline stages (issue 4 items 1-3).
+"""Paper-scale timings of the subsample, compare and baseline stages (the paper-scale run).
 
 Builds a synthetic boxes table of the paper's size (85,286 subjects, ~20 classifications
 each, ~3.5M rows), then times: one subsample draw, MeanShift (numba port), single
