@@ -34,6 +34,7 @@ from test_bad_input import (
 )
 
 from clumpscout.cli import main as cli_main
+from clumpscout.data import clicks as clicks_mod
 from clumpscout.data import ledger as ledger_mod
 from clumpscout.data.ledger import (
     LedgerError,
@@ -109,7 +110,7 @@ def test_count_marks_same_with_and_without_orjson(monkeypatch, clump_task):
             return "ValueError"
 
     with_orjson = [counted(t) for t in TRICKY_ANNOTATIONS]
-    monkeypatch.setattr(ledger_mod, "_orjson", None)
+    monkeypatch.setattr(clicks_mod, "_orjson", None)
     assert with_orjson == [counted(t) for t in TRICKY_ANNOTATIONS]
     if clump_task == "123456789012345678901234567890":
         assert with_orjson[4] == (2, 0) and with_orjson[6] == (1, 0)
@@ -369,6 +370,61 @@ def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
     j = json.loads(out.with_suffix(".json").read_text())
     assert j["balanced"] is True and j["failures"] == []
     assert j["export"]["classifications"]["kept"]["rows"] == len(SUBJECT_IDS) * len(VOLUNTEERS)
+
+
+#: a clump task id beyond 64 bits, and another one orjson reads as the same float
+BIG_TASK = 18446744073709551617
+BIG_TWIN = 18446744073709551618
+
+
+def test_task_id_beyond_64_bits_balances(tmp_path):
+    """Reader and ledger share one definition of a click (clumpscout.data.clicks): a clump
+    task whose id is an integer beyond 64 bits (which orjson turns into a float, the same
+    float for both ids here) is read by both as json.loads reads it, and the ledger of a
+    hand-built export balances: kept + dropped + other tasks = the clicks in the export."""
+    rows = valid_export_rows()
+    for i, row in enumerate(rows):
+        task = BIG_TWIN if i == 0 else BIG_TASK  # row 0: its clump clicks are another task's
+        row["annotations"] = row["annotations"].replace('"task": "T1"', f'"task": {task}')
+        assert str(task) in row["annotations"]
+    f = write_valid_inputs(tmp_path / "in")
+    f["export"].write_bytes(csv_bytes(EXPORT_HEADER, rows))
+    r = tmp_path / "results"
+    steps = [
+        ["extract", "--classifications", f["export"], "--subjects", f["subjects_export"],
+         "--clump-task", BIG_TASK, "--out", r / "clicks/clicks.parquet"],
+        ["subjects", "--catalogue", f["catalogue"], "--subjects-export", f["subjects_export"],
+         "--out", r / "subjects/subjects.parquet"],
+        ["boxes", "--clicks", r / "clicks/clicks.parquet", "--subjects",
+         r / "subjects/subjects.parquet", "--out", r / "boxes/boxes.parquet"],
+    ]  # fmt: skip
+    for n in NS:
+        steps += [
+            ["subsample", "--boxes", r / "boxes/boxes.parquet", "--n", n, "--seed", 11,
+             "--out", r / f"subsamples/n{n}/boxes.parquet",
+             "--report", r / f"subsamples/n{n}/report.json"],
+            ["aggregate", "--boxes", r / f"subsamples/n{n}/boxes.parquet",
+             "--out", r / f"aggregate/n{n}", "--seed", 5],
+        ]  # fmt: skip
+    for argv in steps:
+        assert _quiet_cli(argv) == 0, argv[0]
+    out = tmp_path / "ledger.csv"
+    assert _quiet_cli(_ledger_argv(r, f, out)) == 0
+    t = pd.read_csv(out)
+    assert t["balanced"].all()
+    twin = len(json.loads(rows[0]["annotations"])[1]["value"])
+    n_clump = sum(len(json.loads(row["annotations"])[1]["value"]) for row in rows)
+    n_t0 = sum(len(json.loads(row["annotations"])[0]["value"]) for row in rows)
+    for _, row in t.iterrows():
+        assert row["export_clicks"] == n_clump + n_t0
+        assert row["kept_clicks"] == n_clump - twin > 0
+        assert row[f"other_task_{BIG_TWIN}"] == twin > 0
+        assert row["other_task_T0"] == n_t0
+        dropped = sum(v for k, v in row.items() if k.startswith(("dropped_cls_", "dropped_click_")))
+        others = sum(v for k, v in row.items() if k.startswith("other_task_"))
+        assert row["kept_clicks"] + dropped + others == row["export_clicks"]
+    clicks = pd.read_parquet(r / "clicks/clicks.parquet")
+    assert clicks["x"].notna().sum() == n_clump - twin
 
 
 def _copy_results(toy, tmp_path) -> Path:

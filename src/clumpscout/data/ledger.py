@@ -75,14 +75,10 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 from pandas.api.types import is_float_dtype, is_integer_dtype
 
+from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
 from clumpscout.errors import InputError
 from clumpscout.io import read_json
 from clumpscout.logs import progress, timed
-
-try:  # optional speed-up: identical results (see count_marks)
-    import orjson as _orjson
-except ImportError:  # pragma: no cover - depends on the environment
-    _orjson = None
 
 log = logging.getLogger(__name__)
 
@@ -115,7 +111,6 @@ CLICK_REASONS = (
     "unsupported_shape",
 )
 UNEXPLAINED = "unexplained"
-DRAWING_TASK_TYPES = frozenset({"drawing", "dataVisAnnotation"})
 EXPORT_COLUMNS = (
     "classification_id",
     "user_name",
@@ -136,131 +131,48 @@ class LedgerError(InputError):
 # ------------------------------------------------------------------ counting marks
 
 
-def _flat(annotations: list) -> list[dict]:
-    """Annotations with combo tasks unpacked (a value that is itself a list of annotations)."""
-    out: list[dict] = []
-    stack = list(reversed(annotations))
-    while stack:
-        a = stack.pop()
-        if not isinstance(a, dict):
-            continue
-        v = a.get("value")
-        if (
-            isinstance(v, list)
-            and v
-            and isinstance(v[0], dict)
-            and {"task", "value"} <= v[0].keys()
-        ):
-            stack.extend(reversed(v))
-        else:
-            out.append(a)
-    return out
-
-
-def drawing_marks(value: Any, task_type: Any = None) -> int | None:
-    """Number of marks of a drawing-task annotation value; None if it is not a drawing task."""
-    if not isinstance(value, list):
-        return None
-    if task_type is not None:
-        return (
-            len(value) if isinstance(task_type, str) and task_type in DRAWING_TASK_TYPES else None
-        )
-    dicts = [m for m in value if isinstance(m, dict)]
-    if any("choice" in m for m in dicts):
-        return None  # a survey task
-    if value and not dicts:
-        return None  # a multiple-choice answer
-    return len(value)
-
-
-def _count_parsed(ann: Any, clump_task: str | None, orjson_parse: bool = False) -> tuple[int, int]:
-    """:func:`count_marks` of a parsed ``annotations`` value (combo tasks unpacked by
-    :func:`_flat`, drawing tasks recognised by :func:`drawing_marks`). ``orjson_parse``:
-    ``ann`` comes from orjson, which turns integers beyond 64 bits into floats, so a float
-    ``task`` raises :class:`_Reparse` (the caller parses the row again with :func:`json.loads`).
-    """
+def _count_parsed(ann: Any, clump_task: str | None) -> tuple[int, int]:
+    """:func:`count_marks` of a parsed ``annotations`` value (what a click is and which task
+    it belongs to: :mod:`clumpscout.data.clicks`)."""
     if not isinstance(ann, list):
         raise ValueError("annotations is not a JSON list")
     clump = other = 0
-    for a in _flat(ann):
+    for a in flatten(ann):
         k = drawing_marks(a.get("value"), a.get("taskType"))
         if k is None:
             continue
-        task = a.get("task")
-        if orjson_parse and clump_task is not None and type(task) is float:
-            raise _Reparse
-        if clump_task is None or (task is not None and str(task) == clump_task):
+        if clump_task is None or task_name(a.get("task")) == clump_task:
             clump += k
         else:
             other += k
     return clump, other
 
 
-class _Reparse(Exception):
-    """orjson's parse of a row may differ from json.loads's where it matters: parse again."""
-
-
-def _orjson_safe(text: str) -> bool:
-    """True when ``text`` is nested too little for json.loads to raise RecursionError.
-
-    orjson accepts up to 1024 nested containers, json.loads (C scanner, Python recursion limit)
-    about 1000 minus the caller's stack depth: text with fewer than 500 opening brackets (or
-    shorter than 1000 characters) nests less than 500 deep and both parsers agree on it.
-    """
-    return len(text) < 1000 or text.count("[") + text.count("{") < 500
-
-
 def count_marks(annotations_json: str, clump_task: str | None) -> tuple[int, int]:
     """(clump-task marks, marks of other drawing tasks) of one ``annotations`` field.
 
     ``clump_task`` None: every drawing task is the clump task. Raises ValueError for text that
-    is not a JSON list.
-
-    The text is parsed with ``orjson`` when it is installed, with the same results as
-    :func:`json.loads` (which decides whenever orjson rejects the text, it is nested deeply
-    enough for the two to differ, or a ``task`` could be an integer orjson made a float).
+    is not a JSON list. Parsed by :func:`clumpscout.data.clicks.parse_annotations` (the
+    export reader's parse: exactly :func:`json.loads`'s result where it matters).
     """
-    if _orjson is not None and _orjson_safe(annotations_json):
-        try:
-            ann = _orjson.loads(annotations_json)
-        except _orjson.JSONDecodeError:
-            pass  # json.loads is more lenient (NaN, Infinity, lone surrogates): let it decide
-        else:
-            try:
-                return _count_parsed(ann, clump_task, True)
-            except _Reparse:
-                pass
-    return _count_parsed(json.loads(annotations_json), clump_task)
+    return _count_parsed(parse_annotations(annotations_json), clump_task)
 
 
 def _count_texts(texts: list[str], clump_task: str | None, clump, other, ok) -> None:
-    """:func:`count_marks` of every text, appended to the arrays (0, 0, not ok: not JSON).
-
-    The loop of :func:`count_marks`, inlined (this is the ledger's hot loop).
-    """
+    """:func:`count_marks` of every text, appended to the arrays (0, 0, not ok: not JSON or
+    nested too deeply to parse). The ledger's hot loop."""
     c_app, o_app, k_app = clump.append, other.append, ok.append
-    oj_loads = _orjson.loads if _orjson is not None else None
-    oj_error = _orjson.JSONDecodeError if _orjson is not None else ()
-    count, loads = _count_parsed, json.loads
+    count, parse = _count_parsed, parse_annotations
     for text in texts:
         try:
-            counted = None
-            if oj_loads is not None and (
-                len(text) < 1000 or text.count("[") + text.count("{") < 500  # _orjson_safe
-            ):
-                try:
-                    counted = count(oj_loads(text), clump_task, True)
-                except (oj_error, _Reparse):
-                    pass
-            if counted is None:
-                counted = count(loads(text), clump_task)
-        except (ValueError, RecursionError):  # not JSON, or nested too deep to parse
+            c, o = count(parse(text), clump_task)
+        except (ValueError, RecursionError):
             c_app(0)
             o_app(0)
             k_app(0)
         else:
-            c_app(counted[0])
-            o_app(counted[1])
+            c_app(c)
+            o_app(o)
             k_app(1)
 
 
