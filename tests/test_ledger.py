@@ -1,4 +1,4 @@
-"""The click ledger (clumpscout.data.ledger; issue 6 item 2): every input click accounted for.
+"""The click ledger (clumpscout.data.ledger, decisions.md#click-ledger): every input click accounted for.
 
 A toy export (the bad-input suite's valid 5-subject export plus rows and clicks the reader must
 drop, each for a known reason) goes through the real CLI (extract, subjects, boxes, subsample,
@@ -284,7 +284,7 @@ def _quiet_cli(argv) -> int:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> dict:
-    """The toy through the real CLI: results/ laid out as the workflow does (contract 6)."""
+    """The toy through the real CLI: results/ laid out as the workflow does."""
     d = tmp_path_factory.mktemp("ledger_toy")
     f = write_valid_inputs(d / "in")
     rows, counts = toy_rows()

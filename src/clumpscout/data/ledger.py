@@ -1,4 +1,5 @@
-"""The click ledger: every input click accounted for at the end of the DAG (issue 6 item 2).
+"""The click ledger: every input click accounted for at the end of the DAG
+(decisions.md#click-ledger).
 
 For every ``n`` of the subsample list (paper §6.1, decisions.md#subsamples: the subsamples Z~_n) the ledger
 follows the clicks of the classification export down to the aggregation's assignments and checks
@@ -18,7 +19,7 @@ that every link adds up::
       + not aggregated (boxes of subjects never put in a working batch: fewer than
         ``min_volunteers_batch`` volunteers, decisions.md#retirement, #batch-size; ``assignment`` "not_aggregated")
 
-Coordinate-less rows (one per classification that kept no click, contract 2/4) are followed
+Coordinate-less rows (one per classification that kept no click, decisions.md#click-ledger) are followed
 too: box rows = rows in Z~_n + rows not drawn; rows in Z~_n = assignment rows, whose
 ``assignment`` is ``clump`` / ``dummy`` / ``not_aggregated`` (a box) or ``empty`` (the row of a
 classification that marked nothing; all rows of a pre-retired empty subject are of this kind).
@@ -1094,7 +1095,7 @@ def build_ledger(
     per_n: dict[int, dict[str, str]],
     subjects_csv: str | Path | None = None,
 ) -> Ledger:
-    """The ledger of every n (issue 6 item 2).
+    """The ledger of every n (decisions.md#click-ledger).
 
     ``per_n`` maps n to the paths ``subsample`` (Z~_n boxes.parquet), ``subsample_report``,
     ``assignments`` and ``aggregate_report``. Returns the :class:`Ledger`; use
@@ -1187,7 +1188,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def per_n_paths(subsamples: str | Path, aggregate: str | Path, ns) -> dict[int, dict[str, str]]:
-    """The per-n input paths of the workflow layout (contract 6)."""
+    """The per-n input paths of the workflow's results layout (decisions.md#click-ledger)."""
     out = {}
     for n in ns:
         s, a = Path(subsamples) / f"n{n}", Path(aggregate) / f"n{n}"

@@ -429,7 +429,7 @@ def edge_distance(frame_shape: tuple[int, int], col, row):
 
 # ----------------------------------------------------------------------------- catalogue
 
-#: contract name → accepted spellings (CAS names first, then SDSS flat-file names), case-insensitive
+#: column name used here → accepted spellings (CAS names first, then SDSS flat-file names), case-insensitive
 CATALOGUE_ALIASES: dict[str, tuple[str, ...]] = {
     "subject_id": ("subject_id", "subjectid", "objid", "dr7objid", "dr8objid"),
     "ra": ("ra", "ra_deg"),
@@ -454,7 +454,7 @@ def _number_column(series: pd.Series, name: str, path: object) -> np.ndarray:
 
 
 def normalise_catalogue(df: pd.DataFrame, path: object = "catalogue") -> pd.DataFrame:
-    """Rename a galaxy list's columns to the contract names and check them.
+    """Rename a galaxy list's columns to the names used here and check them.
 
     Required: subject_id, ra, dec, petroR90_r (CAS names; SDSS flat-file
     PETROTH90 / PSF_FWHM — per-band arrays give the r band — and any case are
