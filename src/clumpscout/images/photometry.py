@@ -49,13 +49,13 @@ from scipy.stats import sigmaclip
 
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import (
-    BANDS,
     asinh_scale,
     inverse_asinh_scale,
     load_bands,
     resize_band,
     subject_bands,
 )
+from clumpscout.images.geometry import BANDS
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
 

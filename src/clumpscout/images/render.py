@@ -33,7 +33,7 @@ frames:
   galaxy model already has), and otherwise are Gaussian blobs of intrinsic sigma
   ``feature_sigma_arcsec`` (faint blue features).
   Subject px are converted to the sky with the subject's ``side_native``
-  (:func:`clumpscout.images.cutouts.subject_to_sky`), the inverse of what the cutout does.
+  (:func:`clumpscout.images.geometry.subject_to_sky`), the inverse of what the cutout does.
 - **PSF**: double Gaussian (90 % core, 10 % wing of twice the core sigma),
   r-band FWHM from the catalogue (``psffwhm_r``), other bands scaled by
   ``psf_scale`` (g is broader at SDSS).
@@ -57,7 +57,7 @@ from astropy.wcs import WCS
 from scipy.optimize import brentq
 
 from clumpscout.errors import InputError
-from clumpscout.images.cutouts import BANDS, NATIVE_SCALE, subject_to_sky
+from clumpscout.images.geometry import BANDS, NATIVE_SCALE, subject_to_sky
 from clumpscout.io import atomic_path, write_csv, write_json
 from clumpscout.logs import progress, timed
 
