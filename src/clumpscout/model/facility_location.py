@@ -108,8 +108,9 @@ star), then the canonical index. Within a classification the cheaper box, then t
 then the canonical first is the star's candidate.
 
 API: :func:`solve_batch` (the numba kernel over all subjects, threads over subjects),
-:func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment),
-:func:`brute_force` (exact optimum of one small subject, for tests).
+:func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment).
+The exact optimum of a small subject (the tests' reference) is ``tests/oracles.py``'s
+``brute_force``.
 """
 
 from __future__ import annotations
@@ -583,19 +584,8 @@ def _repair_stranded(m, W, lc, fac, st, cur, isopen, size, has, F):
 
 
 @numba.njit(cache=True)
-def _greedy_component(
-    comp, W_sub, D_sub, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, reach_sub, marg_sub,
-    allow_dummy, min_eff, out_local,
-):  # fmt: skip
-    """JMS greedy (+ the no-dummy repair) on one component (subject-local indices ``comp`` in
-    canonical order). Writes subject-local facility indices / DUMMY / UNASSIGNED to out_local.
-
-    Opening times of closed facilities are evaluated lazily: a stored time is a lower bound
-    of the true one (state changes only delay openings, except that a growing cluster lets
-    its members switch — then the affected stored times are reset); the candidate with the
-    smallest stored time is re-evaluated until it (and every candidate tied with it) is
-    up to date. This gives the same event order as re-evaluating everything every step.
-    """
+def _local_classes(comp, lcls_sub):
+    """Component-local classification codes 0..K-1 (first appearance order) and K."""
     m = comp.shape[0]
     lc = np.empty(m, np.int64)
     K = 0
@@ -608,49 +598,21 @@ def _greedy_component(
         if lc[p] < 0:
             lc[p] = K
             K += 1
-    # component-local copies of the cost and distance matrices
-    W = np.empty((m, m))
-    D = np.empty((m, m))
-    for p in range(m):
-        for q in range(m):
-            W[p, q] = W_sub[comp[p], comp[q]]
-            D[p, q] = D_sub[comp[p], comp[q]]
-    city = np.empty(m, np.bool_)
-    fac = np.empty(m, np.bool_)
-    F = np.empty(m)
-    dum = np.empty(m)
-    reach = np.empty(m)
-    marg = np.empty(m)
-    st = np.empty(m, np.int64)
-    cur = np.zeros(m)
-    size = np.zeros(m, np.int64)
-    isopen = np.zeros(m, np.bool_)
-    has = np.zeros((m, K), np.bool_)
-    for p in range(m):
-        g = comp[p]
-        city[p] = city_sub[g]
-        fac[p] = fac_sub[g]
-        F[p] = F_sub[g]
-        dum[p] = dum_sub[g]
-        reach[p] = reach_sub[g]
-        marg[p] = marg_sub[g]
-        st[p] = _UNCONN if city[p] else _ST_NONE
-    # scratch of the star evaluation: wf rows a, s, breakpoints, v; wi rows ai, si, part, saved
-    wf = np.empty((4, K))
-    wi = np.zeros((4, K), np.int64)
-    wc = np.zeros(m, np.int64)
-    opened = np.empty(m, np.int64)  # open facilities, in opening order
-    n_open = 0
-    # stored opening times: lower bounds (exact when fresh). Start from the bound
-    # N0 / (D0 + K_f), K_f = classifications among the cities f could take (no one is
-    # connected yet, so each offers at most t); inf if the star can never be big enough.
-    # With the dummy, a city q never offers f more than U_q = max(0, dummy'(q) − c'(f, q))
-    # (unconnected it connects to the dummy by then, connected it saves at most that), so
-    # f can never open if its opening cost exceeds its own and the best offers per
-    # classification: such facilities are dropped ("alive" is False).
+    return lc, K
+
+
+@numba.njit(cache=True)
+def _initial_times(m, K, W, lc, city, fac, F, dum, reach, marg, allow_dummy, min_eff):
+    """Stored opening times before any event and which facilities can ever open.
+
+    Start from the bound N0 / (D0 + K_f), K_f = classifications among the cities f could
+    take (no one is connected yet, so each offers at most t); inf if the star can never be
+    big enough. With the dummy, a city q never offers f more than U_q = max(0, dummy'(q) −
+    c'(f, q)) (unconnected it connects to the dummy by then, connected it saves at most
+    that), so f can never open if its opening cost exceeds its own and the best offers per
+    classification: such facilities are dropped ("alive" is False).
+    """
     stored_t = np.empty(m)
-    stored_k = np.zeros(m)
-    forced = np.ones(m, np.bool_)
     alive = fac.copy()
     seen = np.full(K, -1, np.int64)
     ubest = np.zeros(K)
@@ -686,6 +648,193 @@ def _greedy_component(
             stored_t[f] = n0 / (d0 + nk)
         else:
             stored_t[f] = _INF
+    return stored_t, alive
+
+
+@numba.njit(cache=True, inline="always")
+def _invalidate(m, fresh, forced, pmat, chg, chl, nch):
+    """Stored times that may depend on a box that changed become stale: a change of q can
+    only move f's opening if q takes part in f's star, f is q itself, or f's star needs
+    forced members (then any candidate may matter); otherwise q's offer to f was and stays
+    zero up to f's opening time. Stale times stay valid lower bounds. Clears the change
+    list (returns its new length, 0)."""
+    for ff in range(m):
+        if not fresh[ff]:
+            continue
+        if forced[ff] or chg[ff]:
+            fresh[ff] = False
+            continue
+        for j in range(nch):
+            if pmat[ff, chl[j]]:
+                fresh[ff] = False
+                break
+    for j in range(nch):
+        chg[chl[j]] = False
+    return 0
+
+
+@numba.njit(cache=True, inline="always")
+def _next_opening(
+    t, m, W, D, lc, city, st, cur, size, F, reach, marg, min_eff, wf, wi, wc,
+    stored_t, stored_k, forced, fresh, pmat, alive, isopen,
+):  # fmt: skip
+    """The closed facility that opens next (event O), or _NO: lazily, the fresh minimum of
+    the stored times (stale candidates are refreshed until the minimum is fresh; candidates
+    tied with it in time must be fresh too, for the tie-break)."""
+    while True:
+        fb = _NO
+        for f in range(m):
+            if not (alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff)):
+                continue
+            if fb < 0 or _less_tie(stored_t[f], stored_k[f], f, stored_t[fb], stored_k[fb], fb):
+                fb = f
+        if fb < 0:
+            break
+        target = _NO
+        if not fresh[fb]:
+            target = fb
+        elif stored_t[fb] < _INF:
+            for f in range(m):
+                if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
+                    if alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff):
+                        target = f
+                        break
+        if target < 0:
+            break
+        _refresh(
+            target, t, m, W, D, lc, city, st, cur, size, F, reach, marg,
+            min_eff, wf, wi, wc, stored_t, stored_k, forced, fresh, pmat,
+        )  # fmt: skip
+    if fb >= 0 and not (stored_t[fb] < _INF):
+        fb = _NO
+    return fb
+
+
+@numba.njit(cache=True, inline="always")
+def _next_connection(t, m, st, lc, opened, n_open, has, W, D, dum, allow_dummy):
+    """The earliest connection (event A) of an unconnected city: (time, priority 0 for an
+    open facility / 2 for the dummy, facility, city); ties: an open facility first, then
+    the smaller Jaccard distance, then the canonical indices."""
+    best_t = _INF
+    best_prio = 3
+    best_key = 0.0
+    best_i = _NO
+    best_q = _NO
+    for q in range(m):
+        if st[q] != _UNCONN:
+            continue
+        k = lc[q]
+        for j in range(n_open):
+            p = opened[j]
+            if has[p, k]:
+                continue
+            w = W[p, q]
+            if not (w < _INF):
+                continue
+            tt = max(t, w)
+            dd = D[p, q]
+            if tt < best_t or (
+                tt == best_t
+                and (
+                    best_prio > 0
+                    or dd < best_key
+                    or (dd == best_key and (q < best_q or (q == best_q and p < best_i)))
+                )
+            ):
+                best_t = tt
+                best_prio = 0
+                best_key = dd
+                best_i = p
+                best_q = q
+        if allow_dummy:
+            tt = max(t, dum[q])
+            if tt < best_t or (tt == best_t and best_prio == 2 and q < best_q):
+                best_t = tt
+                best_prio = 2
+                best_key = 0.0
+                best_i = _NO
+                best_q = q
+    return best_t, best_prio, best_i, best_q
+
+
+@numba.njit(cache=True, inline="always")
+def _open_facility(f, m, W, lc, city, st, cur, size, has, isopen, pmat, chg, chl, nch):
+    """Open f with its star (f is fresh: pmat[f] lists the star's members); returns the new
+    length of the change list."""
+    nch = _mark_changed(f, chg, chl, nch)
+    if st[f] >= 0:  # f leaves the cluster it was a member of
+        nch = _leave_cluster(f, m, lc, st, size, has, chg, chl, nch)
+    isopen[f] = True
+    st[f] = f
+    size[f] = 1
+    has[f, lc[f]] = True
+    if city[f]:
+        cur[f] = W[f, f]
+    for q in range(m):
+        if not pmat[f, q]:
+            continue
+        nch = _mark_changed(q, chg, chl, nch)
+        if st[q] >= 0:  # a switcher from another cluster
+            nch = _leave_cluster(q, m, lc, st, size, has, chg, chl, nch)
+        _join(q, f, W, lc, st, cur, has, size)
+    return nch
+
+
+@numba.njit(cache=True)
+def _greedy_component(
+    comp, W_sub, D_sub, lcls_sub, city_sub, fac_sub, F_sub, dum_sub, reach_sub, marg_sub,
+    allow_dummy, min_eff, out_local,
+):  # fmt: skip
+    """JMS greedy (+ the no-dummy repair) on one component (subject-local indices ``comp`` in
+    canonical order). Writes subject-local facility indices / DUMMY / UNASSIGNED to out_local.
+
+    Opening times of closed facilities are evaluated lazily: a stored time is a lower bound
+    of the true one (state changes only delay openings, except that a growing cluster lets
+    its members switch — then the affected stored times are reset); the candidate with the
+    smallest stored time is re-evaluated until it (and every candidate tied with it) is
+    up to date. This gives the same event order as re-evaluating everything every step.
+    """
+    m = comp.shape[0]
+    lc, K = _local_classes(comp, lcls_sub)
+    # component-local copies of the cost and distance matrices and of the per-box arrays
+    W = np.empty((m, m))
+    D = np.empty((m, m))
+    for p in range(m):
+        for q in range(m):
+            W[p, q] = W_sub[comp[p], comp[q]]
+            D[p, q] = D_sub[comp[p], comp[q]]
+    city = np.empty(m, np.bool_)
+    fac = np.empty(m, np.bool_)
+    F = np.empty(m)
+    dum = np.empty(m)
+    reach = np.empty(m)
+    marg = np.empty(m)
+    st = np.empty(m, np.int64)
+    cur = np.zeros(m)
+    size = np.zeros(m, np.int64)
+    isopen = np.zeros(m, np.bool_)
+    has = np.zeros((m, K), np.bool_)
+    for p in range(m):
+        g = comp[p]
+        city[p] = city_sub[g]
+        fac[p] = fac_sub[g]
+        F[p] = F_sub[g]
+        dum[p] = dum_sub[g]
+        reach[p] = reach_sub[g]
+        marg[p] = marg_sub[g]
+        st[p] = _UNCONN if city[p] else _ST_NONE
+    # scratch of the star evaluation: wf rows a, s, breakpoints, v; wi rows ai, si, part, saved
+    wf = np.empty((4, K))
+    wi = np.zeros((4, K), np.int64)
+    wc = np.zeros(m, np.int64)
+    opened = np.empty(m, np.int64)  # open facilities, in opening order
+    n_open = 0
+    # stored opening times: lower bounds (exact when fresh)
+    stored_t, alive = _initial_times(
+        m, K, W, lc, city, fac, F, dum, reach, marg, allow_dummy, min_eff
+    )
+    stored_k = np.zeros(m)
+    forced = np.ones(m, np.bool_)
     fresh = np.zeros(m, np.bool_)  # stored time exact (up to date with the state)
     pmat = np.zeros((m, m), np.bool_)  # pmat[f, q]: q takes part in f's stored star
     chg = np.zeros(m, np.bool_)  # boxes that changed state since the last refresh pass
@@ -693,96 +842,20 @@ def _greedy_component(
     nch = 0
     t = 0.0
     while True:
-        # stored times that may depend on a box that changed become stale: a change of q can
-        # only move f's opening if q takes part in f's star, f is q itself, or f's star
-        # needs forced members (then any candidate may matter); otherwise q's offer to f
-        # was and stays zero up to f's opening time. Stale times stay valid lower bounds.
         if nch > 0:
-            for ff in range(m):
-                if not fresh[ff]:
-                    continue
-                if forced[ff] or chg[ff]:
-                    fresh[ff] = False
-                    continue
-                for j in range(nch):
-                    if pmat[ff, chl[j]]:
-                        fresh[ff] = False
-                        break
-            for j in range(nch):
-                chg[chl[j]] = False
-            nch = 0
-        # ---- the next opening (event O), lazily: the fresh minimum of the stored times;
-        # candidates tied with it in time must be fresh too (for the tie-break)
-        while True:
-            fb = _NO
-            for f in range(m):
-                if not (alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff)):
-                    continue
-                if fb < 0 or _less_tie(stored_t[f], stored_k[f], f, stored_t[fb], stored_k[fb], fb):
-                    fb = f
-            if fb < 0:
-                break
-            target = _NO
-            if not fresh[fb]:
-                target = fb
-            elif stored_t[fb] < _INF:
-                for f in range(m):
-                    if f != fb and not fresh[f] and stored_t[f] == stored_t[fb]:
-                        if alive[f] and not isopen[f] and (st[f] < 0 or size[st[f]] - 1 >= min_eff):
-                            target = f
-                            break
-            if target < 0:
-                break
-            _refresh(
-                target, t, m, W, D, lc, city, st, cur, size, F, reach, marg,
-                min_eff, wf, wi, wc, stored_t, stored_k, forced, fresh, pmat,
-            )  # fmt: skip
-        if fb >= 0 and not (stored_t[fb] < _INF):
-            fb = _NO
+            nch = _invalidate(m, fresh, forced, pmat, chg, chl, nch)
+        # ---- the next opening (event O)
+        fb = _next_opening(
+            t, m, W, D, lc, city, st, cur, size, F, reach, marg, min_eff, wf, wi, wc,
+            stored_t, stored_k, forced, fresh, pmat, alive, isopen,
+        )  # fmt: skip
         t_open = stored_t[fb] if fb >= 0 else _INF
         # ---- connections (events A) due before that opening, in time order
         n_exec = 0
         while True:
-            best_t = _INF
-            best_prio = 3
-            best_key = 0.0
-            best_i = _NO
-            best_q = _NO
-            for q in range(m):
-                if st[q] != _UNCONN:
-                    continue
-                gq = q
-                k = lc[q]
-                for j in range(n_open):
-                    p = opened[j]
-                    if has[p, k]:
-                        continue
-                    w = W[p, gq]
-                    if not (w < _INF):
-                        continue
-                    tt = max(t, w)
-                    dd = D[p, gq]
-                    if tt < best_t or (
-                        tt == best_t
-                        and (
-                            best_prio > 0
-                            or dd < best_key
-                            or (dd == best_key and (q < best_q or (q == best_q and p < best_i)))
-                        )
-                    ):
-                        best_t = tt
-                        best_prio = 0
-                        best_key = dd
-                        best_i = p
-                        best_q = q
-                if allow_dummy:
-                    tt = max(t, dum[q])
-                    if tt < best_t or (tt == best_t and best_prio == 2 and q < best_q):
-                        best_t = tt
-                        best_prio = 2
-                        best_key = 0.0
-                        best_i = _NO
-                        best_q = q
+            best_t, best_prio, best_i, best_q = _next_connection(
+                t, m, st, lc, opened, n_open, has, W, D, dum, allow_dummy
+            )
             # a connection to an open facility wins a tie with an opening, the dummy loses it
             if not (best_t < t_open or (best_t == t_open and best_prio == 0 and best_t < _INF)):
                 break
@@ -805,27 +878,11 @@ def _greedy_component(
             continue
         if fb < 0:
             break
-        # ---- open fb with its star (fb is fresh: pmat[fb] lists the star's members)
-        f = fb
+        # ---- open fb with its star
         t = t_open
-        nch = _mark_changed(f, chg, chl, nch)
-        if st[f] >= 0:  # f leaves the cluster it was a member of
-            nch = _leave_cluster(f, m, lc, st, size, has, chg, chl, nch)
-        isopen[f] = True
-        opened[n_open] = f
+        nch = _open_facility(fb, m, W, lc, city, st, cur, size, has, isopen, pmat, chg, chl, nch)
+        opened[n_open] = fb
         n_open += 1
-        st[f] = f
-        size[f] = 1
-        has[f, lc[f]] = True
-        if city[f]:
-            cur[f] = W[f, f]
-        for q in range(m):
-            if not pmat[f, q]:
-                continue
-            nch = _mark_changed(q, chg, chl, nch)
-            if st[q] >= 0:  # a switcher from another cluster
-                nch = _leave_cluster(q, m, lc, st, size, has, chg, chl, nch)
-            _join(q, f, W, lc, st, cur, has, size)
     if not allow_dummy:
         _repair_stranded(m, W, lc, fac, st, cur, isopen, size, has, F)
     for p in range(m):
@@ -1271,98 +1328,3 @@ def cluster_costs(
     return ClusterCosts(
         conn, cluster_of, facility, csub, size, ccost.astype(np.float64), cdummy, scost
     )
-
-
-def brute_force(
-    boxes,
-    cls,
-    open_cost,
-    conn_const,
-    sigma2,
-    dummy_cost,
-    *,
-    init_phase: bool,
-    d_max: float,
-    likelihood: str = "d",
-    can_be_facility=None,
-    can_be_city=None,
-    allow_dummy: bool = True,
-    min_cluster_size: int = 2,
-) -> tuple[np.ndarray, float]:
-    """Exact optimum of one small subject (≤ 12 boxes; tests use ≤ 8) under the same objective
-    and constraints as :func:`solve_batch` (exclusivity, ``min_cluster_size`` with the dummy,
-    masks, no dummy). Dynamic programming over subsets: the lowest box of the remaining set is
-    either outside every cluster (dummy cost, or 0 if it cannot be a city) or in a cluster
-    ``B``, whose best facility is chosen exhaustively.
-
-    Returns ``(facility_of, cost)`` with local row indices (−1 dummy, −2 unassigned);
-    ``cost`` is eq. total_cost (inf if no feasible assignment exists).
-    """
-    boxes = np.asarray(boxes, np.float64)
-    n = boxes.shape[0]
-    if n > 12:
-        raise ValueError("brute_force is for at most 12 boxes")
-    cls = np.asarray(cls, np.int64)
-    oc, cc, s2, dc = _cost_arrays(n, open_cost, conn_const, sigma2, dummy_cost)
-    fac, city, min_eff = _masks(n, can_be_facility, can_be_city, allow_dummy, min_cluster_size)
-    D = jaccard_distance(boxes[:, None, :], boxes[None, :, :])
-    if init_phase:
-        C = np.where(D <= d_max, 0.0, np.inf)
-    else:
-        C = cc[None, :] + neg_log_distance_likelihood(D, s2[None, :], likelihood)
-    C = np.where(city[None, :], C, np.inf)  # C[f, b]: b as a city of f
-    self_cost = np.where(init_phase, 0.0, cc + neg_log_distance_likelihood(0.0, s2, likelihood))
-    outside = np.where(city, dc if allow_dummy else np.inf, 0.0)
-
-    full = (1 << n) - 1
-    block_cost = np.full(full + 1, np.inf)
-    block_fac = np.full(full + 1, -1, np.int64)
-    for mask in range(1, full + 1):
-        members = [b for b in range(n) if mask >> b & 1]
-        if len(members) < min_eff:
-            continue
-        if len(set(cls[members].tolist())) != len(members):
-            continue
-        for f in members:
-            if not fac[f]:
-                continue
-            c = oc[f] + self_cost[f] + sum(C[f, b] for b in members if b != f)
-            if c < block_cost[mask]:
-                block_cost[mask] = c
-                block_fac[mask] = f
-    best = np.full(full + 1, np.inf)
-    choice = np.zeros(full + 1, np.int64)
-    best[0] = 0.0
-    for mask in range(1, full + 1):
-        low = (mask & -mask).bit_length() - 1
-        rest = mask & ~(1 << low)
-        v = outside[low] + best[rest]
-        ch = 0  # 0 = outside
-        sub = rest
-        while True:
-            blk = sub | (1 << low)
-            c = block_cost[blk] + best[mask & ~blk]
-            if c < v:
-                v, ch = c, blk
-            if sub == 0:
-                break
-            sub = (sub - 1) & rest
-        best[mask] = v
-        choice[mask] = ch
-    facility_of = np.full(n, UNASSIGNED, np.int64)
-    mask = full
-    if not np.isfinite(best[full]):
-        return facility_of, float("inf")
-    while mask:
-        low = (mask & -mask).bit_length() - 1
-        blk = int(choice[mask])
-        if blk == 0:
-            facility_of[low] = DUMMY if (city[low] and allow_dummy) else UNASSIGNED
-            mask &= ~(1 << low)
-        else:
-            f = int(block_fac[blk])
-            for b in range(n):
-                if blk >> b & 1:
-                    facility_of[b] = f
-            mask &= ~blk
-    return facility_of, float(best[full])
