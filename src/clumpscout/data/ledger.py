@@ -583,16 +583,29 @@ class Ledger:
         }
 
 
-def export_ledger(
-    classifications_csv: str | Path,
-    report: dict,
-    boxes: pd.DataFrame,
-    subjects_csv: str | Path | None = None,
-    boxes_path: object = "boxes.parquet",
-    report_path: object = "clicks_report.json",
-) -> tuple[dict, list[Check]]:
-    """Account for the export's clicks down to the box rows (the part shared by every n)."""
-    path = Path(classifications_csv)
+@dataclass
+class _ExportTally:
+    """The export's rows in categories and the numbers the export-level checks compare."""
+
+    path: Path
+    clump_task: str | None
+    marks: pd.DataFrame  # read_export_marks + category, clicks
+    kept: pd.DataFrame  # the rows of kept classifications
+    kept_ids: np.ndarray  # sorted classification ids in boxes.parquet
+    box_cid: np.ndarray
+    has_xy: np.ndarray
+    rows_by: dict
+    clicks_by: dict
+    reasons: list[str]  # classification drop reasons (+ unexplained)
+    click_reasons: list[str]
+    rdrop: dict  # the reader's dropped clicks by reason (other tasks aside)
+    other_tasks: dict
+
+
+def _tally_export(
+    path: Path, report: dict, boxes: pd.DataFrame, subjects_csv: str | Path | None
+) -> _ExportTally:
+    """Read the export (its own pass), put every row in a category and tally clicks."""
     clump_task = report.get("clump_task")
     limits = report.get("limits") or {}
     block = max(_BLOCK, 2 * int(limits.get("max_field_bytes", 0)))
@@ -602,49 +615,71 @@ def export_ledger(
     if report.get("missing_subjects") == "drop" and subjects_csv is not None:
         subject_ids = _read_subject_ids(subjects_csv, block)
     box_cid = boxes["classification_id"].to_numpy(dtype=np.int64)
-    has_xy = boxes["x1"].notna().to_numpy()
     kept_ids = _unique_sorted(np.sort(box_cid))
     cat = classify_rows(
         marks, report, kept_ids, subject_ids, lambda r: read_row_checks(path, r, limits, block)
     )
     marks["category"] = cat
     marks["clicks"] = marks["clump_marks"] + marks["other_marks"]
-
     by = marks.groupby("category", sort=True)
-    rows_by = by.size().to_dict()
-    clicks_by = by["clicks"].sum().to_dict()
-    reasons = sorted(
-        (set(CLASSIFICATION_REASONS) | set(report.get("dropped_classifications", {})) | set(cat))
-        - {"kept"}
-        | {UNEXPLAINED}
-    )
     rdrop = dict(report.get("dropped_clicks", {}))
     rdrop.pop("other_task", None)
-    click_reasons = sorted(set(CLICK_REASONS) | set(rdrop))
-    other_tasks = dict(sorted(report.get("other_task_clicks", {}).items()))
-    kept = marks[cat == "kept"]
-    kept_clump = int(kept["clump_marks"].sum())
-    kept_other = int(kept["other_marks"].sum())
-    n_kept_clicks = int(has_xy.sum())
-    n_box_rows = len(boxes)
+    return _ExportTally(
+        path=path,
+        clump_task=clump_task,
+        marks=marks,
+        kept=marks[cat == "kept"],
+        kept_ids=kept_ids,
+        box_cid=box_cid,
+        has_xy=boxes["x1"].notna().to_numpy(),
+        rows_by=by.size().to_dict(),
+        clicks_by=by["clicks"].sum().to_dict(),
+        reasons=sorted(
+            (
+                set(CLASSIFICATION_REASONS)
+                | set(report.get("dropped_classifications", {}))
+                | set(cat)
+            )
+            - {"kept"}
+            | {UNEXPLAINED}
+        ),
+        click_reasons=sorted(set(CLICK_REASONS) | set(rdrop)),
+        rdrop=rdrop,
+        other_tasks=dict(sorted(report.get("other_task_clicks", {}).items())),
+    )
 
+
+def _export_columns(x: _ExportTally, n_box_rows: int) -> dict[str, int]:
+    """The export-level columns of ledger.csv."""
+    n_kept_clicks = int(x.has_xy.sum())
     columns: dict[str, int] = {
-        "export_rows": len(marks),
-        "export_clicks": int(marks["clicks"].sum()),
+        "export_rows": len(x.marks),
+        "export_clicks": int(x.marks["clicks"].sum()),
     }
-    for r in reasons:
-        columns[f"dropped_cls_{r}"] = int(clicks_by.get(r, 0))
-    for r in click_reasons:
-        columns[f"dropped_click_{r}"] = int(rdrop.get(r, 0))
-    for t, v in other_tasks.items():
+    for r in x.reasons:
+        columns[f"dropped_cls_{r}"] = int(x.clicks_by.get(r, 0))
+    for r in x.click_reasons:
+        columns[f"dropped_click_{r}"] = int(x.rdrop.get(r, 0))
+    for t, v in x.other_tasks.items():
         columns[f"other_task_{t}"] = int(v)
     columns["kept_clicks"] = n_kept_clicks
-    columns["kept_classifications"] = int(len(kept))
+    columns["kept_classifications"] = int(len(x.kept))
     columns["boxes_rows"] = n_box_rows
     columns["boxes_empty_rows"] = int(n_box_rows - n_kept_clicks)
+    return columns
 
+
+def _export_checks(
+    x: _ExportTally, report: dict, n_box_rows: int, boxes_path: object, report_path: object
+) -> list[Check]:
+    """The ledger's counts against boxes.parquet and the reader's report."""
     E = "all"
-    exp = str(path)
+    exp = str(x.path)
+    marks, kept, kept_ids, rows_by, rdrop = x.marks, x.kept, x.kept_ids, x.rows_by, x.rdrop
+    reasons, other_tasks = x.reasons, x.other_tasks
+    kept_clump = int(kept["clump_marks"].sum())
+    kept_other = int(kept["other_marks"].sum())
+    n_kept_clicks = int(x.has_xy.sum())
     checks = [
         Check(
             E,
@@ -737,48 +772,8 @@ def export_ledger(
             str(boxes_path),
         ),
     ]
-    # no classification has more kept clicks than it has clump-task marks (nothing invented)
-    # (per classification in boxes.parquet, sorted by id: its box rows with coordinates)
-    xy_ids, xy_counts = _run_lengths(np.sort(box_cid[has_xy]))
-    per_cls = np.zeros(len(kept_ids), dtype=np.int64)
-    per_cls[np.searchsorted(kept_ids, xy_ids)] = xy_counts
-    kept_cid = _plain_ints(kept["classification_id"])
-    if kept_cid is None:
-        kept_cid = pd.to_numeric(kept["classification_id"]).astype(np.int64)
-    ledger_cls = kept.assign(cid=kept_cid)
-    marks_of = ledger_cls.set_index("cid")["clump_marks"].reindex(pd.Index(kept_ids)).fillna(-1)
-    invented = int((per_cls > marks_of.to_numpy()).sum())
-    checks.append(
-        Check(
-            E,
-            "invented clicks",
-            "classifications with more boxes than clump-task marks",
-            invented,
-            "expected",
-            0,
-            str(boxes_path),
-        )
-    )
+    checks.append(_invented_check(x, boxes_path))
     unparsed = marks[~marks["json_ok"]]
-    export = {
-        "classifications_csv": exp,
-        "clump_task": clump_task,
-        "rows": len(marks),
-        "clicks": int(marks["clicks"].sum()),
-        "clump_task_clicks": int(marks["clump_marks"].sum()),
-        "classifications": {
-            str(k): {"rows": int(v), "clicks": int(clicks_by.get(k, 0))}
-            for k, v in sorted(rows_by.items())
-        },
-        "dropped_clicks_in_kept_classifications": {r: int(rdrop.get(r, 0)) for r in click_reasons},
-        "other_task_clicks": other_tasks,
-        "kept_clicks": n_kept_clicks,
-        "box_rows": n_box_rows,
-        # rows the reader never parsed (dropped classifications) whose annotations are not
-        # JSON: their clicks cannot be counted (0 is used)
-        "dropped_rows_unparsed_json": int(len(unparsed)),
-        "columns": columns,
-    }
     bad_kept = unparsed[unparsed["category"] == "kept"]
     checks.append(
         Check(
@@ -791,7 +786,74 @@ def export_ledger(
             exp,
         )
     )
-    return export, checks
+    return checks
+
+
+def _invented_check(x: _ExportTally, boxes_path: object) -> Check:
+    """No classification has more kept clicks than it has clump-task marks (nothing invented),
+    per classification in boxes.parquet (sorted by id: its box rows with coordinates)."""
+    xy_ids, xy_counts = _run_lengths(np.sort(x.box_cid[x.has_xy]))
+    per_cls = np.zeros(len(x.kept_ids), dtype=np.int64)
+    per_cls[np.searchsorted(x.kept_ids, xy_ids)] = xy_counts
+    kept_cid = _plain_ints(x.kept["classification_id"])
+    if kept_cid is None:
+        kept_cid = pd.to_numeric(x.kept["classification_id"]).astype(np.int64)
+    ledger_cls = x.kept.assign(cid=kept_cid)
+    marks_of = ledger_cls.set_index("cid")["clump_marks"].reindex(pd.Index(x.kept_ids)).fillna(-1)
+    invented = int((per_cls > marks_of.to_numpy()).sum())
+    return Check(
+        "all",
+        "invented clicks",
+        "classifications with more boxes than clump-task marks",
+        invented,
+        "expected",
+        0,
+        str(boxes_path),
+    )
+
+
+def _export_summary(x: _ExportTally, columns: dict[str, int], n_box_rows: int) -> dict:
+    """The ``export`` part of ledger.json."""
+    marks = x.marks
+    return {
+        "classifications_csv": str(x.path),
+        "clump_task": x.clump_task,
+        "rows": len(marks),
+        "clicks": int(marks["clicks"].sum()),
+        "clump_task_clicks": int(marks["clump_marks"].sum()),
+        "classifications": {
+            str(k): {"rows": int(v), "clicks": int(x.clicks_by.get(k, 0))}
+            for k, v in sorted(x.rows_by.items())
+        },
+        "dropped_clicks_in_kept_classifications": {
+            r: int(x.rdrop.get(r, 0)) for r in x.click_reasons
+        },
+        "other_task_clicks": x.other_tasks,
+        "kept_clicks": int(x.has_xy.sum()),
+        "box_rows": n_box_rows,
+        # rows the reader never parsed (dropped classifications) whose annotations are not
+        # JSON: their clicks cannot be counted (0 is used)
+        "dropped_rows_unparsed_json": int((~marks["json_ok"]).sum()),
+        "columns": columns,
+    }
+
+
+def export_ledger(
+    classifications_csv: str | Path,
+    report: dict,
+    boxes: pd.DataFrame,
+    subjects_csv: str | Path | None = None,
+    boxes_path: object = "boxes.parquet",
+    report_path: object = "clicks_report.json",
+) -> tuple[dict, list[Check]]:
+    """Account for the export's clicks down to the box rows (the part shared by every n):
+    the export's rows in categories (:func:`_tally_export`), the columns of ledger.csv, the
+    checks against boxes.parquet and the reader's report, and the summary for ledger.json."""
+    x = _tally_export(Path(classifications_csv), report, boxes, subjects_csv)
+    n_box_rows = len(boxes)
+    columns = _export_columns(x, n_box_rows)
+    checks = _export_checks(x, report, n_box_rows, boxes_path, report_path)
+    return _export_summary(x, columns, n_box_rows), checks
 
 
 # ------------------------------------------------------------------ per n
