@@ -885,36 +885,36 @@ class BoxIndex:
         return pos, found
 
 
-def subsample_ledger(
-    n: int,
-    boxes: pd.DataFrame,
-    zn: pd.DataFrame,
-    zn_report: dict,
-    assignments: pd.DataFrame,
-    agg_report: dict,
-    paths: dict[str, str],
-    box_index: BoxIndex | None = None,
-) -> tuple[dict, list[Check]]:
-    """Account for the box rows in Z~_n and its assignments (one n).
+@dataclass
+class _ZnTally:
+    """The counts of one n: box rows drawn into Z~_n or not, and the assignments by kind."""
 
-    ``box_index``: :meth:`BoxIndex.of` ``boxes`` (made here when not given).
-    """
-    N = str(n)
-    bi = BoxIndex.of(boxes) if box_index is None else box_index
-    b_xy = bi.xy
-    z_cid = zn["classification_id"].to_numpy(dtype=np.int64)
-    z_xy = zn["x1"].notna().to_numpy()
-    z_sorted = np.sort(z_cid)
-    z_ids = _unique_sorted(z_sorted)
-    pos, found = bi.lookup(z_ids)
+    not_drawn_rows: int  # box rows whose classification is not in Z~_n
+    not_drawn: int  # ... of them with coordinates (clicks)
+    invented_cls: int  # classifications of Z~_n not in boxes.parquet
+    clustered: int
+    dummy: int
+    not_agg: int
+    empty: int
+    other_kinds: int  # assignment rows of an unknown kind
+    cluster_mismatch: int  # rows whose cluster / assignment / coordinates disagree
+    rows_differ: int  # classifications with a different row count in Z~_n and assignments
+
+
+def _drawn(bi: BoxIndex, z_sorted: np.ndarray) -> tuple[int, int, int]:
+    """(box rows not drawn into Z~_n, clicks not drawn, classifications of Z~_n unknown to
+    boxes.parquet)."""
+    pos, found = bi.lookup(_unique_sorted(z_sorted))
     drawn_cls = np.zeros(len(bi.ids), dtype=bool)
     drawn_cls[pos[found]] = True
     drawn = drawn_cls[bi.row_id]  # the box row's classification is in Z~_n
-    not_drawn_rows = int((~drawn).sum())
-    not_drawn = int((~drawn & b_xy).sum())
-    invented_cls = int((~found).sum())
+    return int((~drawn).sum()), int((~drawn & bi.xy).sum()), int((~found).sum())
 
-    a_cid = assignments["classification_id"].to_numpy(dtype=np.int64)
+
+def _assignment_kinds(assignments: pd.DataFrame) -> tuple[int, int, int, int, int, int]:
+    """(clustered, dummy, not_aggregated, empty, unknown kind, mismatched) assignment rows:
+    by the ``assignment`` column (derived from ``cluster`` and the coordinates when there is
+    none); mismatched rows are those whose cluster / assignment / coordinates disagree."""
     a_xy = assignments["x1"].notna().to_numpy()
     cluster = assignments["cluster"]
     if is_integer_dtype(cluster.dtype) or is_float_dtype(cluster.dtype):
@@ -962,7 +962,11 @@ def subsample_ledger(
         + (is_empty & a_xy).sum()
         + (is_box & ~a_xy).sum()
     )
-    # the same rows per classification in Z~_n and in the assignments
+    return clustered, dummy, not_agg, empty, other_kinds, cluster_mismatch
+
+
+def _rows_differ(z_sorted: np.ndarray, z_cid: np.ndarray, a_cid: np.ndarray) -> int:
+    """Classifications whose row count differs between Z~_n and the assignments."""
     z_keys, z_counts = _run_lengths(z_sorted)
     if np.array_equal(a_cid, z_cid):
         a_keys, a_counts = z_keys, z_counts
@@ -976,6 +980,70 @@ def subsample_ledger(
         diff = zc.sub(ac, fill_value=0)
         rows_differ = int((diff != 0).sum())
 
+    return rows_differ
+
+
+def subsample_ledger(
+    n: int,
+    boxes: pd.DataFrame,
+    zn: pd.DataFrame,
+    zn_report: dict,
+    assignments: pd.DataFrame,
+    agg_report: dict,
+    paths: dict[str, str],
+    box_index: BoxIndex | None = None,
+) -> tuple[dict, list[Check]]:
+    """Account for the box rows in Z~_n and its assignments (one n).
+
+    ``box_index``: :meth:`BoxIndex.of` ``boxes`` (made here when not given).
+    """
+    bi = BoxIndex.of(boxes) if box_index is None else box_index
+    z_cid = zn["classification_id"].to_numpy(dtype=np.int64)
+    z_xy = zn["x1"].notna().to_numpy()
+    z_sorted = np.sort(z_cid)
+    a_cid = assignments["classification_id"].to_numpy(dtype=np.int64)
+    x = _ZnTally(
+        *_drawn(bi, z_sorted),
+        *_assignment_kinds(assignments),
+        _rows_differ(z_sorted, z_cid, a_cid),
+    )
+    checks = _subsample_checks(n, x, boxes, zn, zn_report, assignments, agg_report, paths, bi)
+    not_drawn, not_drawn_rows = x.not_drawn, x.not_drawn_rows
+    clustered, dummy, not_agg, empty = x.clustered, x.dummy, x.not_agg, x.empty
+    cols = {
+        "not_drawn": not_drawn,
+        "in_zn": int(z_xy.sum()),
+        "clustered": clustered,
+        "dummy": dummy,
+        "not_aggregated": not_agg,
+        "not_drawn_rows": not_drawn_rows,
+        "zn_rows": len(zn),
+        "zn_empty_rows": int((~z_xy).sum()),
+        "assignment_rows": len(assignments),
+        "assignment_empty_rows": empty,
+    }
+    return cols, checks
+
+
+def _subsample_checks(
+    n: int,
+    x: _ZnTally,
+    boxes: pd.DataFrame,
+    zn: pd.DataFrame,
+    zn_report: dict,
+    assignments: pd.DataFrame,
+    agg_report: dict,
+    paths: dict[str, str],
+    bi: BoxIndex,
+) -> list[Check]:
+    """The checks of one n: Z~_n against boxes.parquet and the subsample report, the
+    assignments against Z~_n and the aggregate report."""
+    N = str(n)
+    b_xy = bi.xy
+    z_xy = zn["x1"].notna().to_numpy()
+    not_drawn, not_drawn_rows, invented_cls = x.not_drawn, x.not_drawn_rows, x.invented_cls
+    clustered, dummy, not_agg, empty = x.clustered, x.dummy, x.not_agg, x.empty
+    other_kinds, cluster_mismatch, rows_differ = x.other_kinds, x.cluster_mismatch, x.rows_differ
     zp, ap = paths["subsample"], paths["assignments"]
     checks = [
         Check(
@@ -1095,19 +1163,7 @@ def subsample_ledger(
                     rp,
                 )
             )
-    cols = {
-        "not_drawn": not_drawn,
-        "in_zn": int(z_xy.sum()),
-        "clustered": clustered,
-        "dummy": dummy,
-        "not_aggregated": not_agg,
-        "not_drawn_rows": not_drawn_rows,
-        "zn_rows": len(zn),
-        "zn_empty_rows": int((~z_xy).sum()),
-        "assignment_rows": len(assignments),
-        "assignment_empty_rows": empty,
-    }
-    return cols, checks
+    return checks
 
 
 def _total_check(n: int, export: dict, cols: dict, path: str) -> Check:
