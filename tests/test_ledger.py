@@ -35,15 +35,15 @@ from test_bad_input import (
 
 from clumpscout.cli import main as cli_main
 from clumpscout.data import clicks as clicks_mod
-from clumpscout.data import ledger as ledger_mod
+from clumpscout.data import ledger_export as lx
 from clumpscout.data.ledger import (
     LedgerError,
     build_ledger,
     check_ledger,
-    count_marks,
     per_n_paths,
     subsample_ledger,
 )
+from clumpscout.data.ledger_export import count_marks
 
 REPO = Path(__file__).resolve().parents[1]
 NS = (3, 5)
@@ -117,7 +117,7 @@ def test_count_marks_same_with_and_without_orjson(monkeypatch, clump_task):
     # the batch loop gives what count_marks gives, row by row (0, 0, not ok: not JSON)
     c, o, k = array("q"), array("q"), array("b")
     monkeypatch.undo()
-    ledger_mod._count_texts(TRICKY_ANNOTATIONS, clump_task, c, o, k)
+    lx._count_texts(TRICKY_ANNOTATIONS, clump_task, c, o, k)
     expected = [(0, 0, 0) if r == "ValueError" else (*r, 1) for r in with_orjson]
     assert list(zip(c, o, k, strict=True)) == expected
 
@@ -141,12 +141,12 @@ def test_fast_helpers_match_numpy_and_pandas():
     rng = np.random.default_rng(3)
     ints = rng.integers(0, 50, 500)
     s = np.sort(ints)
-    np.testing.assert_array_equal(ledger_mod._unique_sorted(s), np.unique(ints))
-    keys, counts = ledger_mod._run_lengths(s)
+    np.testing.assert_array_equal(lx.unique_sorted(s), np.unique(ints))
+    keys, counts = lx.run_lengths(s)
     np.testing.assert_array_equal(keys, np.unique(ints))
     np.testing.assert_array_equal(counts, np.unique(ints, return_counts=True)[1])
-    assert len(ledger_mod._unique_sorted(s[:0])) == 0
-    assert [len(x) for x in ledger_mod._run_lengths(s[:0])] == [0, 0]
+    assert len(lx.unique_sorted(s[:0])) == 0
+    assert [len(x) for x in lx.run_lengths(s[:0])] == [0, 0]
     for values in (
         ints.astype(float),
         np.array([3.0, np.nan, 3.0, np.nan, 1.0]),
@@ -154,7 +154,7 @@ def test_fast_helpers_match_numpy_and_pandas():
         np.array([]),
     ):
         np.testing.assert_array_equal(
-            ledger_mod._duplicated(values), pd.Series(values, dtype=float).duplicated().to_numpy()
+            lx._duplicated(values), pd.Series(values, dtype=float).duplicated().to_numpy()
         )
     for texts in (
         ["200000005", "007", "0", "999999999999999999", "12"],
@@ -163,9 +163,9 @@ def test_fast_helpers_match_numpy_and_pandas():
     ):
         col = pd.Series(texts, dtype="str")
         np.testing.assert_array_equal(
-            ledger_mod._to_float(col), pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+            lx._to_float(col), pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
         )
-    assert ledger_mod._plain_ints(pd.Series(["1", "2;3"], dtype="str")) is None
+    assert lx.plain_ints(pd.Series(["1", "2;3"], dtype="str")) is None
 
 
 def _subsample_inputs(rng, n_cls=40):
