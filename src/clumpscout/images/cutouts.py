@@ -520,31 +520,9 @@ def _assign_frames(cat: pd.DataFrame, sets: Mapping[str, Mapping[str, Path]], wh
     return ids
 
 
-def make_cutouts(
-    frames_dir: str | Path,
-    catalogue: str | Path | pd.DataFrame,
-    out_dir: str | Path,
-    cfg: Mapping | None = None,
-    psfield: str | Path | None = None,
-    workers: int = 1,
-) -> tuple[pd.DataFrame, dict]:
-    """Subject PNGs, scaled bands and the metadata table for every catalogue galaxy.
-
-    Writes ``out_dir/png/<id>.png``, ``out_dir/bands.npy`` (and ``bands/<id>.fits``
-    with ``band_fits``), ``out_dir/cutouts.parquet`` and ``cutouts.csv`` (metadata)
-    and ``cutouts_report.json``, and returns
-    ``(metadata, report)``. ``workers`` > 1 uses that many processes; the output
-    does not depend on it.
-    """
-    c = {**DEFAULTS, **dict(cfg or {})}
-    out = Path(out_dir)
-    where = catalogue if not isinstance(catalogue, pd.DataFrame) else "catalogue"
-    cat = read_catalogue(catalogue) if not isinstance(catalogue, pd.DataFrame) else catalogue
-    cat = cat.reset_index(drop=True)
-    sets = find_frames(frames_dir)
-    fids = _assign_frames(cat, sets, frames_dir)
-    paths = {fid: require_bands(sets[fid], fid, frames_dir) for fid in sorted(set(fids))}
-
+def _subject_table(cat, fids, c, psfield, where) -> tuple[pd.DataFrame, int]:
+    """The metadata of every subject known before its image is made (geometry, PSF, frame,
+    file names, offsets into bands.npy) and how many given sides differ from the R90 rule."""
     r90 = cat["petroR90_r"].to_numpy(float)
     side_r90 = cutout_side(
         np.where(np.isfinite(r90), r90, -1.0), c["r90_factor"], c["native_scale"], c["min_side"]
@@ -578,24 +556,13 @@ def make_cutouts(
     meta["png"] = [f"png/{s}.png" for s in meta["subject_id"]]
     sizes = 3 * meta["side_native"].to_numpy(np.int64) ** 2
     meta["bands_offset"] = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
-    tasks = [
-        {
-            "subject_id": meta["subject_id"].iloc[i],
-            "ra": float(meta["ra"].iloc[i]),
-            "dec": float(meta["dec"].iloc[i]),
-            "side": int(meta["side_native"].iloc[i]),
-            "frame": fids[i],
-            "paths": paths[fids[i]],
-            "png": meta["png"].iloc[i],
-            "out": str(out),
-            "cfg": c,
-        }
-        for i in range(len(meta))
-    ]
-    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["frame"], i))
-    (out / "png").mkdir(parents=True, exist_ok=True)
-    if c.get("band_fits"):
-        (out / "bands").mkdir(parents=True, exist_ok=True)
+    return meta, n_side_differs
+
+
+def _run_subjects(tasks, order, meta, out: Path, workers: int) -> dict[int, dict]:
+    """Make every subject (in ``order``, ``workers`` processes) into bands.npy and the PNGs;
+    returns each subject's measured columns by task index."""
+    sizes = 3 * meta["side_native"].to_numpy(np.int64) ** 2
     rows: dict[int, dict] = {}
     offsets = meta["bands_offset"].to_numpy()
     with (
@@ -625,25 +592,17 @@ def make_cutouts(
                 keep(i, _one(tasks[i]))
         if isinstance(flat, np.memmap):
             flat.flush()
-    extra = pd.DataFrame([rows[i] for i in range(len(tasks))])
-    meta = meta.merge(extra, on="subject_id", how="left", validate="one_to_one")
-    meta["edge"] = meta["nan_fraction"] > 0
-    per_subject = log.info if len(meta) <= 50 else log.debug
-    for r in meta.itertuples(index=False):
-        per_subject(
-            "subject %s: side %d native px (%.4f\"/subject px), PSF FWHM %.3f\" (%s) = %.2f native px "
-            "= %.2f subject px%s",
-            r.subject_id, r.side_native, r.subject_scale, r.psf_fwhm_arcsec, r.psf_source,
-            r.fwhm_native, r.fwhm_subject, f", EDGE: {100 * r.nan_fraction:.1f}% NaN" if r.edge else "",
-        )  # fmt: skip
-    write_parquet(meta, out / "cutouts.parquet")
-    write_csv(meta, out / "cutouts.csv")
+    return rows
+
+
+def _cutouts_report(meta: pd.DataFrame, c: dict, n_side_differs: int, n_frame_sets: int) -> dict:
+    """cutouts_report.json (warnings logged)."""
     report = {
         "n_subjects": int(len(meta)),
         "n_edge": int(meta["edge"].sum()),
         "n_side_differs_from_r90": n_side_differs,
-        "n_frame_sets": int(len(paths)),
-        "psf_source": {k: int(v) for k, v in pd.Series(psf_src).value_counts().items()},
+        "n_frame_sets": int(n_frame_sets),
+        "psf_source": {k: int(v) for k, v in meta["psf_source"].value_counts().items()},
         "fwhm_subject_median": float(np.median(meta["fwhm_subject"])) if len(meta) else None,
         "bands": {
             "file": "bands.npy",
@@ -669,6 +628,67 @@ def make_cutouts(
             "%d subject(s): given side_native differs from decisions.md#cutout-side's side",
             n_side_differs,
         )
+    return report
+
+
+def make_cutouts(
+    frames_dir: str | Path,
+    catalogue: str | Path | pd.DataFrame,
+    out_dir: str | Path,
+    cfg: Mapping | None = None,
+    psfield: str | Path | None = None,
+    workers: int = 1,
+) -> tuple[pd.DataFrame, dict]:
+    """Subject PNGs, scaled bands and the metadata table for every catalogue galaxy.
+
+    Writes ``out_dir/png/<id>.png``, ``out_dir/bands.npy`` (and ``bands/<id>.fits``
+    with ``band_fits``), ``out_dir/cutouts.parquet`` and ``cutouts.csv`` (metadata)
+    and ``cutouts_report.json``, and returns
+    ``(metadata, report)``. ``workers`` > 1 uses that many processes; the output
+    does not depend on it.
+    """
+    c = {**DEFAULTS, **dict(cfg or {})}
+    out = Path(out_dir)
+    where = catalogue if not isinstance(catalogue, pd.DataFrame) else "catalogue"
+    cat = read_catalogue(catalogue) if not isinstance(catalogue, pd.DataFrame) else catalogue
+    cat = cat.reset_index(drop=True)
+    sets = find_frames(frames_dir)
+    fids = _assign_frames(cat, sets, frames_dir)
+    paths = {fid: require_bands(sets[fid], fid, frames_dir) for fid in sorted(set(fids))}
+    meta, n_side_differs = _subject_table(cat, fids, c, psfield, where)
+    tasks = [
+        {
+            "subject_id": meta["subject_id"].iloc[i],
+            "ra": float(meta["ra"].iloc[i]),
+            "dec": float(meta["dec"].iloc[i]),
+            "side": int(meta["side_native"].iloc[i]),
+            "frame": fids[i],
+            "paths": paths[fids[i]],
+            "png": meta["png"].iloc[i],
+            "out": str(out),
+            "cfg": c,
+        }
+        for i in range(len(meta))
+    ]
+    order = sorted(range(len(tasks)), key=lambda i: (tasks[i]["frame"], i))
+    (out / "png").mkdir(parents=True, exist_ok=True)
+    if c.get("band_fits"):
+        (out / "bands").mkdir(parents=True, exist_ok=True)
+    rows = _run_subjects(tasks, order, meta, out, workers)
+    extra = pd.DataFrame([rows[i] for i in range(len(tasks))])
+    meta = meta.merge(extra, on="subject_id", how="left", validate="one_to_one")
+    meta["edge"] = meta["nan_fraction"] > 0
+    per_subject = log.info if len(meta) <= 50 else log.debug
+    for r in meta.itertuples(index=False):
+        per_subject(
+            "subject %s: side %d native px (%.4f\"/subject px), PSF FWHM %.3f\" (%s) = %.2f native px "
+            "= %.2f subject px%s",
+            r.subject_id, r.side_native, r.subject_scale, r.psf_fwhm_arcsec, r.psf_source,
+            r.fwhm_native, r.fwhm_subject, f", EDGE: {100 * r.nan_fraction:.1f}% NaN" if r.edge else "",
+        )  # fmt: skip
+    write_parquet(meta, out / "cutouts.parquet")
+    write_csv(meta, out / "cutouts.csv")
+    report = _cutouts_report(meta, c, n_side_differs, len(paths))
     write_json(report, out / "cutouts_report.json")
     return meta, report
 
