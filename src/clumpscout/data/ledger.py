@@ -254,44 +254,14 @@ def _export_checks(
     kept_clump = int(kept["clump_marks"].sum())
     kept_other = int(kept["other_marks"].sum())
     n_kept_clicks = int(x.has_xy.sum())
+    # fmt: off
     checks = [
-        Check(
-            E,
-            "unexplained classifications",
-            "export rows in no category",
-            int(rows_by.get(UNEXPLAINED, 0)),
-            "expected",
-            0,
-            exp,
-        ),
-        Check(
-            E,
-            "kept classifications",
-            "export rows kept (ledger)",
-            len(kept),
-            "classifications in boxes.parquet",
-            len(kept_ids),
-            str(boxes_path),
-        ),
-        Check(
-            E,
-            "kept classifications",
-            "classifications in boxes.parquet",
-            len(kept_ids),
-            "classifications_kept (reader report)",
-            int(report.get("classifications_kept", -1)),
-            str(report_path),
-        ),
-        Check(
-            E,
-            "export rows",
-            "rows counted by the ledger",
-            len(marks),
-            "rows_read (reader report)",
-            int(report.get("rows_read", -1)),
-            exp,
-        ),
+        Check(E, "unexplained classifications", "export rows in no category", int(rows_by.get(UNEXPLAINED, 0)), "expected", 0, exp),
+        Check(E, "kept classifications", "export rows kept (ledger)", len(kept), "classifications in boxes.parquet", len(kept_ids), str(boxes_path)),
+        Check(E, "kept classifications", "classifications in boxes.parquet", len(kept_ids), "classifications_kept (reader report)", int(report.get("classifications_kept", -1)), str(report_path)),
+        Check(E, "export rows", "rows counted by the ledger", len(marks), "rows_read (reader report)", int(report.get("rows_read", -1)), exp),
     ]
+    # fmt: on
     rep_cls = report.get("dropped_classifications", {})
     for r in reasons:
         if r == UNEXPLAINED:
@@ -307,45 +277,14 @@ def _export_checks(
                 str(report_path),
             )
         )
+    # fmt: off
     checks += [
-        Check(
-            E,
-            "clump-task clicks of kept classifications",
-            "clicks counted by the ledger",
-            kept_clump,
-            "kept + dropped clicks (reader report)",
-            int(report.get("clicks_kept", -1)) + int(sum(rdrop.values())),
-            str(report_path),
-        ),
-        Check(
-            E,
-            "other-task clicks",
-            "clicks counted by the ledger",
-            kept_other,
-            "other_task_clicks (reader report)",
-            int(sum(other_tasks.values())),
-            str(report_path),
-        ),
-        Check(
-            E,
-            "kept_clicks",
-            "box rows with coordinates",
-            n_kept_clicks,
-            "clicks_kept (reader report)",
-            int(report.get("clicks_kept", -1)),
-            str(boxes_path),
-        ),
-        Check(
-            E,
-            "boxes_empty_rows",
-            "box rows without coordinates",
-            n_box_rows - n_kept_clicks,
-            "empty classifications (reader report)",
-            int(report.get("empty_classifications", 0))
-            + int(report.get("classifications_emptied_by_drops", 0)),
-            str(boxes_path),
-        ),
+        Check(E, "clump-task clicks of kept classifications", "clicks counted by the ledger", kept_clump, "kept + dropped clicks (reader report)", int(report.get("clicks_kept", -1)) + int(sum(rdrop.values())), str(report_path)),
+        Check(E, "other-task clicks", "clicks counted by the ledger", kept_other, "other_task_clicks (reader report)", int(sum(other_tasks.values())), str(report_path)),
+        Check(E, "kept_clicks", "box rows with coordinates", n_kept_clicks, "clicks_kept (reader report)", int(report.get("clicks_kept", -1)), str(boxes_path)),
+        Check(E, "boxes_empty_rows", "box rows without coordinates", n_box_rows - n_kept_clicks, "empty classifications (reader report)", int(report.get("empty_classifications", 0)) + int(report.get("classifications_emptied_by_drops", 0)), str(boxes_path)),
     ]
+    # fmt: on
     checks.append(_invented_check(x, boxes_path))
     unparsed = marks[~marks["json_ok"]]
     bad_kept = unparsed[unparsed["category"] == "kept"]
@@ -619,104 +558,22 @@ def _subsample_checks(
     clustered, dummy, not_agg, empty = x.clustered, x.dummy, x.not_agg, x.empty
     other_kinds, cluster_mismatch, rows_differ = x.other_kinds, x.cluster_mismatch, x.rows_differ
     zp, ap = paths["subsample"], paths["assignments"]
+    # fmt: off
     checks = [
-        Check(
-            N,
-            "invented classifications",
-            "classifications of Z~_n not in boxes.parquet",
-            invented_cls,
-            "expected",
-            0,
-            zp,
-        ),
-        Check(
-            N,
-            "box rows",
-            "rows in Z~_n + rows not drawn",
-            len(zn) + not_drawn_rows,
-            "box rows",
-            len(boxes),
-            zp,
-        ),
-        Check(
-            N,
-            "not_drawn + in_zn",
-            "clicks in Z~_n + clicks not drawn",
-            int(z_xy.sum()) + not_drawn,
-            "kept clicks (box rows with coordinates)",
-            int(b_xy.sum()),
-            zp,
-        ),
-        Check(
-            N,
-            "Z~_n rows",
-            "rows of Z~_n",
-            len(zn),
-            "n_rows_out (subsample report)",
-            int(zn_report.get("n_rows_out", -1)),
-            paths.get("subsample_report", zp),
-        ),
-        Check(
-            N,
-            "box rows",
-            "box rows",
-            len(boxes),
-            "n_rows_in (subsample report)",
-            int(zn_report.get("n_rows_in", -1)),
-            paths.get("subsample_report", zp),
-        ),
-        Check(
-            N, "assignment rows", "rows in Z~_n", len(zn), "assignment rows", len(assignments), ap
-        ),
-        Check(
-            N,
-            "assignment rows",
-            "rows in Z~_n",
-            len(zn),
-            "clustered + dummy + not_aggregated + empty assignment rows",
-            clustered + dummy + not_agg + empty,
-            ap,
-        ),
-        Check(
-            N,
-            "assignment rows per classification",
-            "classifications whose row count differs between Z~_n and the assignments",
-            rows_differ,
-            "expected",
-            0,
-            ap,
-        ),
-        Check(
-            N,
-            "in_zn",
-            "clicks in Z~_n",
-            int(z_xy.sum()),
-            "clustered + dummy + not_aggregated",
-            clustered + dummy + not_agg,
-            ap,
-        ),
-        Check(
-            N,
-            "empty",
-            "rows of Z~_n without coordinates",
-            int((~z_xy).sum()),
-            "empty assignment rows",
-            empty,
-            ap,
-        ),
-        Check(
-            N,
-            "assignment",
-            "rows whose cluster / assignment / coordinates disagree",
-            cluster_mismatch,
-            "expected",
-            0,
-            ap,
-        ),
-        Check(
-            N, "assignment", "rows of an unknown assignment kind", other_kinds, "expected", 0, ap
-        ),
+        Check(N, "invented classifications", "classifications of Z~_n not in boxes.parquet", invented_cls, "expected", 0, zp),
+        Check(N, "box rows", "rows in Z~_n + rows not drawn", len(zn) + not_drawn_rows, "box rows", len(boxes), zp),
+        Check(N, "not_drawn + in_zn", "clicks in Z~_n + clicks not drawn", int(z_xy.sum()) + not_drawn, "kept clicks (box rows with coordinates)", int(b_xy.sum()), zp),
+        Check(N, "Z~_n rows", "rows of Z~_n", len(zn), "n_rows_out (subsample report)", int(zn_report.get("n_rows_out", -1)), paths.get("subsample_report", zp)),
+        Check(N, "box rows", "box rows", len(boxes), "n_rows_in (subsample report)", int(zn_report.get("n_rows_in", -1)), paths.get("subsample_report", zp)),
+        Check(N, "assignment rows", "rows in Z~_n", len(zn), "assignment rows", len(assignments), ap),
+        Check(N, "assignment rows", "rows in Z~_n", len(zn), "clustered + dummy + not_aggregated + empty assignment rows", clustered + dummy + not_agg + empty, ap),
+        Check(N, "assignment rows per classification", "classifications whose row count differs between Z~_n and the assignments", rows_differ, "expected", 0, ap),
+        Check(N, "in_zn", "clicks in Z~_n", int(z_xy.sum()), "clustered + dummy + not_aggregated", clustered + dummy + not_agg, ap),
+        Check(N, "empty", "rows of Z~_n without coordinates", int((~z_xy).sum()), "empty assignment rows", empty, ap),
+        Check(N, "assignment", "rows whose cluster / assignment / coordinates disagree", cluster_mismatch, "expected", 0, ap),
+        Check(N, "assignment", "rows of an unknown assignment kind", other_kinds, "expected", 0, ap),
     ]
+    # fmt: on
     rp = paths.get("aggregate_report", ap)
     for key, value, what in (
         ("boxes_on_dummy", dummy, "dummy"),
