@@ -781,144 +781,6 @@ def _greedy_component(
 
 
 @numba.njit(cache=True)
-def _subject_distances(boxes, order, n):
-    """Jaccard distances between the subject's boxes (canonical order)."""
-    D = np.empty((n, n))
-    for i in range(n):
-        ri = order[i]
-        D[i, i] = jaccard_nb(
-            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
-            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
-        )  # fmt: skip
-        for j in range(i + 1, n):
-            rj = order[j]
-            d = jaccard_nb(
-                boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
-                boxes[rj, 0], boxes[rj, 1], boxes[rj, 2], boxes[rj, 3],
-            )  # fmt: skip
-            D[i, j] = d
-            D[j, i] = d
-    return D
-
-
-@numba.njit(cache=True)
-def _shifted_costs(D, order, city, conn_const, hl, inv2s, shift, init_phase, d_max, kind):
-    """W[f, b]: shifted connection cost of city b to facility f (decisions.md#nominal-costs,
-    #init-costs); inf when b cannot be a city or is out of reach."""
-    n = D.shape[0]
-    W = np.empty((n, n))
-    for f in range(n):
-        for b in range(n):
-            if not city[b]:
-                W[f, b] = _INF
-                continue
-            d = D[f, b]
-            if init_phase:
-                w = 0.0 if d <= d_max else _INF
-            elif kind == 2 and d > d_max:
-                w = _INF  # truncated location density (generative model)
-            else:
-                x = d * d
-                if kind == 1:
-                    x = x * x
-                w = conn_const[order[b]] + hl[b] + x * inv2s[b]
-            W[f, b] = w - shift[b]
-    return W
-
-
-@numba.njit(cache=True)
-def _margins_and_reach(W, city, fac, dum, F, allow_dummy, min_eff):
-    """(margin, reach) per box: a city b never joins a facility f with
-    c'(f, b) > reach[b] + margin[f] (what splits a subject into components)."""
-    n = W.shape[0]
-    # margin[f]: how far above its dummy cost a city may still join f as a forced member
-    # of a star of min_eff boxes (see _eval_open); 0 unless opening f is cheap
-    dmax = 0.0
-    for p in range(n):
-        if city[p] and dum[p] < _INF and dum[p] > dmax:
-            dmax = dum[p]
-    marg = np.zeros(n)
-    if allow_dummy:
-        for p in range(n):
-            own = dum[p] - F[p] - W[p, p] if city[p] else -F[p]
-            mg = own + (min_eff - 2) * dmax
-            if mg > 0.0:
-                marg[p] = mg
-    # reach[b]: a city b never joins a facility f with c'(f, b) > reach[b] + margin[f]. With
-    # the dummy it is b's dummy cost (b connects to the dummy by then and would never save by
-    # switching); without it, b's own opening time F_b + c'(b, b) if b may be a facility
-    # (it opens itself by then at the latest; a facility never moves), else unbounded.
-    reach = np.empty(n)
-    for p in range(n):
-        if allow_dummy:
-            reach[p] = dum[p]
-        elif city[p] and fac[p]:
-            reach[p] = F[p] + W[p, p]
-        else:
-            reach[p] = _INF
-    return marg, reach
-
-
-@numba.njit(cache=True)
-def _components(W, city, fac, reach, marg):
-    """(component label per box, -1 when it can be neither city nor facility; number of
-    components): boxes linked when a facility could ever take the city."""
-    n = W.shape[0]
-    valid = np.empty(n, np.bool_)
-    for p in range(n):
-        valid[p] = city[p] or fac[p]
-    label = np.full(n, -1, np.int64)
-    stack = np.empty(n, np.int64)
-    ncomp = 0
-    for p0 in range(n):
-        if not valid[p0] or label[p0] >= 0:
-            continue
-        label[p0] = ncomp
-        top = 0
-        stack[top] = p0
-        top += 1
-        while top > 0:
-            top -= 1
-            u = stack[top]
-            for v in range(n):
-                if label[v] >= 0 or not valid[v]:
-                    continue
-                link = False
-                if fac[u] and city[v] and W[u, v] < _INF and W[u, v] <= reach[v] + marg[u]:
-                    link = True
-                elif fac[v] and city[u] and W[v, u] < _INF and W[v, u] <= reach[u] + marg[v]:
-                    link = True
-                if link:
-                    label[v] = ncomp
-                    stack[top] = v
-                    top += 1
-        ncomp += 1
-    return label, ncomp
-
-
-@numba.njit(cache=True)
-def _component_members(label, ncomp):
-    """(members, start): the boxes of component c are members[start[c]:start[c + 1]], in
-    canonical order."""
-    n = label.shape[0]
-    csize = np.zeros(ncomp, np.int64)
-    for p in range(n):
-        if label[p] >= 0:
-            csize[label[p]] += 1
-    start = np.zeros(ncomp + 1, np.int64)
-    for c in range(ncomp):
-        start[c + 1] = start[c] + csize[c]
-    members = np.empty(start[ncomp], np.int64)
-    fill = start[:ncomp].copy()
-    for p in range(n):
-        c = label[p]
-        if c >= 0:
-            members[fill[c]] = p
-            fill[c] += 1
-    return members, start
-
-
-@numba.njit(cache=True)
 def _solve_subject(lo, hi, rows, opts, out):
     """One subject (rows lo:hi): canonical order, shifted costs, components, greedy.
 
@@ -962,12 +824,109 @@ def _solve_subject(lo, hi, rows, opts, out):
         else:
             dum[p] = _INF
             F[p] = open_cost[r] + selfc[p]
-    D = _subject_distances(boxes, order, n)
-    W = _shifted_costs(D, order, city, conn_const, hl, inv2s, shift, init_phase, d_max, kind)
-    marg, reach = _margins_and_reach(W, city, fac, dum, F, allow_dummy, min_eff)
-    label, ncomp = _components(W, city, fac, reach, marg)
+    D = np.empty((n, n))
+    W = np.empty((n, n))
+    for i in range(n):
+        ri = order[i]
+        D[i, i] = jaccard_nb(
+            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+            boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+        )  # fmt: skip
+        for j in range(i + 1, n):
+            rj = order[j]
+            d = jaccard_nb(
+                boxes[ri, 0], boxes[ri, 1], boxes[ri, 2], boxes[ri, 3],
+                boxes[rj, 0], boxes[rj, 1], boxes[rj, 2], boxes[rj, 3],
+            )  # fmt: skip
+            D[i, j] = d
+            D[j, i] = d
+    # W[f, b]: shifted connection cost of city b to facility f (decisions.md#nominal-costs, #init-costs)
+    for f in range(n):
+        for b in range(n):
+            if not city[b]:
+                W[f, b] = _INF
+                continue
+            d = D[f, b]
+            if init_phase:
+                w = 0.0 if d <= d_max else _INF
+            elif kind == 2 and d > d_max:
+                w = _INF  # truncated location density (generative model)
+            else:
+                x = d * d
+                if kind == 1:
+                    x = x * x
+                w = conn_const[order[b]] + hl[b] + x * inv2s[b]
+            W[f, b] = w - shift[b]
+    # margin[f]: how far above its dummy cost a city may still join f as a forced member
+    # of a star of min_eff boxes (see _eval_open); 0 unless opening f is cheap
+    dmax = 0.0
+    for p in range(n):
+        if city[p] and dum[p] < _INF and dum[p] > dmax:
+            dmax = dum[p]
+    marg = np.zeros(n)
+    if allow_dummy:
+        for p in range(n):
+            own = dum[p] - F[p] - W[p, p] if city[p] else -F[p]
+            mg = own + (min_eff - 2) * dmax
+            if mg > 0.0:
+                marg[p] = mg
+    # reach[b]: a city b never joins a facility f with c'(f, b) > reach[b] + margin[f]. With
+    # the dummy it is b's dummy cost (b connects to the dummy by then and would never save by
+    # switching); without it, b's own opening time F_b + c'(b, b) if b may be a facility
+    # (it opens itself by then at the latest; a facility never moves), else unbounded.
+    reach = np.empty(n)
+    for p in range(n):
+        if allow_dummy:
+            reach[p] = dum[p]
+        elif city[p] and fac[p]:
+            reach[p] = F[p] + W[p, p]
+        else:
+            reach[p] = _INF
+    # components: boxes linked when a facility could ever take the city
+    valid = np.empty(n, np.bool_)
+    for p in range(n):
+        valid[p] = city[p] or fac[p]
+    label = np.full(n, -1, np.int64)
+    stack = np.empty(n, np.int64)
+    ncomp = 0
+    for p0 in range(n):
+        if not valid[p0] or label[p0] >= 0:
+            continue
+        label[p0] = ncomp
+        top = 0
+        stack[top] = p0
+        top += 1
+        while top > 0:
+            top -= 1
+            u = stack[top]
+            for v in range(n):
+                if label[v] >= 0 or not valid[v]:
+                    continue
+                link = False
+                if fac[u] and city[v] and W[u, v] < _INF and W[u, v] <= reach[v] + marg[u]:
+                    link = True
+                elif fac[v] and city[u] and W[v, u] < _INF and W[v, u] <= reach[u] + marg[v]:
+                    link = True
+                if link:
+                    label[v] = ncomp
+                    stack[top] = v
+                    top += 1
+        ncomp += 1
     out_local = np.full(n, -2, np.int64)
-    members, start = _component_members(label, ncomp)
+    csize = np.zeros(ncomp, np.int64)
+    for p in range(n):
+        if label[p] >= 0:
+            csize[label[p]] += 1
+    start = np.zeros(ncomp + 1, np.int64)
+    for c in range(ncomp):
+        start[c + 1] = start[c] + csize[c]
+    members = np.empty(start[ncomp], np.int64)
+    fill = start[:ncomp].copy()
+    for p in range(n):
+        c = label[p]
+        if c >= 0:
+            members[fill[c]] = p
+            fill[c] += 1
     for c in range(ncomp):
         comp = members[start[c] : start[c + 1]]
         if comp.shape[0] == 1 and allow_dummy and min_eff >= 2:
