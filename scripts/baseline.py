@@ -1,6 +1,6 @@
 """Snakemake adapter: rules baseline / baseline_dbscan -> clumpscout.evaluation.baseline.
 
-Rule baseline writes MeanShift (appendix, decisions.md#meanshift-baseline) and single linkage (issue 3); rule
+Rule baseline writes MeanShift (appendix, decisions.md#meanshift-baseline) and single linkage; rule
 baseline_dbscan writes DBSCAN.
 """
 

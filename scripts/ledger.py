@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule ledger -> clumpscout.data.ledger.run_ledger (issue 6 item 2)."""
+"""Snakemake adapter: rule ledger -> clumpscout.data.ledger.run_ledger (decisions.md#click-ledger)."""
 
 from _common import main
 

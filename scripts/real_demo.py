@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule real_demo -> clumpscout.images.cutouts.real_demo."""
+"""Snakemake adapter: rule real_demo -> clumpscout.images.real_demo.real_demo."""
 
 from _common import main
 
@@ -6,7 +6,7 @@ from _common import main
 def _run(sm):
     from pathlib import Path
 
-    from clumpscout.images.cutouts import real_demo
+    from clumpscout.images.real_demo import real_demo
 
     real_demo(
         field_dir=Path(sm.input.psfield).parent,

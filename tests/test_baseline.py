@@ -1,4 +1,4 @@
-"""Clustering baselines (appendix, decisions.md#meanshift-baseline; issue 3): MeanShift and single linkage."""
+"""Clustering baselines (appendix, decisions.md#meanshift-baseline): MeanShift, single linkage, DBSCAN."""
 
 from __future__ import annotations
 
@@ -88,16 +88,65 @@ def _random_subjects(seed, n_subjects, max_clicks=45):
     return np.concatenate(blocks), np.array(offsets), np.array(bws)
 
 
-def test_numba_port_equals_scikit_learn_meanshift():
-    xy, offsets, bws = _random_subjects(3, 5, max_clicks=30)
+def _assert_meanshift_equal(xy, offsets, bws):
+    """The numba port and scikit-learn give the same k, labels and centres, bit for bit."""
     c1, l1, k1 = meanshift_clusters(xy, offsets, bws, impl="numba")
     c2, l2, k2 = meanshift_clusters(xy, offsets, bws, impl="sklearn")
-    assert k1.tolist() == k2.tolist()
-    assert l1.tolist() == l2.tolist()
     for s in range(len(bws)):
-        a = offsets[s]
-        np.testing.assert_allclose(c1[a : a + k1[s]], c2[a : a + k2[s]], rtol=0, atol=1e-9)
-    assert k1.max() > 1  # the instances are not trivial
+        a, b = offsets[s], offsets[s + 1]
+        assert k1[s] == k2[s], f"subject {s}: {k1[s]} centres, scikit-learn {k2[s]}"
+        assert l1[a:b].tolist() == l2[a:b].tolist(), f"subject {s}: labels differ"
+        assert np.array_equal(c1[a : a + k1[s]], c2[a : a + k2[s]]), f"subject {s}: centres"
+    return k1
+
+
+def test_numba_port_equals_scikit_learn_meanshift():
+    """300 seeded random subjects (a single click and duplicated clicks among them)."""
+    xy, offsets, bws = _random_subjects(2026, 300, max_clicks=25)
+    k = _assert_meanshift_equal(xy, offsets, bws)
+    assert k.max() > 2 and (k == 1).any()  # the instances are not trivial
+
+
+def _tie_subjects(seed: int, n_subjects: int):
+    """Subjects made of ties: integer coordinates and bandwidths (so distances exactly at
+    the bandwidth are exact in both implementations), duplicated points, centres
+    equidistant from a point, equal intensities."""
+    rng = np.random.default_rng(seed)
+    blocks, offsets, bws = [], [0], []
+    for s in range(n_subjects):
+        kind = s % 6
+        if kind == 0:  # square of side = bandwidth: every edge exactly on the boundary
+            d = int(rng.integers(2, 10))
+            xy = np.array([[0, 0], [d, 0], [0, d], [d, d]], float) + 100
+            bw = float(d)
+        elif kind == 1:  # three points, each repeated
+            m = int(rng.integers(2, 12))
+            xy = np.repeat(rng.integers(100, 130, (3, 2)).astype(float), m, axis=0)[: 2 * m]
+            bw = float(rng.integers(2, 12))
+        elif kind == 2:  # a small integer grid: many distances exactly at the bandwidth
+            xy = rng.integers(100, 115, (int(rng.integers(2, 30)), 2)).astype(float)
+            bw = float(rng.integers(1, 8))
+        elif kind == 3:  # two points equidistant from a middle one (labels tie)
+            d = int(rng.integers(3, 10))
+            xy = np.array([[100, 100], [100 + 2 * d, 100], [100 + d, 100]], float)
+            bw = float(d) if rng.random() < 0.5 else d - 0.5
+        elif kind == 4:  # equally spaced on a line, spacing = bandwidth
+            m, d = int(rng.integers(2, 10)), int(rng.integers(1, 6))
+            xy = np.c_[100 + d * np.arange(m), np.full(m, 100)].astype(float)
+            bw = float(d)
+        else:  # a point and four on the circle of radius = bandwidth around it
+            bw = float(rng.integers(2, 8))
+            xy = np.array([[0, 0], [bw, 0], [-bw, 0], [0, bw], [0, -bw]]) + 100
+        blocks.append(xy)
+        offsets.append(offsets[-1] + len(xy))
+        bws.append(bw)
+    return np.concatenate(blocks), np.array(offsets), np.array(bws)
+
+
+def test_numba_port_equals_scikit_learn_meanshift_on_ties():
+    xy, offsets, bws = _tie_subjects(1, 120)
+    k = _assert_meanshift_equal(xy, offsets, bws)
+    assert k.max() > 1 and (k == 1).any()
 
 
 def test_meanshift_result_does_not_depend_on_chunking():

@@ -22,6 +22,9 @@ from PIL import Image
 from clumpscout import cli
 from clumpscout.errors import InputError
 from clumpscout.images import cutouts as C
+from clumpscout.images import frames as F
+from clumpscout.images import geometry as G
+from clumpscout.images import real_demo as D
 
 S = 0.396 / 3600.0  # deg per native pixel
 
@@ -129,13 +132,13 @@ def test_cutout_side_and_fwhm_conversions():
     assert C.cutout_side(2.0) == 40  # 30.3 -> minimum
     assert C.cutout_side(4.356) == 66  # exactly 66.0 up to rounding noise
     assert C.subject_scale(152, 0.396, 400) == pytest.approx(152 * 0.396 / 400)
-    assert C.fwhm_native(1.188) == pytest.approx(3.0)
-    assert C.fwhm_subject(1.2, 152) == pytest.approx(1.2 / 0.396 * 400 / 152)
-    assert C.fwhm_subject(1.188, 40) == pytest.approx(30.0)
+    assert G.fwhm_native(1.188) == pytest.approx(3.0)
+    assert G.fwhm_subject(1.2, 152) == pytest.approx(1.2 / 0.396 * 400 / 152)
+    assert G.fwhm_subject(1.188, 40) == pytest.approx(30.0)
 
 
 def test_cutout_grid_is_north_up_east_left():
-    w = C.cutout_wcs(RA0, DEC0, 101)
+    w = G.cutout_wcs(RA0, DEC0, 101)
     c, r = w.wcs_world2pix(RA0, DEC0, 0)
     assert (float(c), float(r)) == pytest.approx((50.0, 50.0))
     # north is up (smaller row), east is left (smaller column)
@@ -155,17 +158,17 @@ def test_cutout_grid_is_north_up_east_left():
 )
 def test_sky_subject_sky_round_trip(ra, dec, side, x, y):
     """subject px -> sky -> subject px within 0.5 px (in fact ~1e-6), any position and size."""
-    a, d = C.subject_to_sky(x, y, ra, dec, side)
-    x2, y2 = C.sky_to_subject(a, d, ra, dec, side)
+    a, d = G.subject_to_sky(x, y, ra, dec, side)
+    x2, y2 = G.sky_to_subject(a, d, ra, dec, side)
     assert abs(float(x2) - x) < 0.5 and abs(float(y2) - y) < 0.5
     assert abs(float(x2) - x) < 1e-5 and abs(float(y2) - y) < 1e-5
 
 
 def test_subject_centre_is_the_galaxy():
-    x, y = C.sky_to_subject(RA0, DEC0, RA0, DEC0, 77)
+    x, y = G.sky_to_subject(RA0, DEC0, RA0, DEC0, 77)
     assert (float(x), float(y)) == pytest.approx((200.0, 200.0))
     # one native pixel north of centre is 400/77 subject px up
-    _, y = C.sky_to_subject(RA0, DEC0 + S, RA0, DEC0, 77)
+    _, y = G.sky_to_subject(RA0, DEC0 + S, RA0, DEC0, 77)
     assert float(y) == pytest.approx(200.0 - 400 / 77, abs=1e-4)
 
 
@@ -190,19 +193,19 @@ def test_point_source_registered_in_all_bands(tmp_path):
     )
     assert np.ptp(raw[:, 0]) > 5 or np.ptp(raw[:, 1]) > 5
     # ... after resampling it sits where the sky says, in every band
-    x_exp, y_exp = C.sky_to_subject(src[0], src[1], RA0, DEC0, side)
-    col_exp, row_exp = C.subject_to_native(x_exp, y_exp, side)
+    x_exp, y_exp = G.sky_to_subject(src[0], src[1], RA0, DEC0, side)
+    col_exp, row_exp = G.subject_to_native(x_exp, y_exp, side)
     # by hand: 9 px east -> left of centre, 14 px south -> below centre
     assert float(col_exp) == pytest.approx((side - 1) / 2 - 9, abs=0.01)
     assert float(row_exp) == pytest.approx((side - 1) / 2 + 14, abs=0.01)
     flat, _ = C.load_bands(tmp_path / "out", meta)
     bands = C.subject_bands(flat, 0, side)
     nmgy = {b: C.inverse_asinh_scale(bands[b], {"g": 0.7, "r": 1.17, "i": 1.818}[b]) for b in "gri"}
-    cen = C.band_centroids(nmgy, float(col_exp), float(row_exp), radius=5.0)
+    cen = D.band_centroids(nmgy, float(col_exp), float(row_exp), radius=5.0)
     for b in "gri":
         assert cen[b][0] == pytest.approx(float(col_exp), abs=0.1), b
         assert cen[b][1] == pytest.approx(float(row_exp), abs=0.1), b
-    assert C.registration_offset(cen) < 0.1
+    assert D.registration_offset(cen) < 0.1
     # in the 400 x 400 PNG, the brightest pixel of each channel is at the expected subject px
     rgb = np.asarray(Image.open(tmp_path / "out" / meta["png"].iloc[0]))
     assert rgb.shape == (400, 400, 3) and rgb.dtype == np.uint8
@@ -409,13 +412,13 @@ def test_real_frame_registration_no_colour_fringes(shared):
     38 px from it are ~11 px apart between g and r in the frames; in the cutout of the
     galaxy the star's g, r, i centroids agree to < 0.5 px (no colour fringes)."""
     d = shared / "data/sdss/frames_2583_2_136"
-    paths = C.require_bands(C.find_frames(d)["002583-2-0136"], "002583-2-0136", d)
-    frames = {b: C.read_frame(paths[b], b) for b in "gri"}
+    paths = F.require_bands(F.find_frames(d)["002583-2-0136"], "002583-2-0136", d)
+    frames = {b: F.read_frame(paths[b], b) for b in "gri"}
     psf = C.read_psfield_fwhm(d / "psField-002583-2-0136.fits", "r")
     assert psf == pytest.approx(C.read_psfield_fwhm(d / "photoField-002583-2.fits", "r", field=136))
     r = frames["r"]
     r0, c0 = 0, 1150  # a 300 x 300 corner around the galaxy: detection there is quick
-    sources = C.find_sources(r.data[r0 : r0 + 300, c0 : c0 + 300], psf / 0.396, saturation=200.0)
+    sources = D.find_sources(r.data[r0 : r0 + 300, c0 : c0 + 300], psf / 0.396, saturation=200.0)
     sources["x"] += c0
     sources["y"] += r0
     gd = np.hypot(sources["x"] - 1305.3, sources["y"] - 97.4)
@@ -430,10 +433,10 @@ def test_real_frame_registration_no_colour_fringes(shared):
     ra, dec = r.wcs.wcs_pix2world(gal["x"], gal["y"], 0)
     res = C.make_subject(frames, float(ra), float(dec), side, {})
     s_ra, s_dec = r.wcs.wcs_pix2world(star["x"], star["y"], 0)
-    x, y = C.subject_to_native(*C.sky_to_subject(s_ra, s_dec, float(ra), float(dec), side), side)
-    raw = {b: C.galaxy_position(frames[b], float(s_ra), float(s_dec)) for b in "gri"}
-    assert C.registration_offset(raw) > 5.0  # a plain stack of the frames would fringe
-    cen = C.band_centroids(res["nmgy"], float(x), float(y), radius=4.0)
-    assert C.registration_offset(cen) < 0.5
+    x, y = G.subject_to_native(*G.sky_to_subject(s_ra, s_dec, float(ra), float(dec), side), side)
+    raw = {b: F.galaxy_position(frames[b], float(s_ra), float(s_dec)) for b in "gri"}
+    assert D.registration_offset(raw) > 5.0  # a plain stack of the frames would fringe
+    cen = D.band_centroids(res["nmgy"], float(x), float(y), radius=4.0)
+    assert D.registration_offset(cen) < 0.5
     for b in "gri":
         assert abs(cen[b][0] - float(x)) < 0.5 and abs(cen[b][1] - float(y)) < 0.5

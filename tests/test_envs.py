@@ -1,17 +1,39 @@
-"""envs/*.yaml pin exactly the versions pyproject.toml pins (and the venv runs)."""
+"""envs/*.yaml: each lists exactly what the scripts of its rules import, pinned as pyproject.toml.
+
+For every rule of workflow/rules/*.smk (rules indented under ``if`` included), the files its
+``script:`` runs (:func:`clumpscout.codedeps.import_closure`: the script, its helpers and the
+package modules it imports, transitively) are parsed with :mod:`ast`; every third-party module
+they import must be in the rule's ``conda:`` env, and every package of an env must be imported
+by one of its rules (python aside; the package itself is not installed in the envs: the
+scripts put the checkout's ``src/`` on ``sys.path``, scripts/_common.py).
+"""
 
 from __future__ import annotations
 
+import ast
 import re
+import sys
 import tomllib
 from importlib import metadata
+from pathlib import Path
 
 import pytest
 import yaml
 from conftest import REPO
 
+from clumpscout.codedeps import import_closure
+
 # PyPI name -> conda-forge name where they differ
 CONDA_NAME = {}
+#: import name -> package name where they differ
+PACKAGE_OF = {"sklearn": "scikit-learn", "yaml": "pyyaml", "PIL": "pillow"}
+#: pandas reads and writes Parquet through pyarrow (pandas' optional engine, which pandas
+#: imports itself): a file that calls read_parquet / to_parquet needs it installed
+PARQUET_CALLS = {"read_parquet", "to_parquet"}
+#: modules that are not third-party packages: the package, the scripts' helper
+LOCAL = {"clumpscout", "_common"}
+
+RULE = re.compile(r"^[ \t]*rule (\w+):", re.M)
 
 
 def _pyproject_pins() -> dict[str, str]:
@@ -30,8 +52,7 @@ def _env_files():
     return files
 
 
-@pytest.mark.parametrize("env_file", _env_files(), ids=lambda p: p.name)
-def test_env_pins_match_pyproject(env_file):
+def _env_deps(env_file: Path) -> dict[str, str]:
     env = yaml.safe_load(env_file.read_text())
     assert env["channels"] == ["conda-forge", "nodefaults"]
     deps = {}
@@ -39,12 +60,100 @@ def test_env_pins_match_pyproject(env_file):
         assert isinstance(dep, str), f"{env_file.name}: unexpected entry {dep!r}"
         name, _, version = dep.partition("=")
         deps[name.lower()] = version
+    return deps
+
+
+def rules() -> dict[str, tuple[Path, Path]]:
+    """rule name -> (conda env file, script) for every rule of workflow/rules/*.smk."""
+    out = {}
+    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
+        text = smk.read_text()
+        heads = list(RULE.finditer(text))
+        for i, m in enumerate(heads):
+            body = text[m.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)]
+            conda = re.search(r'^\s*conda:\s*\n\s*"([^"]+)"', body, re.M)
+            script = re.search(r'^\s*script:\s*\n\s*"([^"]+)"', body, re.M)
+            assert conda and script, f"{smk.name}: rule {m.group(1)} lacks conda: or script:"
+            out[m.group(1)] = (
+                (smk.parent / conda.group(1)).resolve(),
+                (smk.parent / script.group(1)).resolve(),
+            )
+    return out
+
+
+def third_party_imports(path: Path) -> set[str]:
+    """Package names (PyPI spelling) of the third-party modules ``path`` imports anywhere
+    (lazy and optional imports included), plus pyarrow when it calls pandas' Parquet I/O."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names.update(a.name.split(".")[0] for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            names.add(node.module.split(".")[0])
+        elif isinstance(node, ast.Attribute) and node.attr in PARQUET_CALLS:
+            names.add("pyarrow")
+    names -= set(sys.stdlib_module_names) | LOCAL | {"__future__"}
+    return {PACKAGE_OF.get(n, n).lower() for n in names}
+
+
+def rule_imports(script: Path) -> set[str]:
+    out: set[str] = set()
+    for f in import_closure(script, REPO / "src"):
+        out |= third_party_imports(f)
+    return out
+
+
+def test_rules_are_found_including_those_under_if():
+    found = rules()
+    # top level, under `if`, and under an `if` inside an `if`
+    assert {"aggregate", "ledger", "compare_truth", "real_demo", "photometry_labels"} <= set(found)
+    assert len(found) >= 30
+
+
+@pytest.mark.parametrize("env_file", _env_files(), ids=lambda p: p.name)
+def test_env_lists_exactly_what_its_rules_import(env_file):
+    used = {
+        name: rule_imports(script) for name, (env, script) in rules().items() if env == env_file
+    }
+    assert used, f"{env_file.name}: no rule uses it"
+    deps = set(_env_deps(env_file)) - {"python"}
+    for name, imports in sorted(used.items()):
+        missing = {CONDA_NAME.get(p, p) for p in imports} - deps
+        assert not missing, (
+            f"{env_file.name}: rule {name} imports {sorted(missing)}, not in the env"
+        )
+    needed = {CONDA_NAME.get(p, p) for imports in used.values() for p in imports}
+    unused = deps - needed
+    assert not unused, f"{env_file.name}: {sorted(unused)} imported by none of its rules"
+
+
+def test_rule_scripts_find_the_package_without_installing_it():
+    """The envs do not install clumpscout: every script runs through scripts/_common.main,
+    which puts the checkout's src/ first on sys.path."""
+    assert "sys.path.insert(0, str(_SRC))" in (REPO / "scripts" / "_common.py").read_text()
+    for _, script in rules().values():
+        assert "from _common import main" in script.read_text(), script.name
+
+
+def test_import_names_map_to_pinned_packages():
+    """Every third-party import of the package is a pyproject dependency (under its name)."""
+    pins = _pyproject_pins()
+    imports = set()
+    for f in (REPO / "src" / "clumpscout").rglob("*.py"):
+        imports |= third_party_imports(f)
+    assert imports <= set(pins), sorted(imports - set(pins))
+
+
+@pytest.mark.parametrize("env_file", _env_files(), ids=lambda p: p.name)
+def test_env_pins_match_pyproject(env_file):
+    deps = _env_deps(env_file)
     assert deps.get("python", "").startswith("3.11")
-    for name, version in _pyproject_pins().items():
-        conda = CONDA_NAME.get(name, name)
-        assert deps.get(conda) == version, f"{env_file.name}: {conda} should be pinned to {version}"
-    extra = set(deps) - {CONDA_NAME.get(n, n) for n in _pyproject_pins()} - {"python"}
-    assert not extra, f"{env_file.name}: packages not pinned in pyproject.toml: {sorted(extra)}"
+    pins = {CONDA_NAME.get(n, n): v for n, v in _pyproject_pins().items()}
+    for name, version in deps.items():
+        if name == "python":
+            continue
+        assert name in pins, f"{env_file.name}: {name} is not pinned in pyproject.toml"
+        assert version == pins[name], f"{env_file.name}: {name} should be pinned to {pins[name]}"
 
 
 def test_venv_runs_the_pinned_versions():
@@ -53,6 +162,6 @@ def test_venv_runs_the_pinned_versions():
 
 
 def test_every_rule_uses_an_existing_env():
-    for smk in (REPO / "workflow" / "rules").glob("*.smk"):
-        for rel in re.findall(r'conda:\s*\n\s*"([^"]+)"', smk.read_text()):
-            assert (smk.parent / rel).resolve().is_file(), f"{smk.name}: missing env {rel}"
+    for name, (env, script) in rules().items():
+        assert env.is_file(), f"rule {name}: missing env {env}"
+        assert script.is_file(), f"rule {name}: missing script {script}"

@@ -18,12 +18,12 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
+from oracles import brute_force
 
 from clumpscout.model.distance import jaccard_distance, neg_log_distance_likelihood
 from clumpscout.model.facility_location import (
     DUMMY,
     UNASSIGNED,
-    brute_force,
     cluster_costs,
     solve_batch,
 )

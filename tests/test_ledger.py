@@ -1,4 +1,4 @@
-"""The click ledger (clumpscout.data.ledger; issue 6 item 2): every input click accounted for.
+"""The click ledger (clumpscout.data.ledger, decisions.md#click-ledger): every input click accounted for.
 
 A toy export (the bad-input suite's valid 5-subject export plus rows and clicks the reader must
 drop, each for a known reason) goes through the real CLI (extract, subjects, boxes, subsample,
@@ -34,15 +34,16 @@ from test_bad_input import (
 )
 
 from clumpscout.cli import main as cli_main
-from clumpscout.data import ledger as ledger_mod
+from clumpscout.data import clicks as clicks_mod
+from clumpscout.data import ledger_export as lx
 from clumpscout.data.ledger import (
     LedgerError,
     build_ledger,
     check_ledger,
-    count_marks,
     per_n_paths,
     subsample_ledger,
 )
+from clumpscout.data.ledger_export import count_marks
 
 REPO = Path(__file__).resolve().parents[1]
 NS = (3, 5)
@@ -109,14 +110,14 @@ def test_count_marks_same_with_and_without_orjson(monkeypatch, clump_task):
             return "ValueError"
 
     with_orjson = [counted(t) for t in TRICKY_ANNOTATIONS]
-    monkeypatch.setattr(ledger_mod, "_orjson", None)
+    monkeypatch.setattr(clicks_mod, "_orjson", None)
     assert with_orjson == [counted(t) for t in TRICKY_ANNOTATIONS]
     if clump_task == "123456789012345678901234567890":
         assert with_orjson[4] == (2, 0) and with_orjson[6] == (1, 0)
     # the batch loop gives what count_marks gives, row by row (0, 0, not ok: not JSON)
     c, o, k = array("q"), array("q"), array("b")
     monkeypatch.undo()
-    ledger_mod._count_texts(TRICKY_ANNOTATIONS, clump_task, c, o, k)
+    lx._count_texts(TRICKY_ANNOTATIONS, clump_task, c, o, k)
     expected = [(0, 0, 0) if r == "ValueError" else (*r, 1) for r in with_orjson]
     assert list(zip(c, o, k, strict=True)) == expected
 
@@ -140,12 +141,12 @@ def test_fast_helpers_match_numpy_and_pandas():
     rng = np.random.default_rng(3)
     ints = rng.integers(0, 50, 500)
     s = np.sort(ints)
-    np.testing.assert_array_equal(ledger_mod._unique_sorted(s), np.unique(ints))
-    keys, counts = ledger_mod._run_lengths(s)
+    np.testing.assert_array_equal(lx.unique_sorted(s), np.unique(ints))
+    keys, counts = lx.run_lengths(s)
     np.testing.assert_array_equal(keys, np.unique(ints))
     np.testing.assert_array_equal(counts, np.unique(ints, return_counts=True)[1])
-    assert len(ledger_mod._unique_sorted(s[:0])) == 0
-    assert [len(x) for x in ledger_mod._run_lengths(s[:0])] == [0, 0]
+    assert len(lx.unique_sorted(s[:0])) == 0
+    assert [len(x) for x in lx.run_lengths(s[:0])] == [0, 0]
     for values in (
         ints.astype(float),
         np.array([3.0, np.nan, 3.0, np.nan, 1.0]),
@@ -153,7 +154,7 @@ def test_fast_helpers_match_numpy_and_pandas():
         np.array([]),
     ):
         np.testing.assert_array_equal(
-            ledger_mod._duplicated(values), pd.Series(values, dtype=float).duplicated().to_numpy()
+            lx._duplicated(values), pd.Series(values, dtype=float).duplicated().to_numpy()
         )
     for texts in (
         ["200000005", "007", "0", "999999999999999999", "12"],
@@ -162,9 +163,9 @@ def test_fast_helpers_match_numpy_and_pandas():
     ):
         col = pd.Series(texts, dtype="str")
         np.testing.assert_array_equal(
-            ledger_mod._to_float(col), pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
+            lx._to_float(col), pd.to_numeric(col, errors="coerce").to_numpy(dtype=float)
         )
-    assert ledger_mod._plain_ints(pd.Series(["1", "2;3"], dtype="str")) is None
+    assert lx.plain_ints(pd.Series(["1", "2;3"], dtype="str")) is None
 
 
 def _subsample_inputs(rng, n_cls=40):
@@ -283,7 +284,7 @@ def _quiet_cli(argv) -> int:
 
 @pytest.fixture(scope="module")
 def toy(tmp_path_factory) -> dict:
-    """The toy through the real CLI: results/ laid out as the workflow does (contract 6)."""
+    """The toy through the real CLI: results/ laid out as the workflow does."""
     d = tmp_path_factory.mktemp("ledger_toy")
     f = write_valid_inputs(d / "in")
     rows, counts = toy_rows()
@@ -369,6 +370,61 @@ def test_toy_ledger_adds_up_and_matches_the_hand_count(toy, tmp_path):
     j = json.loads(out.with_suffix(".json").read_text())
     assert j["balanced"] is True and j["failures"] == []
     assert j["export"]["classifications"]["kept"]["rows"] == len(SUBJECT_IDS) * len(VOLUNTEERS)
+
+
+#: a clump task id beyond 64 bits, and another one orjson reads as the same float
+BIG_TASK = 18446744073709551617
+BIG_TWIN = 18446744073709551618
+
+
+def test_task_id_beyond_64_bits_balances(tmp_path):
+    """Reader and ledger share one definition of a click (clumpscout.data.clicks): a clump
+    task whose id is an integer beyond 64 bits (which orjson turns into a float, the same
+    float for both ids here) is read by both as json.loads reads it, and the ledger of a
+    hand-built export balances: kept + dropped + other tasks = the clicks in the export."""
+    rows = valid_export_rows()
+    for i, row in enumerate(rows):
+        task = BIG_TWIN if i == 0 else BIG_TASK  # row 0: its clump clicks are another task's
+        row["annotations"] = row["annotations"].replace('"task": "T1"', f'"task": {task}')
+        assert str(task) in row["annotations"]
+    f = write_valid_inputs(tmp_path / "in")
+    f["export"].write_bytes(csv_bytes(EXPORT_HEADER, rows))
+    r = tmp_path / "results"
+    steps = [
+        ["extract", "--classifications", f["export"], "--subjects", f["subjects_export"],
+         "--clump-task", BIG_TASK, "--out", r / "clicks/clicks.parquet"],
+        ["subjects", "--catalogue", f["catalogue"], "--subjects-export", f["subjects_export"],
+         "--out", r / "subjects/subjects.parquet"],
+        ["boxes", "--clicks", r / "clicks/clicks.parquet", "--subjects",
+         r / "subjects/subjects.parquet", "--out", r / "boxes/boxes.parquet"],
+    ]  # fmt: skip
+    for n in NS:
+        steps += [
+            ["subsample", "--boxes", r / "boxes/boxes.parquet", "--n", n, "--seed", 11,
+             "--out", r / f"subsamples/n{n}/boxes.parquet",
+             "--report", r / f"subsamples/n{n}/report.json"],
+            ["aggregate", "--boxes", r / f"subsamples/n{n}/boxes.parquet",
+             "--out", r / f"aggregate/n{n}", "--seed", 5],
+        ]  # fmt: skip
+    for argv in steps:
+        assert _quiet_cli(argv) == 0, argv[0]
+    out = tmp_path / "ledger.csv"
+    assert _quiet_cli(_ledger_argv(r, f, out)) == 0
+    t = pd.read_csv(out)
+    assert t["balanced"].all()
+    twin = len(json.loads(rows[0]["annotations"])[1]["value"])
+    n_clump = sum(len(json.loads(row["annotations"])[1]["value"]) for row in rows)
+    n_t0 = sum(len(json.loads(row["annotations"])[0]["value"]) for row in rows)
+    for _, row in t.iterrows():
+        assert row["export_clicks"] == n_clump + n_t0
+        assert row["kept_clicks"] == n_clump - twin > 0
+        assert row[f"other_task_{BIG_TWIN}"] == twin > 0
+        assert row["other_task_T0"] == n_t0
+        dropped = sum(v for k, v in row.items() if k.startswith(("dropped_cls_", "dropped_click_")))
+        others = sum(v for k, v in row.items() if k.startswith("other_task_"))
+        assert row["kept_clicks"] + dropped + others == row["export_clicks"]
+    clicks = pd.read_parquet(r / "clicks/clicks.parquet")
+    assert clicks["x"].notna().sum() == n_clump - twin
 
 
 def _copy_results(toy, tmp_path) -> Path:

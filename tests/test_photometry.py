@@ -13,6 +13,7 @@ from clumpscout import cli
 from clumpscout.errors import InputError
 from clumpscout.figures.flux import build
 from clumpscout.images import cutouts as C
+from clumpscout.images import geometry as G
 from clumpscout.images import photometry as P
 
 BETA = {"g": 0.7, "r": 1.17, "i": 1.818}
@@ -138,7 +139,7 @@ def test_subject_resizing_scales_box_coordinates(tmp_path):
     )
     bands = {b: C.asinh_scale(point, BETA[b], clip=False) for b in "gri"}
     folder = fake_cutouts(tmp_path / "cut", {5: bands})
-    x, y = C.native_to_subject(19.5, 9.5, side)  # (200, 100)
+    x, y = G.native_to_subject(19.5, 9.5, side)  # (200, 100)
     boxes = pd.DataFrame(
         {"subject_id": [5], "x1": [x - 50], "y1": [y - 50], "x2": [x + 50], "y2": [y + 50]}
     )
@@ -160,7 +161,7 @@ def test_photometry_from_real_cutouts_pipeline(tmp_path):
     )
     meta, _ = C.make_cutouts(d, cat, tmp_path / "cut")
     side = int(meta["side_native"].iloc[0])
-    x, y = C.sky_to_subject(src[0], src[1], RA0, DEC0, side)
+    x, y = G.sky_to_subject(src[0], src[1], RA0, DEC0, side)
     half = 6 * 400 / side  # ±6 native px
     boxes = pd.DataFrame(
         {"subject_id": [9], "x1": [x - half], "y1": [y - half], "x2": [x + half], "y2": [y + half]}

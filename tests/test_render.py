@@ -15,6 +15,8 @@ from astropy.wcs import WCS
 from conftest import REPO
 
 from clumpscout.images import cutouts as C
+from clumpscout.images import geometry as G
+from clumpscout.images import real_demo as D
 from clumpscout.images import render as R
 
 SIDE = 80
@@ -34,7 +36,7 @@ def universe(n=3, r90=None, edge=False):
             "psffwhm_r": 1.3,
         }
     )
-    fwhm = C.fwhm_subject(1.3, side)
+    fwhm = G.fwhm_subject(1.3, side)
     subj = pd.DataFrame(
         {
             "subject_id": sid,
@@ -125,12 +127,12 @@ def test_rendered_sources_land_where_the_truth_says(tmp_path):
     )
     side = int(meta["side_native"].iloc[0])
     assert side == SIDE
-    col, row = C.subject_to_native(60.0, 340.0, side)
+    col, row = G.subject_to_native(60.0, 340.0, side)
     flat, _ = C.load_bands(tmp_path / "cut", meta)
     bands = C.subject_bands(flat, 0, side)
     beta = {"g": 0.7, "r": 1.17, "i": 1.818}
     nmgy = {b: C.inverse_asinh_scale(bands[b], beta[b]) for b in "gri"}
-    cen = C.band_centroids(nmgy, float(col), float(row), radius=6.0)
+    cen = D.band_centroids(nmgy, float(col), float(row), radius=6.0)
     for b in "gri":
         assert cen[b] == pytest.approx((float(col), float(row)), abs=0.15), b
     yy, xx = np.mgrid[0:side, 0:side]
@@ -253,7 +255,7 @@ def test_clumps_are_point_sources_and_features_are_extended(tmp_path):
     fwhm_px = 1.3 / 0.396
     widths = {}
     for name, (x, y) in {"clump": (100.0, 100.0), "feature": (300.0, 300.0)}.items():
-        c, r = C.subject_to_native(x, y, SIDE)
+        c, r = G.subject_to_native(x, y, SIDE)
         near = np.hypot(xx - float(c), yy - float(r)) < 3 * fwhm_px
         assert img[near].sum() == pytest.approx(20.0, rel=0.05), name
         w = np.clip(img * near, 0, None)
@@ -261,5 +263,5 @@ def test_clumps_are_point_sources_and_features_are_extended(tmp_path):
             (w * ((xx - float(c)) ** 2 + (yy - float(r)) ** 2)).sum() / w.sum()
         )
     assert widths["feature"] > 1.2 * widths["clump"]
-    c, r = C.subject_to_native(200.0, 200.0, SIDE)
+    c, r = G.subject_to_native(200.0, 200.0, SIDE)
     assert abs(img[int(r), int(c)]) < 0.01  # no bulge drawn from the marker

@@ -112,6 +112,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
 from clumpscout.errors import InputError
 from clumpscout.logs import progress, timed
 
@@ -820,44 +821,6 @@ def first_per_group(keys: list[np.ndarray], order_keys: list[np.ndarray]) -> np.
 # --------------------------------------------------------------------------- annotations
 
 
-def _flatten(annotations: list) -> Iterable[dict]:
-    """Annotations with combo tasks unpacked (a value that is a list of annotations)."""
-    for a in annotations:
-        if not isinstance(a, dict):
-            continue
-        v = a.get("value")
-        if (
-            isinstance(v, list)
-            and v
-            and isinstance(v[0], dict)
-            and "task" in v[0]
-            and "value" in v[0]
-        ):
-            yield from _flatten(v)
-        else:
-            yield a
-
-
-def _is_drawing(value: Any, task_type: Any) -> bool:
-    """Does an annotation value look like the marks of a drawing task?
-
-    FEM annotations say so (``taskType``); classic ones are recognised by their value: a list
-    that is not a survey (dicts with ``choice``) nor a multiple-choice answer (no dicts at all).
-    An empty list counts as drawing (a drawing task with no marks).
-    """
-    if not isinstance(value, list):
-        return False
-    if task_type is not None:
-        return task_type in ("drawing", "dataVisAnnotation")
-    has_dict = False
-    for m in value:
-        if isinstance(m, dict):
-            if "choice" in m:
-                return False
-            has_dict = True
-    return has_dict or not value
-
-
 def _frame_size(md: Any, frame: int) -> tuple[float, float]:
     """naturalWidth/Height of ``frame`` from classification metadata (NaN when unknown)."""
     try:
@@ -920,7 +883,7 @@ def _parse_json(
             parsed.append(None)
             continue
         try:
-            parsed.append(_loads(text))
+            parsed.append(parse_annotations(text) if column == "annotations" else _loads(text))
         except ValueError:
             raise _bad_json(path, row, column, text) from None
     ann, md = parsed[0], parsed[1]
@@ -938,12 +901,10 @@ def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
     marks of every drawing task (the elements of their values)."""
     items = []
     n_marks = 0
-    for a in _flatten(ann):
-        task = a.get("task")
-        if type(task) is not str and task is not None:
-            task = str(task)
+    for a in flatten(ann):  # what a click is: clumpscout.data.clicks
+        task = task_name(a.get("task"))
         value = a.get("value")
-        drawing = _is_drawing(value, a.get("taskType"))
+        drawing = drawing_marks(value, a.get("taskType")) is not None
         if drawing:
             n_marks += len(value)
         items.append((task, value, drawing))

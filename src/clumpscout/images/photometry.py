@@ -27,7 +27,7 @@ per box and band:
   image; the part outside counts nothing) and ``frac_nan`` (fraction on NaN,
   i.e. off-frame, pixels).
 
-Boxes come from ``labels.parquet`` (aggregation contract 5) or are built around
+Boxes come from ``labels.parquet`` (the aggregation's labels) or are built around
 the simulated true clumps and distractors (``truth_clumps.csv``,
 ``truth_distractors.csv``) with the subject's ``box_side`` (decisions.md#box-geometry). With expert
 clicks, each label gets ``expert_match`` = "tp" if it contains at least one
@@ -49,13 +49,13 @@ from scipy.stats import sigmaclip
 
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import (
-    BANDS,
     asinh_scale,
     inverse_asinh_scale,
     load_bands,
     resize_band,
     subject_bands,
 )
+from clumpscout.images.geometry import BANDS
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
 
@@ -369,7 +369,7 @@ def photometry_truth(
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cutouts", required=True, help="folder written by `clumpscout cutouts`")
     src = p.add_mutually_exclusive_group(required=True)
-    src.add_argument("--labels", help="labels.parquet of the aggregation (contract 5)")
+    src.add_argument("--labels", help="labels.parquet of the aggregation")
     src.add_argument("--truth", help="truth_clumps.csv of the simulated universe")
     p.add_argument("--distractors", default=None, help="truth_distractors.csv (with --truth)")
     p.add_argument("--subjects", default=None, help="subjects.parquet (box_side; with --truth)")

@@ -33,7 +33,7 @@ frames:
   galaxy model already has), and otherwise are Gaussian blobs of intrinsic sigma
   ``feature_sigma_arcsec`` (faint blue features).
   Subject px are converted to the sky with the subject's ``side_native``
-  (:func:`clumpscout.images.cutouts.subject_to_sky`), the inverse of what the cutout does.
+  (:func:`clumpscout.images.geometry.subject_to_sky`), the inverse of what the cutout does.
 - **PSF**: double Gaussian (90 % core, 10 % wing of twice the core sigma),
   r-band FWHM from the catalogue (``psffwhm_r``), other bands scaled by
   ``psf_scale`` (g is broader at SDSS).
@@ -57,7 +57,7 @@ from astropy.wcs import WCS
 from scipy.optimize import brentq
 
 from clumpscout.errors import InputError
-from clumpscout.images.cutouts import BANDS, NATIVE_SCALE, subject_to_sky
+from clumpscout.images.geometry import BANDS, NATIVE_SCALE, subject_to_sky
 from clumpscout.io import atomic_path, write_csv, write_json
 from clumpscout.logs import progress, timed
 
@@ -387,6 +387,78 @@ def _require(df: pd.DataFrame, cols, what: str) -> None:
         raise InputError(f"{what} lacks column(s) {', '.join(missing)}", path=what)
 
 
+def _galaxy_table(galaxies, subjects, truth, distractors) -> pd.DataFrame:
+    """The galaxies with a subjects row, with the subjects stage's side and PSF."""
+    _require(galaxies, ["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r"], "galaxies")
+    _require(subjects, ["subject_id", "side_native"], "subjects")
+    _require(truth, ["subject_id", "x", "y", "flux_g", "flux_r", "flux_i"], "truth clumps")
+    if distractors is not None:
+        _require(
+            distractors,
+            ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"],
+            "distractors",
+        )
+    extra = [c for c in ("image_width", "psf_fwhm_arcsec", "psf_source") if c in subjects.columns]
+    gal = galaxies.drop(columns=[c for c in ("side_native", *extra) if c in galaxies.columns])
+    gal = gal.merge(
+        subjects[["subject_id", "side_native", *extra]],
+        on="subject_id",
+        how="inner",
+        validate="one_to_one",
+    )
+    if "psf_fwhm_arcsec" in gal.columns:  # the PSF the subjects stage used (decisions.md#psf-fwhm)
+        gal["psffwhm_r"] = gal["psf_fwhm_arcsec"].fillna(gal["psffwhm_r"])
+    return gal
+
+
+def _render_tasks(gal, truth, distractors, out: Path, c: dict, seed: int):
+    """One task per galaxy for :func:`_render_one`; also the sources by subject, whether the
+    galaxies' parameters are given and how many bulge markers the distractors hold."""
+    sources = _sources_by_subject(truth, distractors)
+    has_given = all(c in gal.columns for c in GIVEN_COLUMNS)
+    has_centre = {"x_centre", "y_centre"} <= set(gal.columns)
+    n_bulge_markers = 0
+    if distractors is not None and len(distractors):
+        n_bulge_markers = int(
+            distractors["kind"].astype(str).str.lower().str.contains("bulge").sum()
+        )
+    empty = {k: np.array([]) for k in ("x", "y", "flux_g", "flux_r", "flux_i", "extended")}
+    out.mkdir(parents=True, exist_ok=True)
+    tasks = [
+        {
+            "subject_id": r.subject_id,
+            "ra": float(r.ra),
+            "dec": float(r.dec),
+            "r90": float(r.petroR90_r),
+            "given": {k: getattr(r, k) for k in GIVEN_COLUMNS} if has_given else None,
+            "centre": (float(r.x_centre), float(r.y_centre)) if has_centre else None,
+            "psf_fwhm": float(r.psffwhm_r),
+            "side": int(r.side_native),
+            "image_size": int(getattr(r, "image_width", 400)),
+            "sources": sources.get(r.subject_id, empty),
+            "seed": int(seed),
+            "out": str(out),
+            "cfg": c,
+        }
+        for r in gal.itertuples(index=False)
+    ]
+    return tasks, sources, has_given, n_bulge_markers
+
+
+def _run_tasks(tasks: list[dict], workers: int) -> list[dict]:
+    """Render every task (``workers`` processes; the result does not depend on it)."""
+    with timed(f"rendering g, r, i frames of {len(tasks)} galaxies ({workers} worker(s))", log):
+        if workers > 1 and len(tasks) > 1:
+            with ProcessPoolExecutor(max_workers=int(workers)) as ex:
+                chunk = max(1, len(tasks) // (8 * int(workers)))
+                rows = list(
+                    progress(ex.map(_render_one, tasks, chunksize=chunk), "render", len(tasks))
+                )
+        else:
+            rows = [_render_one(t) for t in progress(tasks, "render")]
+    return rows
+
+
 def render_frames(
     galaxies: pd.DataFrame,
     subjects: pd.DataFrame,
@@ -411,64 +483,13 @@ def render_frames(
     :func:`clumpscout.images.cutouts.make_cutouts` (it has ``frame`` and ``side_native``).
     """
     c = {**DEFAULTS, **dict(cfg or {})}
-    _require(galaxies, ["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r"], "galaxies")
-    _require(subjects, ["subject_id", "side_native"], "subjects")
-    _require(truth, ["subject_id", "x", "y", "flux_g", "flux_r", "flux_i"], "truth clumps")
-    if distractors is not None:
-        _require(
-            distractors,
-            ["subject_id", "x", "y", "kind", "flux_g", "flux_r", "flux_i"],
-            "distractors",
-        )
-    extra = [c for c in ("image_width", "psf_fwhm_arcsec", "psf_source") if c in subjects.columns]
-    gal = galaxies.drop(columns=[c for c in ("side_native", *extra) if c in galaxies.columns])
-    gal = gal.merge(
-        subjects[["subject_id", "side_native", *extra]],
-        on="subject_id",
-        how="inner",
-        validate="one_to_one",
-    )
-    if "psf_fwhm_arcsec" in gal.columns:  # the PSF the subjects stage used (decisions.md#psf-fwhm)
-        gal["psffwhm_r"] = gal["psf_fwhm_arcsec"].fillna(gal["psffwhm_r"])
+    gal = _galaxy_table(galaxies, subjects, truth, distractors)
     n_no_subject = len(galaxies) - len(gal)
-    sources = _sources_by_subject(truth, distractors)
-    has_given = all(c in gal.columns for c in GIVEN_COLUMNS)
-    has_centre = {"x_centre", "y_centre"} <= set(gal.columns)
-    n_bulge_markers = 0
-    if distractors is not None and len(distractors):
-        n_bulge_markers = int(
-            distractors["kind"].astype(str).str.lower().str.contains("bulge").sum()
-        )
-    empty = {k: np.array([]) for k in ("x", "y", "flux_g", "flux_r", "flux_i", "extended")}
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    tasks = [
-        {
-            "subject_id": r.subject_id,
-            "ra": float(r.ra),
-            "dec": float(r.dec),
-            "r90": float(r.petroR90_r),
-            "given": {k: getattr(r, k) for k in GIVEN_COLUMNS} if has_given else None,
-            "centre": (float(r.x_centre), float(r.y_centre)) if has_centre else None,
-            "psf_fwhm": float(r.psffwhm_r),
-            "side": int(r.side_native),
-            "image_size": int(getattr(r, "image_width", 400)),
-            "sources": sources.get(r.subject_id, empty),
-            "seed": int(seed),
-            "out": str(out),
-            "cfg": c,
-        }
-        for r in gal.itertuples(index=False)
-    ]
-    with timed(f"rendering g, r, i frames of {len(tasks)} galaxies ({workers} worker(s))", log):
-        if workers > 1 and len(tasks) > 1:
-            with ProcessPoolExecutor(max_workers=int(workers)) as ex:
-                chunk = max(1, len(tasks) // (8 * int(workers)))
-                rows = list(
-                    progress(ex.map(_render_one, tasks, chunksize=chunk), "render", len(tasks))
-                )
-        else:
-            rows = [_render_one(t) for t in progress(tasks, "render")]
+    tasks, sources, has_given, n_bulge_markers = _render_tasks(
+        gal, truth, distractors, out, c, seed
+    )
+    rows = _run_tasks(tasks, workers)
     keep = ["subject_id", "ra", "dec", "petroR90_r", "psffwhm_r", "side_native"]
     keep += ["psf_source"] if "psf_source" in gal.columns else []
     index = gal[keep].merge(pd.DataFrame(rows), on="subject_id", how="left", validate="one_to_one")
