@@ -87,7 +87,7 @@ def defaults(section: str | None = None) -> dict:
         if _is_section(spec):
             out[name] = defaults(f"{section}.{name}" if section else name)
         elif "default" in spec:
-            out[name] = _typed(spec["default"], spec)
+            out[name] = copy.deepcopy(_typed(spec["default"], spec))  # callers may edit it
     return out
 
 

@@ -54,20 +54,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout import config as _schema
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
-#: defaults of the ``subjects`` config section
-DEFAULTS: dict[str, Any] = {
-    "psf_source": "catalogue",
-    "native_scale": 0.396,
-    "image_size": 400,
-    "min_side": 40,
-    "r90_factor": 6.0,
-    "psfield": None,
-}
+#: defaults of the ``subjects`` config section (from the config schema: clumpscout.config)
+DEFAULTS: dict[str, Any] = _schema.defaults("subjects")
 PSF_SOURCES = ("catalogue", "psfield")
 BANDS = "ugriz"
 

@@ -112,6 +112,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
+from clumpscout import config as _config
 from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
 from clumpscout.errors import InputError
 from clumpscout.logs import progress, timed
@@ -196,14 +197,16 @@ MISSING_SUBJECTS = ("keep", "drop")
 _BATCH = 1 << 24  # pyarrow block size (bytes)
 
 #: limits on what one classification may hold, and the bot / flood flags (config ``extract``)
-LIMIT_DEFAULTS: dict[str, Any] = {
-    "max_json_depth": 64,  # nesting of a JSON field (annotations, metadata, subject_data)
-    "max_field_bytes": 10_000_000,  # bytes of one JSON field
-    "max_marks": 1000,  # marks of every drawing task in one classification
-    "flag_marks": 300,  # more marks than this: flagged "many_marks"
-    "min_seconds_per_mark": 0.1,  # finished faster than this per mark: flagged "too_fast"
-    "drop_flagged": "none",  # none | classifications | volunteers
-}
+#: (values from the config schema, clumpscout.config; their meaning: config.yaml's ``extract``)
+_LIMIT_KEYS = (
+    "max_json_depth",  # nesting of a JSON field (annotations, metadata, subject_data)
+    "max_field_bytes",  # bytes of one JSON field
+    "max_marks",  # marks of every drawing task in one classification
+    "flag_marks",  # more marks than this: flagged "many_marks"
+    "min_seconds_per_mark",  # finished faster than this per mark: flagged "too_fast"
+    "drop_flagged",  # none | classifications | volunteers
+)
+LIMIT_DEFAULTS: dict[str, Any] = {k: _config.defaults("extract")[k] for k in _LIMIT_KEYS}
 DROP_FLAGGED = ("none", "classifications", "volunteers")
 #: classification drops decided while parsing the JSON (after the de-duplication)
 LIMIT_REASONS = ("field_too_large", "json_too_deep", "too_many_marks")

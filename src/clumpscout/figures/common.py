@@ -30,6 +30,7 @@ from matplotlib.ticker import (
     NullFormatter,
 )
 
+from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.figures import registry
 from clumpscout.io import atomic_path
@@ -58,18 +59,8 @@ SYM = {
 }
 
 
-DEFAULTS: dict[str, Any] = {
-    "dpi": 150,
-    "n_examples": 4,
-    "n_ref": None,
-    "inset_max": 0.01,
-    "p_fp_cut": 0.85,
-    "p_fp_dashed": 0.8,
-    "position_bins": [0.0, 0.2, 0.5, 0.8, 1.0],
-    "position_radius": 0.25,
-    "tp_cut": 0.3,
-    "calibration_min_labels": 20,
-}
+#: the ``figures`` settings' defaults (from the config schema, clumpscout.config)
+DEFAULTS: dict[str, Any] = _config.defaults("figures")
 
 
 #: the consensus model the paper's figures show (the reproduction)

@@ -56,6 +56,7 @@ from astropy.io import fits
 from astropy.wcs import WCS
 from scipy.optimize import brentq
 
+from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.images.geometry import BANDS, NATIVE_SCALE, subject_to_sky
 from clumpscout.io import atomic_path, write_csv, write_json
@@ -63,15 +64,7 @@ from clumpscout.logs import progress, timed
 
 log = logging.getLogger(__name__)
 
-DEFAULTS: dict = {
-    "sky_sigma": {"g": 0.020, "r": 0.031, "i": 0.051},
-    "psf_scale": {"g": 1.08, "r": 1.0, "i": 0.95},
-    "band_offset_px": 6.0,
-    "rotation_jitter_deg": 2.0,
-    "margin_px": 6,
-    "edge_fraction": 0.01,
-    "feature_sigma_arcsec": 0.8,
-}
+DEFAULTS: dict = _config.defaults("images")["render"]  # from the config schema
 
 #: photon-noise variance per nanomaggy: NMGY (frame 2583/2/136) / typical SDSS gain
 PHOTON_VAR = {"g": 0.00447 / 3.3, "r": 0.00547 / 4.7, "i": 0.00656 / 5.1}
