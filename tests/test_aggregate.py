@@ -322,3 +322,14 @@ def test_a_flat_config_file_is_checked_key_by_key(tmp_path):
     sectioned = tmp_path / "workflow.yaml"
     sectioned.write_text("seed: 1\nsubsample: {n: [3]}\n")
     assert load_config(sectioned)[0] == Params()
+    # a workflow config is checked whole: a misspelled section or key is named
+    for text, word in [
+        ("seed: 1\naggregat: {p0_fn: 0.4}\n", "aggregat"),
+        ("seed: 1\naggregate: {p0_fnn: 0.4}\n", "p0_fnn"),
+        ("seed: 1\nsubsample: {nn: [3]}\n", "nn"),
+    ]:
+        sectioned.write_text(text)
+        with pytest.raises(InputError, match=word):
+            load_config(sectioned)
+    sectioned.write_text("seed: 1\naggregate: {p0_fn: 0.4}\n")
+    assert load_config(sectioned)[0].p0_fn == 0.4

@@ -186,10 +186,13 @@ def load_config(path) -> tuple[Params, int | None]:
     if not isinstance(data, dict):
         raise InputError("config must be a mapping", path=path)
     seed = data.get("seed") if isinstance(data.get("seed"), int) else None
-    if "aggregate" in data:
-        section = data["aggregate"] or {}
-    elif any(isinstance(v, dict) for v in data.values()):
-        section = {}  # a workflow config without an aggregate section: the defaults
+    if "aggregate" in data or any(isinstance(v, dict) for v in data.values()):
+        # a workflow config: checked whole against the schema (a misspelled section or key
+        # anywhere is an error, as in the workflow), then its aggregate section is used
+        found = _config.problems(data)
+        if found:
+            raise _config.ConfigError(found, path=path)
+        section = {k: v for k, v in data["aggregate"].items() if k in _DEFAULTS}
     else:  # a flat file of aggregate settings (and perhaps the seed): every key is checked
         section = {k: v for k, v in data.items() if k != "seed"}
     return Params.from_dict(section, path=path), seed
