@@ -691,3 +691,28 @@ def test_default_task_not_drawing_names_the_drawing_task(tmp_path, capsys):
     only = [{"task": "T0", "value": [classic_point(5.0, 5.0)]}]
     p3 = write_export(tmp_path / "e.csv", [row(1, "a", 5, annotations=only)])
     assert "use --clump-task T0 (config extract.clump_task: T0)" in _err(p3).message
+
+
+def test_several_tools_merged_without_a_selection_are_reported(tmp_path, caplog):
+    """tools: null keeps every tool's clicks as one kind of object: the report counts the
+    clicks per tool and the log warns when two or more non-"unusual" tools are merged."""
+    import logging
+
+    marks_a = [classic_point(1, 1, 0), classic_point(5, 5, 2), classic_point(6, 6, 2)]
+    marks_b = [classic_point(2, 2, 0), classic_point(3, 3, 1)]
+    exp = write_export(tmp_path / "c.csv", [row(1, "a", 5, marks_a), row(2, "b", 5, marks_b)])
+    with caplog.at_level(logging.WARNING):
+        _, rep = extract_clicks(exp, None, unusual_tools=[1])
+    assert rep["clicks_per_tool"] == {"0": 2, "1": 1, "2": 2}
+    warned = [r.getMessage() for r in caplog.records if "aggregated as one kind" in r.getMessage()]
+    assert len(warned) == 1 and "tool 0: 2, tool 2: 2" in warned[0]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):  # one tool selected: nothing merged
+        _, rep = extract_clicks(exp, None, unusual_tools=[1], tools=[0])
+    assert not [r for r in caplog.records if "aggregated as one kind" in r.getMessage()]
+    caplog.clear()
+    marks_c = [classic_point(1, 1, 0), classic_point(3, 3, 1)]  # clump + unusual: one kind
+    exp2 = write_export(tmp_path / "d.csv", [row(3, "c", 6, marks_c)])
+    with caplog.at_level(logging.WARNING):
+        extract_clicks(exp2, None, unusual_tools=[1])
+    assert not [r for r in caplog.records if "aggregated as one kind" in r.getMessage()]

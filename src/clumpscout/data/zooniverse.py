@@ -1764,6 +1764,10 @@ def _report(
         "unsupported_shapes": dict(sorted(stats["unsupported_shapes"].items())),
         "malformed_shapes": dict(sorted(stats["malformed_shapes"].items())),
         "unusual_clicks": int(clicks["unusual"].fillna(False).sum()),
+        "clicks_per_tool": {
+            str(k): int(v)
+            for k, v in clicks.loc[has_xy, "tool"].value_counts().sort_index().items()
+        },
         "empty_classifications": int(stats["empty_classifications"]),
         "classifications_emptied_by_drops": int(stats["classifications_emptied_by_drops"]),
         "clicks_outside_image": int(outside.fillna(False).sum()),
@@ -1776,8 +1780,28 @@ def _report(
     }
 
 
+def merged_tools(report: dict) -> list[str]:
+    """The tools whose clicks are kept side by side as one kind of object: with no tool
+    selection (``tools: null``), every tool that is not an "unusual" flag; empty when at most
+    one such tool was used (docs/decisions.md#per-tool)."""
+    if report.get("tools") is not None:
+        return []
+    unusual = {str(t) for t in report.get("unusual_tools", [])}
+    used = [t for t in report.get("clicks_per_tool", {}) if t not in unusual]
+    return used if len(used) > 1 else []
+
+
 def log_summary(report: dict) -> None:
     """Log the report's headline numbers and every non-zero drop."""
+    if tools := merged_tools(report):
+        counts = ", ".join(f"tool {t}: {report['clicks_per_tool'][t]:,}" for t in tools)
+        log.warning(
+            "the clicks of %d tools are aggregated as one kind of object (%s): to keep one "
+            "kind, select its tool (extract.tools, --tools); to get labels per tool, set "
+            "aggregate.per_tool: true",
+            len(tools),
+            counts,
+        )
     log.info(
         "kept %s classifications, %s clicks (%s unusual) of %s subjects by %s volunteers "
         "(workflow %s, versions %s, task %s)",
