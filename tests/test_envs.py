@@ -11,6 +11,7 @@ scripts put the checkout's ``src/`` on ``sys.path``, scripts/_common.py).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 import sys
 import tomllib
@@ -32,8 +33,6 @@ PACKAGE_OF = {"sklearn": "scikit-learn", "yaml": "pyyaml", "PIL": "pillow"}
 PARQUET_CALLS = {"read_parquet", "to_parquet"}
 #: modules that are not third-party packages: the package, the scripts' helper
 LOCAL = {"clumpscout", "_common"}
-
-RULE = re.compile(r"^[ \t]*rule (\w+):", re.M)
 
 
 def _pyproject_pins() -> dict[str, str]:
@@ -63,21 +62,29 @@ def _env_deps(env_file: Path) -> dict[str, str]:
     return deps
 
 
+@functools.cache
 def rules() -> dict[str, tuple[Path, Path]]:
-    """rule name -> (conda env file, script) for every rule of workflow/rules/*.smk."""
+    """rule name -> (conda env file, script) for every rule of the workflow, parsed by
+    Snakemake itself (rules under ``if`` and the figure rules generated in a loop included),
+    with every optional branch on (images and the real-SDSS demo)."""
+    import tempfile
+
+    import yaml
+    from test_workflow import parsed_rules
+
+    cfg = yaml.safe_load((REPO / "config.yaml").read_text())
+    cfg["images"].update(enabled=True, real_demo=True)
     out = {}
-    for smk in sorted((REPO / "workflow" / "rules").glob("*.smk")):
-        text = smk.read_text()
-        heads = list(RULE.finditer(text))
-        for i, m in enumerate(heads):
-            body = text[m.end() : heads[i + 1].start() if i + 1 < len(heads) else len(text)]
-            conda = re.search(r'^\s*conda:\s*\n\s*"([^"]+)"', body, re.M)
-            script = re.search(r'^\s*script:\s*\n\s*"([^"]+)"', body, re.M)
-            assert conda and script, f"{smk.name}: rule {m.group(1)} lacks conda: or script:"
-            out[m.group(1)] = (
-                (smk.parent / conda.group(1)).resolve(),
-                (smk.parent / script.group(1)).resolve(),
-            )
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg["images"]["demo"]["shared_dir"] = tmp
+        path = Path(tmp) / "all_branches.yaml"
+        path.write_text(yaml.safe_dump(cfg))
+        for r in parsed_rules(REPO / "Snakefile", REPO, [path]):
+            if r.name == "all":
+                continue
+            here = Path(r.snakefile).parent
+            assert r.conda_env and r.script, f"rule {r.name} lacks conda: or script:"
+            out[r.name] = ((here / r.conda_env).resolve(), (here / r.script).resolve())
     return out
 
 
@@ -106,7 +113,9 @@ def rule_imports(script: Path) -> set[str]:
 def test_rules_are_found_including_those_under_if():
     found = rules()
     # top level, under `if`, and under an `if` inside an `if`
-    assert {"aggregate", "ledger", "compare_truth", "real_demo", "photometry_labels"} <= set(found)
+    assert {"aggregate", "ledger", "compare", "report", "real_demo", "photometry_labels"} <= set(
+        found
+    )
     assert len(found) >= 30
 
 

@@ -40,7 +40,10 @@ class ConfigError(InputError):
         self.problems = list(problems)
         n = len(self.problems)
         shown = self.problems[:20] + ([f"... and {n - 20} more"] if n > 20 else [])
-        head = f"invalid config ({n} problem{'s' if n != 1 else ''}):"
+        if n == 1:  # one line, as every input error of the command line
+            super().__init__(f"invalid config: {self.problems[0]}", path=path)
+            return
+        head = f"invalid config ({n} problems):"
         super().__init__("\n".join([head, *(f"  {p}" for p in shown)]), path=path)
 
 
