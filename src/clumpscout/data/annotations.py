@@ -108,6 +108,18 @@ class _Collector:
         self.e_xyxy = array("d")
         self.codes: dict[str | None, int] = {None: 0}
 
+    def append(self, row, task, tool, label, x, y, frame, w, h) -> None:
+        """Append one click (or one coordinate-less row: x = y = NaN, tool = frame = -1)."""
+        self.row.append(row)
+        self.task.append(task)
+        self.tool.append(tool)
+        self.label.append(label)
+        self.x.append(x)
+        self.y.append(y)
+        self.frame.append(frame)
+        self.w.append(w)
+        self.h.append(h)
+
     def names(self) -> np.ndarray:
         out = np.empty(len(self.codes), dtype=object)
         for name, code in self.codes.items():
@@ -241,22 +253,12 @@ def _parse_rows(
 
     ``texts``: the annotations, metadata and subject_data (None: no such column) of the rows;
     ``too_large``: rows with a field beyond ``limits["max_field_bytes"]`` (its text is "").
+    Per row: parse and screen (:func:`_parse_json`, :func:`_screen`), pick the clump task's
+    marks (:func:`_clump_values`), append them (:func:`_append_marks`) or, when none is kept,
+    one coordinate-less row (:func:`_append_empty`).
     """
-    c_row, c_task, c_tool, c_label = coll.row, coll.task, coll.tool, coll.label
-    c_x, c_y, c_frame, c_w, c_h = coll.x, coll.y, coll.frame, coll.w, coll.h
-    codes = coll.codes
-    e_pos, e_shape, e_xyxy = coll.e_pos, coll.e_shape, coll.e_xyxy
-    drops: Counter = stats["dropped_clicks"]
-    unsupported: Counter = stats["unsupported_shapes"]
-    malformed: Counter = stats["malformed_shapes"]
-    other_clicks: Counter = stats["other_task_clicks"]
-    other_ann: Counter = stats["other_task_annotations"]
-    seen_tasks: Counter = stats["tasks_seen"]
-    drawing_tasks: Counter = stats["drawing_tasks"]
     sub_w, sub_h = subject_size
     annotations, metadata, subject_data = texts
-    isfinite = math.isfinite
-    nan = math.nan
     n_empty = n_emptied = 0
     for k in range(len(positions)):
         pos = int(positions[k])
@@ -271,163 +273,199 @@ def _parse_rows(
         items = _screen(pos, row, ann, md, reason, limits, stats)
         if items is None:
             continue
-        w0 = h0 = None
-        n_kept = 0
-        n_marks = 0
-        for task, value, drawing in items:
-            if drawing:
-                drawing_tasks[str(task)] += 1
-            if clump_task is not None and task != clump_task:
-                seen_tasks[str(task)] += 1
-                if drawing:
-                    if value:
-                        other_clicks[str(task)] += len(value)
-                else:
-                    other_ann[str(task)] += 1
-                continue
-            if clump_task is not None:
-                seen_tasks[str(task)] += 1
-                if not drawing:
-                    others = sorted({str(t) for t, _, d in items if d})
-                    raise InputError(
-                        f"task {clump_task!r} is not a drawing task here (its value is "
-                        f"{_short(value)}); {_task_hint(others)}",
-                        path=path,
-                        row=row,
-                    )
-            elif not drawing:
-                seen_tasks[str(task)] += 1
-                other_ann[str(task)] += 1
-                continue
-            else:
-                seen_tasks[str(task)] += 1
-            for v in value:
-                n_marks += 1
-                if not isinstance(v, dict):
-                    drops["invalid_mark"] += 1
-                    continue
-                if "tool" in v:
-                    tool = v["tool"]
-                    tt = None
-                else:
-                    tool = v.get("toolIndex")
-                    tt = v.get("toolType")
-                if (
-                    (tt is None or tt == "point")
-                    and "x" in v
-                    and "y" in v
-                    and SHAPE_KEYS.isdisjoint(v)
-                ):
-                    shape = POINT
-                else:
-                    shape = shape_of(v, tt)
-                    if type(shape) is str:
-                        drops["unsupported_shape"] += 1
-                        unsupported[shape] += 1
-                        continue
-                if type(tool) is not int:
-                    if isinstance(tool, float) and tool.is_integer():
-                        tool = int(tool)
-                    else:
-                        drops["invalid_tool"] += 1
-                        continue
-                if tool < 0 or tool > 1_000_000:
-                    drops["invalid_tool"] += 1
-                    continue
-                if tools is not None and tool not in tools:
-                    drops["other_tool"] += 1
-                    continue
-                if shape == POINT:
-                    x = v.get("x")
-                    y = v.get("y")
-                    if type(x) is not float:
-                        x = _coord(x)
-                    if type(y) is not float:
-                        y = _coord(y)
-                    if x is None or y is None:
-                        drops["missing_coordinates"] += 1
-                        continue
-                    if not (isfinite(x) and isfinite(y)):
-                        drops["nonfinite_coordinates"] += 1
-                        continue
-                else:
-                    reason, detail, extent = shape_extent(v, shape)
-                    if reason is not None:
-                        drops[reason] += 1
-                        if detail is not None:
-                            malformed[detail] += 1
-                        continue
-                    x, y = extent[0], extent[1]
-                frame = v.get("frame", 0)
-                if type(frame) is not int:
-                    if frame is None:
-                        frame = 0
-                    elif isinstance(frame, float) and frame.is_integer():
-                        frame = int(frame)
-                    else:
-                        drops["invalid_mark"] += 1
-                        continue
-                if frame < 0 or frame > 1_000_000:
-                    drops["invalid_mark"] += 1
-                    continue
-                if frame == 0:
-                    if w0 is None:
-                        w0, h0 = _frame_size(md, 0)
-                        if w0 != w0 or h0 != h0:
-                            w0, h0 = sub_w[k], sub_h[k]
-                    w, h = w0, h0
-                else:
-                    w, h = _frame_size(md, frame)
-                    if w != w or h != h:
-                        w, h = sub_w[k], sub_h[k]
-                label = v.get("tool_label")
-                if type(label) is str:
-                    lc = codes.get(label)
-                    if lc is None:
-                        lc = codes[label] = len(codes)
-                else:
-                    lc = 0
-                tc = codes.get(task)
-                if tc is None:
-                    tc = codes[task] = len(codes)
-                if shape != POINT:  # drawn extents are few: stored aside (by click index)
-                    e_pos.append(len(c_row))
-                    e_shape.append(shape)
-                    e_xyxy.extend(extent[2:])
-                c_row.append(pos)
-                c_task.append(tc)
-                c_tool.append(tool)
-                c_label.append(lc)
-                c_x.append(x)
-                c_y.append(y)
-                c_frame.append(frame)
-                c_w.append(w)
-                c_h.append(h)
-                n_kept += 1
+        values = _clump_values(items, clump_task, stats, path, row)
+        n_kept, n_marks, size0 = _append_marks(
+            coll, pos, values, md, (sub_w[k], sub_h[k]), tools, stats
+        )
         if n_kept == 0:
             if n_marks:
                 n_emptied += 1
             else:
                 n_empty += 1
-            if w0 is None:
-                w0, h0 = _frame_size(md, 0)
-                if w0 != w0 or h0 != h0:
-                    w0, h0 = sub_w[k], sub_h[k]
-            w, h = w0, h0
-            tc = codes.get(clump_task)
-            if tc is None:
-                tc = codes[clump_task] = len(codes)
-            c_row.append(pos)
-            c_task.append(tc)
-            c_tool.append(-1)
-            c_label.append(0)
-            c_x.append(nan)
-            c_y.append(nan)
-            c_frame.append(-1)
-            c_w.append(w)
-            c_h.append(h)
+            _append_empty(coll, pos, clump_task, size0 or _size0(md, sub_w[k], sub_h[k]))
     stats["empty_classifications"] += n_empty
     stats["classifications_emptied_by_drops"] += n_emptied
+
+
+def _clump_values(
+    items: list[tuple[Any, Any, bool]], clump_task: str | None, stats: dict, path: object, row: int
+) -> list[tuple[Any, Any]]:
+    """(task, marks) of the drawing tasks whose marks are kept (``clump_task``, or every drawing
+    task when it is None); the other tasks are counted. The clump task that is not a drawing
+    task raises :class:`InputError`."""
+    other_clicks: Counter = stats["other_task_clicks"]
+    other_ann: Counter = stats["other_task_annotations"]
+    seen_tasks: Counter = stats["tasks_seen"]
+    drawing_tasks: Counter = stats["drawing_tasks"]
+    values = []
+    for task, value, drawing in items:
+        if drawing:
+            drawing_tasks[str(task)] += 1
+        if clump_task is not None and task != clump_task:
+            seen_tasks[str(task)] += 1
+            if drawing:
+                if value:
+                    other_clicks[str(task)] += len(value)
+            else:
+                other_ann[str(task)] += 1
+            continue
+        if clump_task is not None:
+            seen_tasks[str(task)] += 1
+            if not drawing:
+                others = sorted({str(t) for t, _, d in items if d})
+                raise InputError(
+                    f"task {clump_task!r} is not a drawing task here (its value is "
+                    f"{_short(value)}); {_task_hint(others)}",
+                    path=path,
+                    row=row,
+                )
+        elif not drawing:
+            seen_tasks[str(task)] += 1
+            other_ann[str(task)] += 1
+            continue
+        else:
+            seen_tasks[str(task)] += 1
+        values.append((task, value))
+    return values
+
+
+def _size0(md: Any, sub_w: float, sub_h: float) -> tuple[float, float]:
+    """The image size of frame 0: the classification's metadata, else the subject export's."""
+    w0, h0 = _frame_size(md, 0)
+    if w0 != w0 or h0 != h0:
+        w0, h0 = sub_w, sub_h
+    return w0, h0
+
+
+def _mark(
+    v: Any, tools: frozenset[int] | None, stats: dict
+) -> tuple[int, int, float, float, tuple[float, ...] | None, int] | None:
+    """(tool, shape, x, y, drawn extent or None, frame) of one mark, or None when it is dropped
+    (counted by reason in ``stats``)."""
+    drops: Counter = stats["dropped_clicks"]
+    if not isinstance(v, dict):
+        drops["invalid_mark"] += 1
+        return None
+    if "tool" in v:
+        tool = v["tool"]
+        tt = None
+    else:
+        tool = v.get("toolIndex")
+        tt = v.get("toolType")
+    if (tt is None or tt == "point") and "x" in v and "y" in v and SHAPE_KEYS.isdisjoint(v):
+        shape = POINT
+    else:
+        shape = shape_of(v, tt)
+        if type(shape) is str:
+            drops["unsupported_shape"] += 1
+            stats["unsupported_shapes"][shape] += 1
+            return None
+    if type(tool) is not int:
+        if isinstance(tool, float) and tool.is_integer():
+            tool = int(tool)
+        else:
+            drops["invalid_tool"] += 1
+            return None
+    if tool < 0 or tool > 1_000_000:
+        drops["invalid_tool"] += 1
+        return None
+    if tools is not None and tool not in tools:
+        drops["other_tool"] += 1
+        return None
+    extent = None
+    if shape == POINT:
+        x = v.get("x")
+        y = v.get("y")
+        if type(x) is not float:
+            x = _coord(x)
+        if type(y) is not float:
+            y = _coord(y)
+        if x is None or y is None:
+            drops["missing_coordinates"] += 1
+            return None
+        if not (math.isfinite(x) and math.isfinite(y)):
+            drops["nonfinite_coordinates"] += 1
+            return None
+    else:
+        reason, detail, extent = shape_extent(v, shape)
+        if reason is not None:
+            drops[reason] += 1
+            if detail is not None:
+                stats["malformed_shapes"][detail] += 1
+            return None
+        x, y = extent[0], extent[1]
+    frame = v.get("frame", 0)
+    if type(frame) is not int:
+        if frame is None:
+            frame = 0
+        elif isinstance(frame, float) and frame.is_integer():
+            frame = int(frame)
+        else:
+            drops["invalid_mark"] += 1
+            return None
+    if frame < 0 or frame > 1_000_000:
+        drops["invalid_mark"] += 1
+        return None
+    return tool, shape, x, y, extent, frame
+
+
+def _append_marks(
+    coll: _Collector,
+    pos: int,
+    values: list[tuple[Any, Any]],
+    md: Any,
+    subject_size: tuple[float, float],
+    tools: frozenset[int] | None,
+    stats: dict,
+) -> tuple[int, int, tuple[float, float] | None]:
+    """Append the kept marks of one classification (row ``pos``) to ``coll``: (marks kept,
+    marks read, the frame-0 image size when it was looked up)."""
+    codes = coll.codes
+    size0 = None
+    n_kept = n_marks = 0
+    for task, value in values:
+        for v in value:
+            n_marks += 1
+            mark = _mark(v, tools, stats)
+            if mark is None:
+                continue
+            tool, shape, x, y, extent, frame = mark
+            if frame == 0:
+                if size0 is None:
+                    size0 = _size0(md, *subject_size)
+                w, h = size0
+            else:
+                w, h = _frame_size(md, frame)
+                if w != w or h != h:
+                    w, h = subject_size
+            label = v.get("tool_label")
+            if type(label) is str:
+                lc = codes.get(label)
+                if lc is None:
+                    lc = codes[label] = len(codes)
+            else:
+                lc = 0
+            tc = codes.get(task)
+            if tc is None:
+                tc = codes[task] = len(codes)
+            if shape != POINT:  # drawn extents are few: stored aside (by click index)
+                coll.e_pos.append(len(coll.row))
+                coll.e_shape.append(shape)
+                coll.e_xyxy.extend(extent[2:])
+            coll.append(pos, tc, tool, lc, x, y, frame, w, h)
+            n_kept += 1
+    return n_kept, n_marks, size0
+
+
+def _append_empty(
+    coll: _Collector, pos: int, clump_task: str | None, size0: tuple[float, float]
+) -> None:
+    """Append the coordinate-less row of a classification that kept no mark."""
+    codes = coll.codes
+    tc = codes.get(clump_task)
+    if tc is None:
+        tc = codes[clump_task] = len(codes)
+    coll.append(pos, tc, -1, 0, math.nan, math.nan, -1, size0[0], size0[1])
 
 
 class _Pass2:

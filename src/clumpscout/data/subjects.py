@@ -390,7 +390,7 @@ def build_subjects(
 def _export_from_clicks(path: str | Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A subject list like :func:`read_subjects_export`'s from a flattened clicks table, and
     which subjects got their image size from it."""
-    from clumpscout.data.boxes import _clicks_sizes, load_flat_clicks
+    from clumpscout.data.clicks_table import _clicks_sizes, load_flat_clicks
 
     clicks, _ = load_flat_clicks(path)
     sid = np.unique(clicks["subject_id"].to_numpy(dtype=np.int64))

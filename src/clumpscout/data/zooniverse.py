@@ -94,6 +94,7 @@ import argparse
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -265,11 +266,64 @@ def extract_clicks(
     limits = check_limits(limits)
     unusual = frozenset(int(t) for t in (unusual_tools or ()))
     tool_set = None if tools is None else frozenset(int(t) for t in tools)
+    clump_task = _clump_task(clump_task)
+    header = _check_header(path)
+    json_cols = list(JSON_COLUMNS) + [c for c in OPTIONAL_JSON_COLUMNS if c in header]
+
+    # ---- pass 1: the small columns of every row -> selection and de-duplication
+    p1 = _pass1(path, len(header), limits, workflow_id, workflow_version)
+    subjects, keep, missing_report = _match_subjects(
+        subjects_csv, p1.rows.sid, p1.keep, limits, missing_subjects, p1.dropped
+    )
+    r = p1.rows.take(np.flatnonzero(keep))
+    r.user_id = to_int(
+        _take(p1.light, "user_id", r.sel), "user_id", path, rows=r.rows, nullable=True
+    )
+    r.wver = p1.ver[r.sel]
+    r.sub_w, r.sub_h = _subject_sizes(subjects, r.sid)
+
+    # ---- pass 2: JSON of the kept rows only
+    p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits)
+    r, coll, stats, flags = _pass2(p2, r, p1, limits)
+    _check_clump_task_seen(clump_task, stats, path)
+
+    clicks = _assemble(
+        coll, r.sid, r.cid, r.vol_code, p1.vol_names, r.user_id, p1.chosen, r.wver, r.created_ns,
+        unusual,
+    )  # fmt: skip
+    report = _report(
+        path,
+        subjects_csv,
+        p1.n_rows,
+        _available(p1.wid, p1.ver),
+        p1.chosen,
+        p1.kept_versions,
+        clump_task,
+        tool_set,
+        unusual,
+        p1.dropped,
+        stats,
+        clicks,
+        missing_report,
+        missing_subjects,
+    )
+    _finish_report(report, limits, stats, r.cid, flags, subjects, clicks)
+    report["seconds"] = round(time.perf_counter() - t_start, 3)
+    log_summary(report)
+    return clicks, report
+
+
+def _clump_task(clump_task: Any) -> str | None:
+    """The clump task as text; None (every drawing task) for "", "all" or "none"."""
     if clump_task is not None:
         clump_task = str(clump_task)
         if clump_task.lower() in ("", "all", "none"):
             clump_task = None
+    return clump_task
 
+
+def _check_header(path: Path) -> list[str]:
+    """The header of a classification export; :class:`InputError` when a column is missing."""
     header = read_header(path)
     required = LIGHT_COLUMNS + JSON_COLUMNS
     missing = [c for c in required if c not in header]
@@ -280,13 +334,64 @@ def extract_clicks(
             path=path,
             row=0,
         )
-    json_cols = list(JSON_COLUMNS) + [c for c in OPTIONAL_JSON_COLUMNS if c in header]
+    return header
 
-    # ---- pass 1: the small columns of every row -> selection and de-duplication
+
+def _take(light: pa.Table, name: str, sel: np.ndarray) -> pa.ChunkedArray:
+    """Column ``name`` of the rows ``sel`` of the pass-1 table."""
+    return light.column(name).take(pa.array(sel))
+
+
+@dataclass
+class _Rows:
+    """Per selected classification: its position in the file (``sel``), 1-based row, subject and
+    classification id, volunteer code and time; after the subject check also its user id,
+    workflow version and the subject export's image size."""
+
+    sel: np.ndarray
+    rows: np.ndarray
+    sid: np.ndarray
+    cid: np.ndarray
+    vol_code: np.ndarray
+    created_ns: np.ndarray
+    user_id: np.ndarray | None = None
+    wver: np.ndarray | None = None
+    sub_w: np.ndarray | None = None
+    sub_h: np.ndarray | None = None
+
+    def take(self, idx: np.ndarray) -> _Rows:
+        """These rows at ``idx`` (positions or a boolean mask)."""
+        return _Rows(*(None if a is None else a[idx] for a in vars(self).values()))
+
+
+@dataclass
+class _Selection:
+    """Pass 1: the export's small columns, the workflow chosen, the de-duplicated rows (``keep``:
+    the first classification of each volunteer and subject) and the classifications dropped."""
+
+    light: pa.Table
+    n_rows: int
+    rows_all: np.ndarray
+    wid: np.ndarray
+    ver: np.ndarray
+    chosen: int
+    kept_versions: list[str]
+    vol_names: np.ndarray
+    rows: _Rows
+    keep: np.ndarray
+    dropped: dict[str, int]
+
+
+def _pass1(
+    path: Path,
+    n_fields: int,
+    limits: Mapping[str, Any],
+    workflow_id: int | str | None,
+    workflow_version: str | int | float | None,
+) -> _Selection:
+    """Pass 1: read the small columns of every row, select the workflow and de-duplicate."""
     with timed(f"reading {path.name} (selection columns)", log):
-        light = read_columns(
-            path, LIGHT_COLUMNS, len(header), block_size(limits["max_field_bytes"])
-        )
+        light = read_columns(path, LIGHT_COLUMNS, n_fields, block_size(limits["max_field_bytes"]))
     n_rows = light.num_rows
     if n_rows == 0:
         raise InputError("no classifications (the file has only a header)", path=path)
@@ -308,39 +413,48 @@ def extract_clicks(
     dropped["older_workflow_version"] = n_version if workflow_version is None else 0
     sel = np.flatnonzero(vmask)
 
-    def col(name: str) -> pa.ChunkedArray:
-        """Column ``name`` of the currently selected rows (``sel``)."""
-        return light.column(name).take(pa.array(sel))
-
     rows = rows_all[sel]
-    subj_text = pc.utf8_trim_whitespace(col("subject_ids"))
+    subj_text = pc.utf8_trim_whitespace(_take(light, "subject_ids", sel))
     multi = np.asarray(pc.match_substring(subj_text, ";").to_numpy(zero_copy_only=False), bool)
     dropped["multiple_subjects"] = int(multi.sum())
     if multi.any():
         keep = ~multi
         sel, rows, subj_text = sel[keep], rows[keep], subj_text.filter(pa.array(keep))
     sid = to_int(subj_text, "subject_ids", path, rows=rows)
-    cid = to_int(col("classification_id"), "classification_id", path, rows=rows)
+    cid = to_int(_take(light, "classification_id", sel), "classification_id", path, rows=rows)
     # duplicate classification ids: the first row in file order
     first = np.zeros(len(cid), dtype=bool)
     first[np.unique(cid, return_index=True)[1]] = True
     dropped["duplicate_classification_id"] = int((~first).sum())
     sel, rows, sid, cid = sel[first], rows[first], sid[first], cid[first]
 
-    user_name = pc.utf8_trim_whitespace(col("user_name"))
+    user_name = pc.utf8_trim_whitespace(_take(light, "user_name", sel))
     blank = np.asarray(pc.equal(user_name, "").to_numpy(zero_copy_only=False), bool)
     if blank.any():
         raise InputError("empty user_name", path=path, row=int(rows[_first_bad(blank)]))
     names_enc = user_name.combine_chunks().dictionary_encode()
     vol_code = np.asarray(names_enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     vol_names = np.asarray(names_enc.dictionary.to_pylist(), dtype=object)
-    created_ns = parse_created_at(col("created_at"), path, rows)
+    created_ns = parse_created_at(_take(light, "created_at", sel), path, rows)
 
     # several classifications of one subject by one volunteer: the first by time, then id
     firstvs = first_per_group([vol_code, sid], [created_ns, cid])
     dropped["duplicate_volunteer_subject"] = int((~firstvs).sum())
-    keep = firstvs
+    return _Selection(
+        light, n_rows, rows_all, wid, ver, chosen, kept_versions, vol_names,
+        _Rows(sel, rows, sid, cid, vol_code, created_ns), firstvs, dropped,
+    )  # fmt: skip
 
+
+def _match_subjects(
+    subjects_csv: str | Path | None,
+    sid: np.ndarray,
+    keep: np.ndarray,
+    limits: Mapping[str, Any],
+    missing_subjects: str,
+    dropped: dict[str, int],
+) -> tuple[pd.DataFrame | None, np.ndarray, dict[str, Any]]:
+    """(subject export or None, rows kept, report of the subjects missing from the export)."""
     subjects = None
     missing_report: dict[str, Any] = {"count": 0, "classifications": 0, "examples": []}
     if subjects_csv is not None:
@@ -367,36 +481,45 @@ def extract_clicks(
             dropped["subject_missing_from_subjects_export"] = int(miss.sum())
             keep = keep & known
     dropped.setdefault("subject_missing_from_subjects_export", 0)
-    idx = np.flatnonzero(keep)
-    sel, rows, sid, cid, vol_code = sel[idx], rows[idx], sid[idx], cid[idx], vol_code[idx]
-    created_ns = created_ns[idx]
-    user_id = to_int(col("user_id"), "user_id", path, rows=rows, nullable=True)
-    wver = ver[sel]
+    return subjects, keep, missing_report
 
-    # image size from the subject export (fallback when metadata.subject_dimensions is absent)
-    sub_w = np.full(len(sel), np.nan)
-    sub_h = np.full(len(sel), np.nan)
+
+def _subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Image width and height from the subject export (fallback when the classification's
+    metadata.subject_dimensions is absent); NaN when unknown."""
+    sub_w = np.full(len(sid), np.nan)
+    sub_h = np.full(len(sid), np.nan)
     if subjects is not None:
         pos_s = pd.Index(subjects["subject_id"]).get_indexer(sid)
         ok = pos_s >= 0
         sub_w[ok] = subjects["image_width"].to_numpy()[pos_s[ok]]
         sub_h[ok] = subjects["image_height"].to_numpy()[pos_s[ok]]
+    return sub_w, sub_h
 
-    # ---- pass 2: JSON of the kept rows only
-    p2 = _Pass2(path, json_cols, len(header), n_rows, clump_task, tool_set, limits)
-    coll, stats = p2.run(sel, rows_all, sub_w, sub_h)
-    flags = _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits)
+
+def _pass2(
+    p2: _Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any]
+) -> tuple[_Rows, _Collector, dict, dict[str, Any]]:
+    """Pass 2 over the rows ``r`` and the bot flags (``drop_flagged: volunteers``: every
+    classification of a flagged volunteer goes and the others are parsed again): (rows kept,
+    clicks, counters, the report's ``flagged`` section). Counts the drops into ``p1.dropped``."""
+    dropped = p1.dropped
+    coll, stats = p2.run(r.sel, p1.rows_all, r.sub_w, r.sub_h)
+    flags = _flag_report(stats, r.rows, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
     if limits["drop_flagged"] == "volunteers" and stats["flag"].any():
         # every classification of a flagged volunteer goes; parse the others again
-        bad = np.unique(vol_code[stats["flag"] > 0])
-        keep = ~np.isin(vol_code, bad)
+        bad = np.unique(r.vol_code[stats["flag"] > 0])
+        keep = ~np.isin(r.vol_code, bad)
         dropped["flagged_volunteer"] = int((~keep).sum())
-        sel, rows, sid, cid, vol_code = sel[keep], rows[keep], sid[keep], cid[keep], vol_code[keep]
-        created_ns, user_id, wver = created_ns[keep], user_id[keep], wver[keep]
-        sub_w, sub_h = sub_w[keep], sub_h[keep]
-        coll, stats = p2.run(sel, rows_all, sub_w, sub_h)
+        r = r.take(keep)
+        coll, stats = p2.run(r.sel, p1.rows_all, r.sub_w, r.sub_h)
     for reason in LIMIT_REASONS + FLAG_REASONS:
         dropped[reason] = dropped.get(reason, 0) + stats["dropped_classifications"][reason]
+    return r, coll, stats, flags
+
+
+def _check_clump_task_seen(clump_task: str | None, stats: dict, path: Path) -> None:
+    """:class:`InputError` when the clump task appears in no selected classification."""
     if clump_task is not None and stats["tasks_seen"].get(clump_task, 0) == 0:
         seen = _short(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
         raise InputError(
@@ -405,25 +528,18 @@ def extract_clicks(
             path=path,
         )
 
-    clicks = _assemble(
-        coll, sid, cid, vol_code, vol_names, user_id, chosen, wver, created_ns, unusual
-    )
-    report = _report(
-        path,
-        subjects_csv,
-        n_rows,
-        _available(wid, ver),
-        chosen,
-        kept_versions,
-        clump_task,
-        tool_set,
-        unusual,
-        dropped,
-        stats,
-        clicks,
-        missing_report,
-        missing_subjects,
-    )
+
+def _finish_report(
+    report: dict,
+    limits: Mapping[str, Any],
+    stats: dict,
+    cid: np.ndarray,
+    flags: dict[str, Any],
+    subjects: pd.DataFrame | None,
+    clicks: pd.DataFrame,
+) -> None:
+    """Add the limits, the rows dropped for a limit, the bot flags and the count of unclassified
+    subjects to ``report``."""
     report["limits"] = dict(limits)
     report["dropped_over_limits"] = _over_limits(stats["over_limits"], cid)
     report["flagged"] = flags
@@ -435,9 +551,6 @@ def extract_clicks(
             (~np.isin(subjects["subject_id"].to_numpy(), clicks["subject_id"].to_numpy())).sum()
         )
     report["subjects_without_classifications"] = unclassified
-    report["seconds"] = round(time.perf_counter() - t_start, 3)
-    log_summary(report)
-    return clicks, report
 
 
 def _assemble(
