@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -185,6 +186,119 @@ def make_boxes(
     gives; ``report``: a dict filled with the counts (JSON-serialisable).
     """
     _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
+    side_opt = _check_options(subjects, box_side, clicks_path, shape_extent, image_size)
+    base = _row_base(clicks_path)
+    clicks = clicks.reset_index(drop=True)
+    cid = _ints(clicks, "classification_id", clicks_path, base)
+    sid = _ints(clicks, "subject_id", clicks_path, base)
+    x, y = _coords(clicks, clicks_path, base)
+    vol, vol_missing = _volunteers(clicks)
+    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+
+    # ---- per subject: box side and image size (and where the size came from)
+    per, side_opt = _per_subject(subjects, sid, side_opt, subjects_path)
+    _sizes_from_clicks(clicks, per, image_size)
+    if side_opt == "auto":
+        keys = _vol_keys(vol, vol_missing, cid)
+        auto = _auto_side(clicks, sid, keys, x, y)
+        per.side_s = np.full(len(per.index), auto["box_side_px"])
+        side_source = "auto"
+    else:
+        auto = None
+        if side_opt is not None:
+            per.side_s = np.full(len(per.index), float(side_opt))
+        side_source = "subjects" if side_opt is None else "option"
+    side = per.side_s[per.pos]
+    bad = ~(np.isfinite(side) & (side > 0))
+    if bad.any():
+        s = np.unique(sid[bad])
+        raise InputError(
+            f"no usable box side for {len(s)} subject(s), e.g. {', '.join(map(str, s[:10]))}",
+            path=subjects_path,
+        )
+
+    corners, drawn = _corners(clicks, x, y, side, shape_extent, clicks_path)
+    _unknown_sizes(per, corners)
+    w = np.round(per.w_s[per.pos]).astype(np.int64)
+    h = np.round(per.h_s[per.pos]).astype(np.int64)
+    empty = np.isnan(x)
+    size_known = ~(per.src == "unknown")[per.pos]
+    outside = ~empty & size_known & ((x < 0) | (y < 0) | (x > w) | (y > h))
+    out = _box_table(
+        clicks, cid, sid, vol, corners, (w, h), x, y, side, outside, empty | ~size_known
+    )
+
+    # ---- log and report
+    n_empty = int(empty.sum())
+    n_subjects = len(np.unique(sid))
+    log.info(
+        "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
+        len(out) - n_empty,
+        n_empty,
+        n_subjects,
+    )
+    if drawn.any():
+        log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
+    elif _has_shapes(clicks):
+        log.info(
+            "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
+        )
+    sources = _log_sources(per, subjects is not None)
+    n_out = int(outside.sum())
+    examples = _outside_examples(outside, base, cid, sid, x, y, w, h)
+    if n_out:
+        _log_outside(n_out, examples[0], len(x) - n_empty)
+    if no_volunteer:
+        log.info(
+            "%d classifications have no volunteer (kept; the aggregation treats each as an "
+            "anonymous volunteer)",
+            no_volunteer,
+        )
+    if report is not None:
+        report.update(
+            {
+                "clicks": None if clicks_path is None else str(clicks_path),
+                "subjects_table": None if subjects_path is None else str(subjects_path),
+                "rows": int(len(out)),
+                "boxes": int(len(out) - n_empty),
+                "drawn_boxes": int(drawn.sum()),
+                "empty_classifications": n_empty,
+                "classifications": int(len(np.unique(cid))),
+                "classifications_without_volunteer": no_volunteer,
+                "subjects": n_subjects,
+                "box_side": _side_report(side_source, per.side_s, side, auto),
+                "image_size_source": sources,
+                "image_size_option": None if image_size is None else [float(v) for v in image_size],
+                "clicks_outside_image": n_out,
+                "clicks_image_size_unknown": int((~empty & ~size_known).sum()),
+                "outside_image_rule": "kept and flagged (docs/decisions.md#clicks-outside-image)",
+                "outside_image_examples": examples,
+            }
+        )
+    return out
+
+
+def _side_report(
+    side_source: str, side_s: np.ndarray, side: np.ndarray, auto: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report's ``box_side`` section: where the side came from, its value(s), the auto fit."""
+    return {
+        "source": side_source,
+        "px": None if side_source == "subjects" else float(side_s[0]) if len(side_s) else None,
+        "min_px": float(np.min(side)) if len(side) else None,
+        "max_px": float(np.max(side)) if len(side) else None,
+        "auto": auto,
+    }
+
+
+def _check_options(
+    subjects: pd.DataFrame | None,
+    box_side: Any,
+    clicks_path: object,
+    shape_extent: str,
+    image_size: tuple[float, float] | None,
+) -> float | str | None:
+    """The box side option (:func:`_side_option`), after checking the other options."""
     side_opt = _side_option(box_side)
     if shape_extent not in SHAPE_EXTENTS:
         raise InputError(
@@ -199,97 +313,113 @@ def make_boxes(
             "pixels) or --box-side auto (config export.box_side)",
             path=clicks_path,
         )
-    base = _row_base(clicks_path)
-    clicks = clicks.reset_index(drop=True)
-    cid = _ints(clicks, "classification_id", clicks_path, base)
-    sid = _ints(clicks, "subject_id", clicks_path, base)
-    x, y = _coords(clicks, clicks_path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+    return side_opt
 
-    # ---- per subject: box side and image size (and where the size came from)
-    if subjects is not None:
-        _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
-        subj = subjects.drop_duplicates("subject_id")
-        if len(subj) != len(subjects):
-            raise InputError("the subjects table repeats subject ids", path=subjects_path)
-        index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
-        pos = index.get_indexer(sid)
-        if (pos < 0).any():
-            missing = np.unique(sid[pos < 0])
-            raise InputError(
-                f"{len(missing)} subject(s) with clicks are not in the subjects table (no box "
-                f"side / PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to "
-                "the catalogue, drop them in extract (extract.missing_subjects: drop) or run "
-                "boxes without a subjects table (--box-side)",
-                path=subjects_path,
-            )
-        side_s = subj["box_side"].to_numpy(dtype=float, na_value=np.nan)
-        w_s = subj["image_width"].to_numpy(dtype=float, na_value=np.nan).copy()
-        h_s = subj["image_height"].to_numpy(dtype=float, na_value=np.nan).copy()
-        src = np.full(len(subj), "subjects", dtype=object)
-        if "image_size_source" in subj.columns:
-            src[(subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)] = (
-                "config"
-            )
-        src[~((w_s > 0) & (h_s > 0))] = "unknown"
-        if side_opt is None and "psf_source" in subj.columns:
-            if (subj["psf_source"] == "auto").to_numpy(dtype=bool, na_value=False).any():
-                side_opt = "auto"
-    else:
+
+@dataclass
+class _PerSubject:
+    """Per subject (``index``: subject ids; ``pos``: each click's subject): box side, image
+    width and height, and where the size came from (subjects, config, clicks, option, unknown)."""
+
+    index: pd.Index
+    pos: np.ndarray
+    side_s: np.ndarray
+    w_s: np.ndarray
+    h_s: np.ndarray
+    src: np.ndarray
+
+
+def _per_subject(
+    subjects: pd.DataFrame | None, sid: np.ndarray, side_opt: Any, subjects_path: object
+) -> tuple[_PerSubject, Any]:
+    """Box side and image size per subject from the subjects table (or unknown without one), and
+    the box side option ("auto" when the subjects table's PSF source is "auto")."""
+    if subjects is None:
         index = pd.Index(np.unique(sid))
-        pos = index.get_indexer(sid)
-        side_s = np.full(len(index), np.nan)
-        w_s = np.full(len(index), np.nan)
-        h_s = np.full(len(index), np.nan)
-        src = np.full(len(index), "unknown", dtype=object)
-    fallback = (src == "config") | (src == "unknown")
-    rep = _clicks_sizes(clicks)
-    if len(rep):
-        rpos = index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
-        use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
-        w_s[rpos[use]] = rep["w"].to_numpy()[use]
-        h_s[rpos[use]] = rep["h"].to_numpy()[use]
-        src[rpos[use]] = "clicks"
-    if image_size is not None:
-        use = (src == "config") | (src == "unknown")
-        w_s[use], h_s[use] = float(image_size[0]), float(image_size[1])
-        src[use] = "option"
-
-    auto: dict[str, Any] | None = None
-    if side_opt == "auto":
-        points = ~np.isnan(x)
-        if "shape" in clicks.columns:
-            points &= (clicks["shape"].astype("str").fillna("point") == "point").to_numpy()
-        with timed("estimating the box side from the click scatter", log):
-            keys = _vol_keys(vol, vol_missing, cid)
-            auto = estimate_box_side(sid[points], keys[points], x[points], y[points])
-        log.info(
-            "box side auto: click scatter sigma = %.3g px (FWHM %.3g px) from %d groups of "
-            "clicks by >= %d volunteers on %d subjects -> box side 2 FWHM = %.3g px",
-            auto["sigma_px"],
-            auto["fwhm_px"],
-            auto["groups"],
-            auto["min_volunteers"],
-            auto["subjects_used"],
-            auto["box_side_px"],
+        nan = np.full(len(index), np.nan)
+        unknown = np.full(len(index), "unknown", dtype=object)
+        return _PerSubject(index, index.get_indexer(sid), nan, nan.copy(), nan.copy(), unknown), (
+            side_opt
         )
-        side_s = np.full(len(index), auto["box_side_px"])
-        side_source = "auto"
-    elif side_opt is not None:
-        side_s = np.full(len(index), float(side_opt))
-        side_source = "option"
-    else:
-        side_source = "subjects"
-    side = side_s[pos]
-    bad = ~(np.isfinite(side) & (side > 0))
-    if bad.any():
-        s = np.unique(sid[bad])
+    _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
+    subj = subjects.drop_duplicates("subject_id")
+    if len(subj) != len(subjects):
+        raise InputError("the subjects table repeats subject ids", path=subjects_path)
+    index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
+    pos = index.get_indexer(sid)
+    if (pos < 0).any():
+        missing = np.unique(sid[pos < 0])
         raise InputError(
-            f"no usable box side for {len(s)} subject(s), e.g. {', '.join(map(str, s[:10]))}",
+            f"{len(missing)} subject(s) with clicks are not in the subjects table (no box "
+            f"side / PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to "
+            "the catalogue, drop them in extract (extract.missing_subjects: drop) or run "
+            "boxes without a subjects table (--box-side)",
             path=subjects_path,
         )
+    side_s = subj["box_side"].to_numpy(dtype=float, na_value=np.nan)
+    w_s = subj["image_width"].to_numpy(dtype=float, na_value=np.nan).copy()
+    h_s = subj["image_height"].to_numpy(dtype=float, na_value=np.nan).copy()
+    src = np.full(len(subj), "subjects", dtype=object)
+    if "image_size_source" in subj.columns:
+        src[(subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)] = "config"
+    src[~((w_s > 0) & (h_s > 0))] = "unknown"
+    if side_opt is None and "psf_source" in subj.columns:
+        if (subj["psf_source"] == "auto").to_numpy(dtype=bool, na_value=False).any():
+            side_opt = "auto"
+    return _PerSubject(index, pos, side_s, w_s, h_s, src), side_opt
 
+
+def _sizes_from_clicks(
+    clicks: pd.DataFrame, per: _PerSubject, image_size: tuple[float, float] | None
+) -> None:
+    """Subjects whose size is a config default or unknown: the size the clicks table carries,
+    else the ``image_size`` option (updates ``per`` in place)."""
+    fallback = (per.src == "config") | (per.src == "unknown")
+    rep = _clicks_sizes(clicks)
+    if len(rep):
+        rpos = per.index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
+        use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
+        per.w_s[rpos[use]] = rep["w"].to_numpy()[use]
+        per.h_s[rpos[use]] = rep["h"].to_numpy()[use]
+        per.src[rpos[use]] = "clicks"
+    if image_size is not None:
+        use = (per.src == "config") | (per.src == "unknown")
+        per.w_s[use], per.h_s[use] = float(image_size[0]), float(image_size[1])
+        per.src[use] = "option"
+
+
+def _auto_side(
+    clicks: pd.DataFrame, sid: np.ndarray, keys: np.ndarray, x: np.ndarray, y: np.ndarray
+) -> dict[str, Any]:
+    """The box side measured on the points' scatter (:func:`estimate_box_side`), logged."""
+    points = ~np.isnan(x)
+    if "shape" in clicks.columns:
+        points &= (clicks["shape"].astype("str").fillna("point") == "point").to_numpy()
+    with timed("estimating the box side from the click scatter", log):
+        auto = estimate_box_side(sid[points], keys[points], x[points], y[points])
+    log.info(
+        "box side auto: click scatter sigma = %.3g px (FWHM %.3g px) from %d groups of "
+        "clicks by >= %d volunteers on %d subjects -> box side 2 FWHM = %.3g px",
+        auto["sigma_px"],
+        auto["fwhm_px"],
+        auto["groups"],
+        auto["min_volunteers"],
+        auto["subjects_used"],
+        auto["box_side_px"],
+    )
+    return auto
+
+
+def _corners(
+    clicks: pd.DataFrame,
+    x: np.ndarray,
+    y: np.ndarray,
+    side: np.ndarray,
+    shape_extent: str,
+    clicks_path: object,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """(x1, y1, x2, y2) of every box (the square of side ``side``, or a shape's drawn extent)
+    and which boxes are drawn extents."""
     x1, y1, x2, y2 = square_boxes(x, y, side)
     drawn = drawn_extents(clicks, clicks_path)
     if shape_extent == "drawn" and drawn.any():
@@ -297,23 +427,40 @@ def make_boxes(
             corner[drawn] = pd.to_numeric(clicks[col]).to_numpy(dtype=float, na_value=np.nan)[drawn]
     else:
         drawn[:] = False
+    return (x1, y1, x2, y2), drawn
 
-    # unknown sizes: the smallest image from (0, 0) holding the subject's boxes
-    unknown = src == "unknown"
+
+def _unknown_sizes(per: _PerSubject, corners: tuple[np.ndarray, ...]) -> None:
+    """Unknown sizes: the smallest image from (0, 0) holding the subject's boxes (in place)."""
+    unknown = per.src == "unknown"
     if unknown.any():
-        ext_w = np.full(len(index), 0.0)
-        ext_h = np.full(len(index), 0.0)
+        x2, y2 = corners[2], corners[3]
+        ext_w = np.full(len(per.index), 0.0)
+        ext_h = np.full(len(per.index), 0.0)
         has = ~np.isnan(x2)
-        np.maximum.at(ext_w, pos[has], x2[has])
-        np.maximum.at(ext_h, pos[has], y2[has])
-        w_s[unknown] = np.maximum(np.ceil(ext_w[unknown]), np.ceil(side_s[unknown]))
-        h_s[unknown] = np.maximum(np.ceil(ext_h[unknown]), np.ceil(side_s[unknown]))
-    w = np.round(w_s[pos]).astype(np.int64)
-    h = np.round(h_s[pos]).astype(np.int64)
-    empty = np.isnan(x)
-    size_known = ~unknown[pos]
-    outside = ~empty & size_known & ((x < 0) | (y < 0) | (x > w) | (y > h))
+        np.maximum.at(ext_w, per.pos[has], x2[has])
+        np.maximum.at(ext_h, per.pos[has], y2[has])
+        per.w_s[unknown] = np.maximum(np.ceil(ext_w[unknown]), np.ceil(per.side_s[unknown]))
+        per.h_s[unknown] = np.maximum(np.ceil(ext_h[unknown]), np.ceil(per.side_s[unknown]))
 
+
+def _box_table(
+    clicks: pd.DataFrame,
+    cid: np.ndarray,
+    sid: np.ndarray,
+    vol: pd.Series,
+    corners: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    size: tuple[np.ndarray, np.ndarray],
+    x: np.ndarray,
+    y: np.ndarray,
+    side: np.ndarray,
+    outside: np.ndarray,
+    no_flag: np.ndarray,
+) -> pd.DataFrame:
+    """The boxes table (docs/contracts.md#boxes), sorted by subject and classification;
+    ``outside_image`` NA where ``no_flag`` (no mark, or the image size unknown)."""
+    x1, y1, x2, y2 = corners
+    w, h = size
     out = pd.DataFrame(
         {
             "classification_id": cid,
@@ -347,35 +494,24 @@ def make_boxes(
         if c in clicks.columns:
             out[c] = clicks[c]
     flag = pd.array(outside, dtype="boolean")
-    flag[empty | ~size_known] = pd.NA
+    flag[no_flag] = pd.NA
     out["outside_image"] = flag
     if _has_shapes(clicks):
         out["shape"] = clicks["shape"].astype("str")
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
         out = out.iloc[order].reset_index(drop=True)
+    return out
 
-    # ---- log and report
-    n_empty = int(empty.sum())
-    n_subjects = len(np.unique(sid))
-    log.info(
-        "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
-        len(out) - n_empty,
-        n_empty,
-        n_subjects,
-    )
-    if drawn.any():
-        log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
-    elif _has_shapes(clicks):
-        log.info(
-            "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
-        )
-    used = np.unique(pos)
+
+def _log_sources(per: _PerSubject, has_subjects: bool) -> dict[str, int]:
+    """Subjects with clicks by where their image size came from (logged when notable)."""
+    used = np.unique(per.pos)
     sources = {
-        k: int((src[used] == k).sum())
+        k: int((per.src[used] == k).sum())
         for k in ("subjects", "clicks", "option", "config", "unknown")
     }
-    if sources["clicks"] and subjects is not None:
+    if sources["clicks"] and has_subjects:
         log.info(
             "image size of %d subjects taken from the size the clicks table carries "
             "(e.g. the volunteers' reported naturalWidth/Height)",
@@ -388,8 +524,12 @@ def make_boxes(
             "boxes, and their clicks are not checked for being outside the image",
             sources["unknown"],
         )
-    n_out = int(outside.sum())
-    examples = [
+    return sources
+
+
+def _outside_examples(outside, base, cid, sid, x, y, w, h) -> list[dict[str, Any]]:
+    """The first clicks outside their image, for the report."""
+    return [
         {
             "row": int(i) + base,
             "classification_id": int(cid[i]),
@@ -401,61 +541,25 @@ def make_boxes(
         }
         for i in np.flatnonzero(outside)[:_EXAMPLES]
     ]
-    if n_out:
-        e = examples[0]
-        log.warning(
-            "%d clicks lie outside their image (kept and flagged in outside_image; "
-            "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
-            "(subject %d, classification %d)%s",
-            n_out,
-            e["x"],
-            e["y"],
-            e["image_width"],
-            e["image_height"],
-            e["subject_id"],
-            e["classification_id"],
-            "; so many suggest coordinates in another pixel scale than the image size"
-            if n_out > max(10, 0.01 * (len(x) - n_empty))
-            else "",
-        )
-    if no_volunteer:
-        log.info(
-            "%d classifications have no volunteer (kept; the aggregation treats each as an "
-            "anonymous volunteer)",
-            no_volunteer,
-        )
-    if report is not None:
-        report.update(
-            {
-                "clicks": None if clicks_path is None else str(clicks_path),
-                "subjects_table": None if subjects_path is None else str(subjects_path),
-                "rows": int(len(out)),
-                "boxes": int(len(out) - n_empty),
-                "drawn_boxes": int(drawn.sum()),
-                "empty_classifications": n_empty,
-                "classifications": int(len(np.unique(cid))),
-                "classifications_without_volunteer": no_volunteer,
-                "subjects": n_subjects,
-                "box_side": {
-                    "source": side_source,
-                    "px": None
-                    if side_source == "subjects"
-                    else float(side_s[0])
-                    if len(side_s)
-                    else None,
-                    "min_px": float(np.min(side)) if len(side) else None,
-                    "max_px": float(np.max(side)) if len(side) else None,
-                    "auto": auto,
-                },
-                "image_size_source": sources,
-                "image_size_option": None if image_size is None else [float(v) for v in image_size],
-                "clicks_outside_image": n_out,
-                "clicks_image_size_unknown": int((~empty & ~size_known).sum()),
-                "outside_image_rule": "kept and flagged (docs/decisions.md#clicks-outside-image)",
-                "outside_image_examples": examples,
-            }
-        )
-    return out
+
+
+def _log_outside(n_out: int, e: dict[str, Any], n_marks: int) -> None:
+    """Warn about the clicks outside their image (``e``: the first; ``n_marks``: every mark)."""
+    log.warning(
+        "%d clicks lie outside their image (kept and flagged in outside_image; "
+        "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
+        "(subject %d, classification %d)%s",
+        n_out,
+        e["x"],
+        e["y"],
+        e["image_width"],
+        e["image_height"],
+        e["subject_id"],
+        e["classification_id"],
+        "; so many suggest coordinates in another pixel scale than the image size"
+        if n_out > max(10, 0.01 * n_marks)
+        else "",
+    )
 
 
 def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarray:
