@@ -312,13 +312,13 @@ def test_nan_inf_and_null_coordinates_are_dropped_and_counted(tmp_path):
 
 def test_results_do_not_depend_on_orjson(tmp_path, monkeypatch):
     """orjson (fast path) and json.loads (fallback) give the same table and report."""
-    from clumpscout.data import clicks, zooniverse
+    from clumpscout.data import clicks, export_csv
 
     marks = [classic_point(float("nan"), 1.0), classic_point(1e300, 2.0), classic_point(3, 4)]
     rows = [row(1, "a", 5, marks), row(2, "b", 5, [classic_point(0.1, 0.2, 1)])]
     exp = write_export(tmp_path / "c.csv", rows)
     a, rep_a = extract_clicks(exp, None)
-    monkeypatch.setattr(zooniverse, "_orjson", None)  # metadata and subject data
+    monkeypatch.setattr(export_csv, "_orjson", None)  # metadata and subject data
     monkeypatch.setattr(clicks, "_orjson", None)  # annotations (the shared click definition)
     b, rep_b = extract_clicks(exp, None)
     pd.testing.assert_frame_equal(a, b)

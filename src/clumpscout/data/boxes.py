@@ -59,24 +59,59 @@ from __future__ import annotations
 
 import argparse
 import logging
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
+from clumpscout.data.clicks_table import (
+    CLICK_REQUIRED,
+    EXTENT_COLUMNS,
+    SIZE_COLUMNS,
+    _check_classifications,
+    _check_columns,
+    _clicks_sizes,
+    _coords,
+    _has_shapes,
+    _ints,
+    _row_base,
+    _volunteers,
+    drawn_extents,
+    load_flat_clicks,
+    read_clicks,
+)
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
-CLICK_REQUIRED = ("classification_id", "subject_id", "volunteer", "x", "y")
-EXTENT_COLUMNS = ("x1", "y1", "x2", "y2")
+#: public names (reading and checking the clicks table: clumpscout.data.clicks_table; the auto
+#: box side: clumpscout.data.box_side; both re-exported here)
+__all__ = [
+    "BOX_COLUMNS",
+    "CLICK_REQUIRED",
+    "EXTENT_COLUMNS",
+    "FWHM_PER_SIGMA",
+    "PASS_THROUGH",
+    "SHAPE_EXTENTS",
+    "SIZE_COLUMNS",
+    "SUBJECT_REQUIRED",
+    "DefaultsHelpFormatter",
+    "add_arguments",
+    "drawn_extents",
+    "estimate_box_side",
+    "load_flat_clicks",
+    "make_boxes",
+    "read_clicks",
+    "run",
+    "square_boxes",
+]
+
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
 SHAPE_EXTENTS = ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
-#: image-size columns a clicks table may carry (extract's, then a flattened table's)
-SIZE_COLUMNS = (("natural_width", "natural_height"), ("image_width", "image_height"))
 
 #: boxes.parquet columns (docs/contracts.md#boxes) then pass-through extras
 BOX_COLUMNS = (
@@ -100,10 +135,6 @@ BOX_COLUMNS = (
     "y2_norm",
 )
 PASS_THROUGH = ("user_id", "task", "tool", "frame")
-#: FWHM of a Gaussian per standard deviation, 2 sqrt(2 ln 2)
-FWHM_PER_SIGMA = 2.0 * np.sqrt(2.0 * np.log(2.0))
-#: median |x| of a standard normal: sigma = median(|residual|) / this
-_MEDIAN_ABS_NORMAL = 0.6744897501960817
 _EXAMPLES = 20
 
 
@@ -115,330 +146,6 @@ def square_boxes(
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     return x - half, y - half, x + half, y + half
-
-
-def _check_columns(df: pd.DataFrame, required: tuple[str, ...], what: str, path: object) -> None:
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise InputError(
-            f"{what} table lacks column(s) {', '.join(missing)} (has: {', '.join(map(str, df.columns))})",
-            path=path,
-        )
-
-
-def _row_base(path: object) -> int:
-    """Row numbering of a file (clumpscout.errors): 1 for the data rows of a CSV, else 0."""
-    name = str(path or "").lower()
-    return 1 if name.endswith((".csv", ".csv.gz", ".tsv", ".txt")) else 0
-
-
-def _rows_text(positions: np.ndarray, base: int, n: int = 10) -> str:
-    rows = [str(int(p) + base) for p in positions[:n]]
-    more = f" ... ({len(positions) - n} more)" if len(positions) > n else ""
-    return ", ".join(rows) + more
-
-
-def _value(v: Any) -> str:
-    """A cell for an error message: text quoted, numbers as written."""
-    return repr(v) if isinstance(v, str) else str(v)
-
-
-def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray:
-    """An id column as int64; a missing or non-integer value is an error naming its row."""
-    s = clicks[col]
-    if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
-        return s.to_numpy(dtype=np.int64)
-    num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    bad = ~np.isfinite(num) | (num != np.round(num))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        v = s.iloc[i]
-        what = "is missing" if pd.isna(v) else f"{_value(v)} is not an integer"
-        raise InputError(f"{col} {what}", path=path, row=i + base)
-    return num.astype(np.int64)
-
-
-def _coords(clicks: pd.DataFrame, path: object, base: int) -> tuple[np.ndarray, np.ndarray]:
-    """x, y as float (NaN: no mark); not a number, infinite, or only one of the two: an error."""
-    out = []
-    for col in ("x", "y"):
-        s = clicks[col]
-        num = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-        bad = np.isnan(num) & s.notna().to_numpy()
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"{col} {_value(s.iloc[i])} is not a number", path=path, row=i + base)
-        if np.isinf(num).any():
-            i = int(np.flatnonzero(np.isinf(num))[0])
-            raise InputError(f"{col} is not finite ({num[i]})", path=path, row=i + base)
-        out.append(num)
-    x, y = out
-    half = np.isnan(x) != np.isnan(y)
-    if half.any():
-        i = int(np.flatnonzero(half)[0])
-        raise InputError(
-            "a click has one of x, y and not the other (a classification that marked nothing "
-            "has both empty)",
-            path=path,
-            row=i + base,
-        )
-    return x, y
-
-
-def _volunteers(clicks: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
-    """The volunteer column as strings (NA kept) and which rows have none (NA or blank)."""
-    v = clicks["volunteer"].astype("str").reset_index(drop=True)
-    missing = v.isna().to_numpy() | (v.fillna("x").str.strip() == "").to_numpy()
-    v = v.mask(missing)
-    return v, missing
-
-
-def _check_classifications(
-    cid: np.ndarray,
-    sid: np.ndarray,
-    vol: pd.Series,
-    vol_missing: np.ndarray,
-    path: object,
-    base: int,
-) -> int:
-    """One subject and one volunteer per classification (an error naming the classification
-    and its rows otherwise); returns the number of classifications without a volunteer."""
-    n = len(cid)
-    if n == 0:
-        return 0
-    order = np.argsort(cid, kind="stable")
-    cs = cid[order]
-    start = np.r_[True, cs[1:] != cs[:-1]]
-    group = np.cumsum(start) - 1
-    first = np.flatnonzero(start)
-
-    def rows_of(g: int) -> np.ndarray:
-        return np.sort(order[group == g])
-
-    ss = sid[order]
-    bad = ss != ss[first][group]
-    if bad.any():
-        g = int(group[np.flatnonzero(bad)[0]])
-        rows = rows_of(g)
-        raise InputError(
-            f"classification {cs[first[g]]} appears under subjects "
-            f"{', '.join(map(str, pd.unique(sid[rows])[:5]))} (rows {_rows_text(rows, base)}); "
-            "a classification belongs to one subject",
-            path=path,
-        )
-    miss = vol_missing[order]
-    any_miss = np.logical_or.reduceat(miss, first)
-    all_miss = np.logical_and.reduceat(miss, first)
-    partial = any_miss & ~all_miss
-    if partial.any():
-        g = int(np.flatnonzero(partial)[0])
-        rows = rows_of(g)
-        without = rows[vol_missing[rows]]
-        with_ = rows[~vol_missing[rows]]
-        raise InputError(
-            f"classification {cs[first[g]]}: volunteer is missing on row(s) "
-            f"{_rows_text(without, base)} but {vol.iloc[with_[0]]!r} on row(s) "
-            f"{_rows_text(with_, base)}; give every row of a classification its volunteer",
-            path=path,
-        )
-    codes = pd.factorize(vol)[0][order]
-    bad = (codes != codes[first][group]) & ~miss
-    if bad.any():
-        g = int(group[np.flatnonzero(bad)[0]])
-        rows = rows_of(g)
-        names = ", ".join(repr(v) for v in pd.unique(vol.iloc[rows])[:5])
-        raise InputError(
-            f"classification {cs[first[g]]} has several volunteers ({names}; rows "
-            f"{_rows_text(rows, base)}); a classification is one volunteer's",
-            path=path,
-        )
-    return int(all_miss.sum())
-
-
-def _clicks_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
-    """Most common image size per subject among its classifications, from the clicks table's
-    ``natural_width/height`` (extract) or else ``image_width/height`` (a flattened table)."""
-    empty = pd.DataFrame({"subject_id": [], "w": [], "h": []})
-    for wc, hc in SIZE_COLUMNS:
-        if wc not in clicks.columns or hc not in clicks.columns:
-            continue
-        d = pd.DataFrame(
-            {
-                "subject_id": clicks["subject_id"].to_numpy(),
-                "classification_id": clicks["classification_id"].to_numpy(),
-                "w": pd.to_numeric(clicks[wc], errors="coerce").to_numpy(float, na_value=np.nan),
-                "h": pd.to_numeric(clicks[hc], errors="coerce").to_numpy(float, na_value=np.nan),
-            }
-        )
-        d = d[(d["w"] > 0) & (d["h"] > 0)].drop_duplicates(["subject_id", "classification_id"])
-        if d.empty:
-            continue
-        counts = d.groupby(["subject_id", "w", "h"]).size().reset_index(name="n")
-        counts = counts.sort_values(
-            ["subject_id", "n", "w", "h"], ascending=[True, False, True, True]
-        )
-        best = counts.drop_duplicates("subject_id")
-        return pd.DataFrame(
-            {
-                "subject_id": best["subject_id"].to_numpy(dtype=np.int64),
-                "w": best["w"].to_numpy(dtype=float),
-                "h": best["h"].to_numpy(dtype=float),
-            }
-        )
-    return empty
-
-
-def drawn_extents(clicks: pd.DataFrame, path: object = None) -> np.ndarray:
-    """Rows of ``clicks`` that carry a drawn extent (finite ``x1, y1, x2, y2`` and a centre).
-
-    A row with only some of the four, or with ``x2 <= x1`` or ``y2 <= y1``, is an
-    :class:`InputError` naming it.
-    """
-    if not set(EXTENT_COLUMNS) <= set(clicks.columns):
-        return np.zeros(len(clicks), dtype=bool)
-    e = np.column_stack(
-        [
-            pd.to_numeric(clicks[c], errors="coerce").to_numpy(float, na_value=np.nan)
-            for c in EXTENT_COLUMNS
-        ]
-    )
-    finite = np.isfinite(e)
-    x = pd.to_numeric(clicks["x"], errors="coerce").to_numpy(dtype=float, na_value=np.nan)
-    has = finite.all(axis=1) & np.isfinite(x)
-    bad = (finite.any(axis=1) & ~has) | (has & ~((e[:, 2] > e[:, 0]) & (e[:, 3] > e[:, 1])))
-    if bad.any():
-        raise InputError(
-            "a drawn extent (x1, y1, x2, y2) is incomplete or has x2 <= x1 or y2 <= y1",
-            path=path,
-            row=int(np.flatnonzero(bad)[0]) + _row_base(path),
-        )
-    return has
-
-
-def _has_shapes(clicks: pd.DataFrame) -> bool:
-    """Do the clicks hold marks other than points (column ``shape``)?"""
-    if "shape" not in clicks.columns:
-        return False
-    s = clicks["shape"]
-    return bool((s.notna() & (s.astype("str") != "point")).any())
-
-
-# --------------------------------------------------------------------------- box side: auto
-
-
-def estimate_box_side(
-    subject_id: np.ndarray,
-    volunteer: np.ndarray,
-    x: np.ndarray,
-    y: np.ndarray,
-    min_volunteers: int = 3,
-    link: float = 3.0,
-    max_iter: int = 20,
-) -> dict[str, Any]:
-    """Box side from the click scatter: 2 x FWHM of the clicks around groups that several
-    volunteers marked (docs/decisions.md#box-side-auto).
-
-    Clicks (finite x, y; ``volunteer`` any hashable codes, ``subject_id`` integers) of one
-    subject are linked when closer than ``link`` x sigma and made by different volunteers;
-    a linked group marked by at least ``min_volunteers`` different volunteers, with at most
-    1.5 clicks per volunteer (not two objects run together), is a *group*. Each volunteer's
-    click nearest the group mean is kept, and the residuals from the mean of those k clicks,
-    times sqrt(k / (k - 1)) (the mean's own scatter), pooled over x and y, give
-    sigma = median |residual| / 0.6745 (a normal's median absolute value). sigma starts from
-    the median distance from a click to the nearest click of another volunteer and is iterated
-    to a fixed point. FWHM = 2 sqrt(2 ln 2) sigma = 2.355 sigma; the side is 2 FWHM.
-
-    Returns a dict: sigma_px, fwhm_px, box_side_px, groups, clicks_used, subjects_used,
-    link_px, iterations, converged, min_volunteers. Fewer than 3 groups: :class:`InputError`.
-    """
-    from scipy.sparse import coo_matrix
-    from scipy.sparse.csgraph import connected_components
-    from scipy.spatial import cKDTree
-
-    x = np.asarray(x, dtype=float)
-    y = np.asarray(y, dtype=float)
-    ok = np.isfinite(x) & np.isfinite(y)
-    x, y = x[ok], y[ok]
-    subj = np.unique(np.asarray(subject_id)[ok], return_inverse=True)[1].astype(np.int64)
-    vol = pd.factorize(pd.Series(np.asarray(volunteer, dtype=object)[ok]))[0].astype(np.int64)
-    n = len(x)
-    hint = "give the box side in pixels instead (--box-side PX, config export.box_side)"
-    if n < min_volunteers:
-        raise InputError(f"box side auto: only {n} clicks to estimate the click scatter; {hint}")
-    span = float(max(np.abs(x).max(), np.abs(y).max())) + 1.0
-    step = 4.0 * span + 1.0
-    pts = np.column_stack([x + subj * step, y])
-    tree = cKDTree(pts)
-    # start: median distance to the nearest click of another volunteer on the same subject
-    k = int(min(n, 16))
-    dist, idx = tree.query(pts, k=k)
-    idx = np.minimum(idx, n - 1)
-    other = (vol[idx] != vol[:, None]) & (subj[idx] == subj[:, None]) & np.isfinite(dist)
-    has = other.any(axis=1)
-    if not has.any():
-        raise InputError(
-            f"box side auto: no subject has clicks of two different volunteers; {hint}"
-        )
-    nn = dist[np.flatnonzero(has), other[has].argmax(axis=1)]
-    sigma = float(np.median(nn))
-    if not sigma > 0:
-        sigma = float(np.median(nn[nn > 0])) if (nn > 0).any() else 1.0
-    radius = link * sigma
-    result: dict[str, Any] = {}
-    converged = False
-    for it in range(1, max_iter + 1):
-        pairs = tree.query_pairs(radius, output_type="ndarray")
-        if len(pairs):
-            keep = (vol[pairs[:, 0]] != vol[pairs[:, 1]]) & (subj[pairs[:, 0]] == subj[pairs[:, 1]])
-            pairs = pairs[keep]
-        graph = coo_matrix((np.ones(len(pairs)), (pairs[:, 0], pairs[:, 1])), shape=(n, n))
-        _, comp = connected_components(graph, directed=False)
-        n_clicks = np.bincount(comp)
-        cv = np.unique(comp * np.int64(vol.max() + 1) + vol)
-        n_vol = np.bincount(cv // (vol.max() + 1), minlength=len(n_clicks))
-        good = (n_vol >= min_volunteers) & (n_clicks <= 1.5 * n_vol)
-        rows = np.flatnonzero(good[comp])
-        n_groups = int(good.sum())
-        if n_groups < 3:
-            raise InputError(
-                f"box side auto: only {n_groups} groups of clicks by >= {min_volunteers} "
-                f"volunteers (linking radius {radius:.3g} px); {hint}"
-            )
-        c = comp[rows]
-        cnt = np.bincount(c, minlength=len(n_clicks))
-        mx = np.bincount(c, x[rows], len(n_clicks)) / np.maximum(cnt, 1)
-        my = np.bincount(c, y[rows], len(n_clicks)) / np.maximum(cnt, 1)
-        d2 = (x[rows] - mx[c]) ** 2 + (y[rows] - my[c]) ** 2
-        o = np.lexsort((d2, vol[rows], c))
-        first = np.r_[True, (c[o][1:] != c[o][:-1]) | (vol[rows][o][1:] != vol[rows][o][:-1])]
-        sel = rows[o[first]]
-        c = comp[sel]
-        kk = np.bincount(c, minlength=len(n_clicks)).astype(float)
-        mx = np.bincount(c, x[sel], len(n_clicks)) / np.maximum(kk, 1)
-        my = np.bincount(c, y[sel], len(n_clicks)) / np.maximum(kk, 1)
-        scale = np.sqrt(kk[c] / (kk[c] - 1.0))
-        res = np.abs(np.r_[(x[sel] - mx[c]) * scale, (y[sel] - my[c]) * scale])
-        new = float(np.median(res)) / _MEDIAN_ABS_NORMAL
-        result = {
-            "sigma_px": new,
-            "fwhm_px": float(FWHM_PER_SIGMA * new),
-            "box_side_px": float(2.0 * FWHM_PER_SIGMA * new),
-            "groups": n_groups,
-            "clicks_used": int(len(sel)),
-            "subjects_used": int(len(np.unique(subj[sel]))),
-            "link_px": float(radius),
-            "iterations": it,
-            "min_volunteers": int(min_volunteers),
-        }
-        if not new > 0:
-            raise InputError(f"box side auto: the clicks of every group coincide; {hint}")
-        if abs(new - sigma) <= 1e-3 * sigma:
-            converged = True
-            break
-        sigma = new
-        radius = link * sigma
-    result["converged"] = converged
-    return result
 
 
 # --------------------------------------------------------------------------- boxes
@@ -479,6 +186,119 @@ def make_boxes(
     gives; ``report``: a dict filled with the counts (JSON-serialisable).
     """
     _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
+    side_opt = _check_options(subjects, box_side, clicks_path, shape_extent, image_size)
+    base = _row_base(clicks_path)
+    clicks = clicks.reset_index(drop=True)
+    cid = _ints(clicks, "classification_id", clicks_path, base)
+    sid = _ints(clicks, "subject_id", clicks_path, base)
+    x, y = _coords(clicks, clicks_path, base)
+    vol, vol_missing = _volunteers(clicks)
+    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+
+    # ---- per subject: box side and image size (and where the size came from)
+    per, side_opt = _per_subject(subjects, sid, side_opt, subjects_path)
+    _sizes_from_clicks(clicks, per, image_size)
+    if side_opt == "auto":
+        keys = _vol_keys(vol, vol_missing, cid)
+        auto = _auto_side(clicks, sid, keys, x, y)
+        per.side_s = np.full(len(per.index), auto["box_side_px"])
+        side_source = "auto"
+    else:
+        auto = None
+        if side_opt is not None:
+            per.side_s = np.full(len(per.index), float(side_opt))
+        side_source = "subjects" if side_opt is None else "option"
+    side = per.side_s[per.pos]
+    bad = ~(np.isfinite(side) & (side > 0))
+    if bad.any():
+        s = np.unique(sid[bad])
+        raise InputError(
+            f"no usable box side for {len(s)} subject(s), e.g. {', '.join(map(str, s[:10]))}",
+            path=subjects_path,
+        )
+
+    corners, drawn = _corners(clicks, x, y, side, shape_extent, clicks_path)
+    _unknown_sizes(per, corners)
+    w = np.round(per.w_s[per.pos]).astype(np.int64)
+    h = np.round(per.h_s[per.pos]).astype(np.int64)
+    empty = np.isnan(x)
+    size_known = ~(per.src == "unknown")[per.pos]
+    outside = ~empty & size_known & ((x < 0) | (y < 0) | (x > w) | (y > h))
+    out = _box_table(
+        clicks, cid, sid, vol, corners, (w, h), x, y, side, outside, empty | ~size_known
+    )
+
+    # ---- log and report
+    n_empty = int(empty.sum())
+    n_subjects = len(np.unique(sid))
+    log.info(
+        "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
+        len(out) - n_empty,
+        n_empty,
+        n_subjects,
+    )
+    if drawn.any():
+        log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
+    elif _has_shapes(clicks):
+        log.info(
+            "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
+        )
+    sources = _log_sources(per, subjects is not None)
+    n_out = int(outside.sum())
+    examples = _outside_examples(outside, base, cid, sid, x, y, w, h)
+    if n_out:
+        _log_outside(n_out, examples[0], len(x) - n_empty)
+    if no_volunteer:
+        log.info(
+            "%d classifications have no volunteer (kept; the aggregation treats each as an "
+            "anonymous volunteer)",
+            no_volunteer,
+        )
+    if report is not None:
+        report.update(
+            {
+                "clicks": None if clicks_path is None else str(clicks_path),
+                "subjects_table": None if subjects_path is None else str(subjects_path),
+                "rows": int(len(out)),
+                "boxes": int(len(out) - n_empty),
+                "drawn_boxes": int(drawn.sum()),
+                "empty_classifications": n_empty,
+                "classifications": int(len(np.unique(cid))),
+                "classifications_without_volunteer": no_volunteer,
+                "subjects": n_subjects,
+                "box_side": _side_report(side_source, per.side_s, side, auto),
+                "image_size_source": sources,
+                "image_size_option": None if image_size is None else [float(v) for v in image_size],
+                "clicks_outside_image": n_out,
+                "clicks_image_size_unknown": int((~empty & ~size_known).sum()),
+                "outside_image_rule": "kept and flagged (docs/decisions.md#clicks-outside-image)",
+                "outside_image_examples": examples,
+            }
+        )
+    return out
+
+
+def _side_report(
+    side_source: str, side_s: np.ndarray, side: np.ndarray, auto: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report's ``box_side`` section: where the side came from, its value(s), the auto fit."""
+    return {
+        "source": side_source,
+        "px": None if side_source == "subjects" else float(side_s[0]) if len(side_s) else None,
+        "min_px": float(np.min(side)) if len(side) else None,
+        "max_px": float(np.max(side)) if len(side) else None,
+        "auto": auto,
+    }
+
+
+def _check_options(
+    subjects: pd.DataFrame | None,
+    box_side: Any,
+    clicks_path: object,
+    shape_extent: str,
+    image_size: tuple[float, float] | None,
+) -> float | str | None:
+    """The box side option (:func:`_side_option`), after checking the other options."""
     side_opt = _side_option(box_side)
     if shape_extent not in SHAPE_EXTENTS:
         raise InputError(
@@ -493,97 +313,113 @@ def make_boxes(
             "pixels) or --box-side auto (config export.box_side)",
             path=clicks_path,
         )
-    base = _row_base(clicks_path)
-    clicks = clicks.reset_index(drop=True)
-    cid = _ints(clicks, "classification_id", clicks_path, base)
-    sid = _ints(clicks, "subject_id", clicks_path, base)
-    x, y = _coords(clicks, clicks_path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+    return side_opt
 
-    # ---- per subject: box side and image size (and where the size came from)
-    if subjects is not None:
-        _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
-        subj = subjects.drop_duplicates("subject_id")
-        if len(subj) != len(subjects):
-            raise InputError("the subjects table repeats subject ids", path=subjects_path)
-        index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
-        pos = index.get_indexer(sid)
-        if (pos < 0).any():
-            missing = np.unique(sid[pos < 0])
-            raise InputError(
-                f"{len(missing)} subject(s) with clicks are not in the subjects table (no box "
-                f"side / PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to "
-                "the catalogue, drop them in extract (extract.missing_subjects: drop) or run "
-                "boxes without a subjects table (--box-side)",
-                path=subjects_path,
-            )
-        side_s = subj["box_side"].to_numpy(dtype=float, na_value=np.nan)
-        w_s = subj["image_width"].to_numpy(dtype=float, na_value=np.nan).copy()
-        h_s = subj["image_height"].to_numpy(dtype=float, na_value=np.nan).copy()
-        src = np.full(len(subj), "subjects", dtype=object)
-        if "image_size_source" in subj.columns:
-            src[(subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)] = (
-                "config"
-            )
-        src[~((w_s > 0) & (h_s > 0))] = "unknown"
-        if side_opt is None and "psf_source" in subj.columns:
-            if (subj["psf_source"] == "auto").to_numpy(dtype=bool, na_value=False).any():
-                side_opt = "auto"
-    else:
+
+@dataclass
+class _PerSubject:
+    """Per subject (``index``: subject ids; ``pos``: each click's subject): box side, image
+    width and height, and where the size came from (subjects, config, clicks, option, unknown)."""
+
+    index: pd.Index
+    pos: np.ndarray
+    side_s: np.ndarray
+    w_s: np.ndarray
+    h_s: np.ndarray
+    src: np.ndarray
+
+
+def _per_subject(
+    subjects: pd.DataFrame | None, sid: np.ndarray, side_opt: Any, subjects_path: object
+) -> tuple[_PerSubject, Any]:
+    """Box side and image size per subject from the subjects table (or unknown without one), and
+    the box side option ("auto" when the subjects table's PSF source is "auto")."""
+    if subjects is None:
         index = pd.Index(np.unique(sid))
-        pos = index.get_indexer(sid)
-        side_s = np.full(len(index), np.nan)
-        w_s = np.full(len(index), np.nan)
-        h_s = np.full(len(index), np.nan)
-        src = np.full(len(index), "unknown", dtype=object)
-    fallback = (src == "config") | (src == "unknown")
-    rep = _clicks_sizes(clicks)
-    if len(rep):
-        rpos = index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
-        use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
-        w_s[rpos[use]] = rep["w"].to_numpy()[use]
-        h_s[rpos[use]] = rep["h"].to_numpy()[use]
-        src[rpos[use]] = "clicks"
-    if image_size is not None:
-        use = (src == "config") | (src == "unknown")
-        w_s[use], h_s[use] = float(image_size[0]), float(image_size[1])
-        src[use] = "option"
-
-    auto: dict[str, Any] | None = None
-    if side_opt == "auto":
-        points = ~np.isnan(x)
-        if "shape" in clicks.columns:
-            points &= (clicks["shape"].astype("str").fillna("point") == "point").to_numpy()
-        with timed("estimating the box side from the click scatter", log):
-            keys = _vol_keys(vol, vol_missing, cid)
-            auto = estimate_box_side(sid[points], keys[points], x[points], y[points])
-        log.info(
-            "box side auto: click scatter sigma = %.3g px (FWHM %.3g px) from %d groups of "
-            "clicks by >= %d volunteers on %d subjects -> box side 2 FWHM = %.3g px",
-            auto["sigma_px"],
-            auto["fwhm_px"],
-            auto["groups"],
-            auto["min_volunteers"],
-            auto["subjects_used"],
-            auto["box_side_px"],
+        nan = np.full(len(index), np.nan)
+        unknown = np.full(len(index), "unknown", dtype=object)
+        return _PerSubject(index, index.get_indexer(sid), nan, nan.copy(), nan.copy(), unknown), (
+            side_opt
         )
-        side_s = np.full(len(index), auto["box_side_px"])
-        side_source = "auto"
-    elif side_opt is not None:
-        side_s = np.full(len(index), float(side_opt))
-        side_source = "option"
-    else:
-        side_source = "subjects"
-    side = side_s[pos]
-    bad = ~(np.isfinite(side) & (side > 0))
-    if bad.any():
-        s = np.unique(sid[bad])
+    _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
+    subj = subjects.drop_duplicates("subject_id")
+    if len(subj) != len(subjects):
+        raise InputError("the subjects table repeats subject ids", path=subjects_path)
+    index = pd.Index(subj["subject_id"].to_numpy(dtype=np.int64))
+    pos = index.get_indexer(sid)
+    if (pos < 0).any():
+        missing = np.unique(sid[pos < 0])
         raise InputError(
-            f"no usable box side for {len(s)} subject(s), e.g. {', '.join(map(str, s[:10]))}",
+            f"{len(missing)} subject(s) with clicks are not in the subjects table (no box "
+            f"side / PSF for them), e.g. {', '.join(map(str, missing[:10]))}; add them to "
+            "the catalogue, drop them in extract (extract.missing_subjects: drop) or run "
+            "boxes without a subjects table (--box-side)",
             path=subjects_path,
         )
+    side_s = subj["box_side"].to_numpy(dtype=float, na_value=np.nan)
+    w_s = subj["image_width"].to_numpy(dtype=float, na_value=np.nan).copy()
+    h_s = subj["image_height"].to_numpy(dtype=float, na_value=np.nan).copy()
+    src = np.full(len(subj), "subjects", dtype=object)
+    if "image_size_source" in subj.columns:
+        src[(subj["image_size_source"] == "config").to_numpy(dtype=bool, na_value=False)] = "config"
+    src[~((w_s > 0) & (h_s > 0))] = "unknown"
+    if side_opt is None and "psf_source" in subj.columns:
+        if (subj["psf_source"] == "auto").to_numpy(dtype=bool, na_value=False).any():
+            side_opt = "auto"
+    return _PerSubject(index, pos, side_s, w_s, h_s, src), side_opt
 
+
+def _sizes_from_clicks(
+    clicks: pd.DataFrame, per: _PerSubject, image_size: tuple[float, float] | None
+) -> None:
+    """Subjects whose size is a config default or unknown: the size the clicks table carries,
+    else the ``image_size`` option (updates ``per`` in place)."""
+    fallback = (per.src == "config") | (per.src == "unknown")
+    rep = _clicks_sizes(clicks)
+    if len(rep):
+        rpos = per.index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
+        use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
+        per.w_s[rpos[use]] = rep["w"].to_numpy()[use]
+        per.h_s[rpos[use]] = rep["h"].to_numpy()[use]
+        per.src[rpos[use]] = "clicks"
+    if image_size is not None:
+        use = (per.src == "config") | (per.src == "unknown")
+        per.w_s[use], per.h_s[use] = float(image_size[0]), float(image_size[1])
+        per.src[use] = "option"
+
+
+def _auto_side(
+    clicks: pd.DataFrame, sid: np.ndarray, keys: np.ndarray, x: np.ndarray, y: np.ndarray
+) -> dict[str, Any]:
+    """The box side measured on the points' scatter (:func:`estimate_box_side`), logged."""
+    points = ~np.isnan(x)
+    if "shape" in clicks.columns:
+        points &= (clicks["shape"].astype("str").fillna("point") == "point").to_numpy()
+    with timed("estimating the box side from the click scatter", log):
+        auto = estimate_box_side(sid[points], keys[points], x[points], y[points])
+    log.info(
+        "box side auto: click scatter sigma = %.3g px (FWHM %.3g px) from %d groups of "
+        "clicks by >= %d volunteers on %d subjects -> box side 2 FWHM = %.3g px",
+        auto["sigma_px"],
+        auto["fwhm_px"],
+        auto["groups"],
+        auto["min_volunteers"],
+        auto["subjects_used"],
+        auto["box_side_px"],
+    )
+    return auto
+
+
+def _corners(
+    clicks: pd.DataFrame,
+    x: np.ndarray,
+    y: np.ndarray,
+    side: np.ndarray,
+    shape_extent: str,
+    clicks_path: object,
+) -> tuple[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    """(x1, y1, x2, y2) of every box (the square of side ``side``, or a shape's drawn extent)
+    and which boxes are drawn extents."""
     x1, y1, x2, y2 = square_boxes(x, y, side)
     drawn = drawn_extents(clicks, clicks_path)
     if shape_extent == "drawn" and drawn.any():
@@ -591,23 +427,40 @@ def make_boxes(
             corner[drawn] = pd.to_numeric(clicks[col]).to_numpy(dtype=float, na_value=np.nan)[drawn]
     else:
         drawn[:] = False
+    return (x1, y1, x2, y2), drawn
 
-    # unknown sizes: the smallest image from (0, 0) holding the subject's boxes
-    unknown = src == "unknown"
+
+def _unknown_sizes(per: _PerSubject, corners: tuple[np.ndarray, ...]) -> None:
+    """Unknown sizes: the smallest image from (0, 0) holding the subject's boxes (in place)."""
+    unknown = per.src == "unknown"
     if unknown.any():
-        ext_w = np.full(len(index), 0.0)
-        ext_h = np.full(len(index), 0.0)
+        x2, y2 = corners[2], corners[3]
+        ext_w = np.full(len(per.index), 0.0)
+        ext_h = np.full(len(per.index), 0.0)
         has = ~np.isnan(x2)
-        np.maximum.at(ext_w, pos[has], x2[has])
-        np.maximum.at(ext_h, pos[has], y2[has])
-        w_s[unknown] = np.maximum(np.ceil(ext_w[unknown]), np.ceil(side_s[unknown]))
-        h_s[unknown] = np.maximum(np.ceil(ext_h[unknown]), np.ceil(side_s[unknown]))
-    w = np.round(w_s[pos]).astype(np.int64)
-    h = np.round(h_s[pos]).astype(np.int64)
-    empty = np.isnan(x)
-    size_known = ~unknown[pos]
-    outside = ~empty & size_known & ((x < 0) | (y < 0) | (x > w) | (y > h))
+        np.maximum.at(ext_w, per.pos[has], x2[has])
+        np.maximum.at(ext_h, per.pos[has], y2[has])
+        per.w_s[unknown] = np.maximum(np.ceil(ext_w[unknown]), np.ceil(per.side_s[unknown]))
+        per.h_s[unknown] = np.maximum(np.ceil(ext_h[unknown]), np.ceil(per.side_s[unknown]))
 
+
+def _box_table(
+    clicks: pd.DataFrame,
+    cid: np.ndarray,
+    sid: np.ndarray,
+    vol: pd.Series,
+    corners: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    size: tuple[np.ndarray, np.ndarray],
+    x: np.ndarray,
+    y: np.ndarray,
+    side: np.ndarray,
+    outside: np.ndarray,
+    no_flag: np.ndarray,
+) -> pd.DataFrame:
+    """The boxes table (docs/contracts.md#boxes), sorted by subject and classification;
+    ``outside_image`` NA where ``no_flag`` (no mark, or the image size unknown)."""
+    x1, y1, x2, y2 = corners
+    w, h = size
     out = pd.DataFrame(
         {
             "classification_id": cid,
@@ -641,35 +494,24 @@ def make_boxes(
         if c in clicks.columns:
             out[c] = clicks[c]
     flag = pd.array(outside, dtype="boolean")
-    flag[empty | ~size_known] = pd.NA
+    flag[no_flag] = pd.NA
     out["outside_image"] = flag
     if _has_shapes(clicks):
         out["shape"] = clicks["shape"].astype("str")
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
         out = out.iloc[order].reset_index(drop=True)
+    return out
 
-    # ---- log and report
-    n_empty = int(empty.sum())
-    n_subjects = len(np.unique(sid))
-    log.info(
-        "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
-        len(out) - n_empty,
-        n_empty,
-        n_subjects,
-    )
-    if drawn.any():
-        log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
-    elif _has_shapes(clicks):
-        log.info(
-            "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
-        )
-    used = np.unique(pos)
+
+def _log_sources(per: _PerSubject, has_subjects: bool) -> dict[str, int]:
+    """Subjects with clicks by where their image size came from (logged when notable)."""
+    used = np.unique(per.pos)
     sources = {
-        k: int((src[used] == k).sum())
+        k: int((per.src[used] == k).sum())
         for k in ("subjects", "clicks", "option", "config", "unknown")
     }
-    if sources["clicks"] and subjects is not None:
+    if sources["clicks"] and has_subjects:
         log.info(
             "image size of %d subjects taken from the size the clicks table carries "
             "(e.g. the volunteers' reported naturalWidth/Height)",
@@ -682,8 +524,12 @@ def make_boxes(
             "boxes, and their clicks are not checked for being outside the image",
             sources["unknown"],
         )
-    n_out = int(outside.sum())
-    examples = [
+    return sources
+
+
+def _outside_examples(outside, base, cid, sid, x, y, w, h) -> list[dict[str, Any]]:
+    """The first clicks outside their image, for the report."""
+    return [
         {
             "row": int(i) + base,
             "classification_id": int(cid[i]),
@@ -695,61 +541,25 @@ def make_boxes(
         }
         for i in np.flatnonzero(outside)[:_EXAMPLES]
     ]
-    if n_out:
-        e = examples[0]
-        log.warning(
-            "%d clicks lie outside their image (kept and flagged in outside_image; "
-            "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
-            "(subject %d, classification %d)%s",
-            n_out,
-            e["x"],
-            e["y"],
-            e["image_width"],
-            e["image_height"],
-            e["subject_id"],
-            e["classification_id"],
-            "; so many suggest coordinates in another pixel scale than the image size"
-            if n_out > max(10, 0.01 * (len(x) - n_empty))
-            else "",
-        )
-    if no_volunteer:
-        log.info(
-            "%d classifications have no volunteer (kept; the aggregation treats each as an "
-            "anonymous volunteer)",
-            no_volunteer,
-        )
-    if report is not None:
-        report.update(
-            {
-                "clicks": None if clicks_path is None else str(clicks_path),
-                "subjects_table": None if subjects_path is None else str(subjects_path),
-                "rows": int(len(out)),
-                "boxes": int(len(out) - n_empty),
-                "drawn_boxes": int(drawn.sum()),
-                "empty_classifications": n_empty,
-                "classifications": int(len(np.unique(cid))),
-                "classifications_without_volunteer": no_volunteer,
-                "subjects": n_subjects,
-                "box_side": {
-                    "source": side_source,
-                    "px": None
-                    if side_source == "subjects"
-                    else float(side_s[0])
-                    if len(side_s)
-                    else None,
-                    "min_px": float(np.min(side)) if len(side) else None,
-                    "max_px": float(np.max(side)) if len(side) else None,
-                    "auto": auto,
-                },
-                "image_size_source": sources,
-                "image_size_option": None if image_size is None else [float(v) for v in image_size],
-                "clicks_outside_image": n_out,
-                "clicks_image_size_unknown": int((~empty & ~size_known).sum()),
-                "outside_image_rule": "kept and flagged (docs/decisions.md#clicks-outside-image)",
-                "outside_image_examples": examples,
-            }
-        )
-    return out
+
+
+def _log_outside(n_out: int, e: dict[str, Any], n_marks: int) -> None:
+    """Warn about the clicks outside their image (``e``: the first; ``n_marks``: every mark)."""
+    log.warning(
+        "%d clicks lie outside their image (kept and flagged in outside_image; "
+        "docs/decisions.md#clicks-outside-image), e.g. (%g, %g) on a %d x %d image "
+        "(subject %d, classification %d)%s",
+        n_out,
+        e["x"],
+        e["y"],
+        e["image_width"],
+        e["image_height"],
+        e["subject_id"],
+        e["classification_id"],
+        "; so many suggest coordinates in another pixel scale than the image size"
+        if n_out > max(10, 0.01 * n_marks)
+        else "",
+    )
 
 
 def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarray:
@@ -771,59 +581,6 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         if action.required or action.default is None or action.default is False:
             return action.help or ""
         return super()._get_help_string(action)
-
-
-def read_clicks(path: str | Path) -> pd.DataFrame:
-    """A clicks table: Parquet (``clumpscout extract``) or a flattened CSV (a name ending in
-    .csv, .csv.gz, .tsv or .txt) with at least the columns of :data:`CLICK_REQUIRED`."""
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("no such file", path=path)
-    try:
-        if _row_base(p):
-            sep = "\t" if p.name.lower().endswith(".tsv") else ","
-            return pd.read_csv(p, sep=sep, dtype={"volunteer": "str"}, keep_default_na=True)
-        return pd.read_parquet(p)
-    except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        kind = "CSV" if _row_base(p) else "Parquet"
-        raise InputError(f"cannot read {kind} file: {exc}", path=path) from None
-
-
-def load_flat_clicks(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """A flattened clicks table (workflow ``source: clicks``) checked as :func:`make_boxes`
-    checks it, with typed columns (ids int64, volunteer str, x and y float; the other columns
-    as read), and a report of what it holds. Nothing is dropped."""
-    clicks = read_clicks(path).reset_index(drop=True)
-    _check_columns(clicks, CLICK_REQUIRED, "clicks", path)
-    base = _row_base(path)
-    cid = _ints(clicks, "classification_id", path, base)
-    sid = _ints(clicks, "subject_id", path, base)
-    x, y = _coords(clicks, path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, path, base)
-    drawn_extents(clicks, path)
-    clicks = clicks.assign(classification_id=cid, subject_id=sid, volunteer=vol, x=x, y=y)
-    if "unusual" in clicks.columns:
-        clicks["unusual"] = clicks["unusual"].astype("boolean")
-    empty = np.isnan(x)
-    report = {
-        "clicks_table": str(path),
-        "rows_read": int(len(clicks)),
-        "clicks_kept": int((~empty).sum()),
-        "empty_classifications": int(empty.sum()),
-        "classifications_kept": int(len(np.unique(cid))),
-        "classifications_without_volunteer": no_volunteer,
-        "subjects": int(len(np.unique(sid))),
-        "volunteers": int(vol.dropna().nunique()),
-    }
-    log.info(
-        "%s: %d clicks and %d empty classifications of %d subjects",
-        path,
-        report["clicks_kept"],
-        report["empty_classifications"],
-        report["subjects"],
-    )
-    return clicks, report
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

@@ -390,7 +390,7 @@ def build_subjects(
 def _export_from_clicks(path: str | Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A subject list like :func:`read_subjects_export`'s from a flattened clicks table, and
     which subjects got their image size from it."""
-    from clumpscout.data.boxes import _clicks_sizes, load_flat_clicks
+    from clumpscout.data.clicks_table import _clicks_sizes, load_flat_clicks
 
     clicks, _ = load_flat_clicks(path)
     sid = np.unique(clicks["subject_id"].to_numpy(dtype=np.int64))
@@ -463,68 +463,11 @@ def _from_catalogue(
     with timed(f"reading catalogue {path.name}", log):
         cat = read_catalogue(path)
     cols = list(cat.columns)
-    sid_col = _find(cols, SUBJECT_ID_NAMES)
-    r90_col = _find(cols, R90_NAMES)
-    psf_col = _find(cols, PSF_NAMES)
-    need_psf_col = c["psf_source"] == "catalogue"
-    if sid_col is None or r90_col is None or (need_psf_col and psf_col is None):
-        missing = [
-            n
-            for n, col in (("subject_id", sid_col), ("R90", r90_col), ("PSF FWHM", psf_col))
-            if col is None and (n != "PSF FWHM" or need_psf_col)
-        ]
-        raise InputError(
-            f"catalogue lacks {', '.join(missing)}: expected {_expected()} (case-insensitive); "
-            f"found: {', '.join(map(str, cols))[:300]}",
-            path=path,
-            row=0,
-        )
+    sid_col, r90_col, psf_col = _catalogue_columns(cols, c["psf_source"] == "catalogue", path)
     n = len(cat)
-    rows = np.arange(1, n + 1)
-    sid_num = pd.to_numeric(cat[sid_col].astype(str).str.strip(), errors="coerce").to_numpy()
-    bad = ~(np.abs(sid_num) < 2**62) | (sid_num != np.round(sid_num))  # NaN, inf, huge: bad
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"subject_id {str(cat[sid_col].iloc[i])[:60]!r} is not an integer", path=path, row=i + 1
-        )
-    sid = sid_num.astype(np.int64)
-    dup = pd.Series(sid).duplicated().to_numpy()
-    if dup.any():
-        i = int(np.flatnonzero(dup)[0])
-        raise InputError(f"subject {sid[i]} appears twice in the catalogue", path=path, row=i + 1)
-    r90 = _numeric(cat[r90_col], r90_col, path)
-    unusable = ~(np.abs(r90) < 1e6)  # NaN, inf or absurd (arcsec): no cutout side
-    if unusable.any():
-        i = int(np.flatnonzero(unusable)[0])
-        raise InputError(
-            f"no R90 ({r90_col} = {r90[i]}) for subject {sid[i]}", path=path, row=i + 1
-        )
-    n_unmeasured = int((r90 <= 0).sum())
-    if n_unmeasured:
-        log.warning(
-            "%d galaxies have R90 <= 0 (SDSS: not measured): minimum side %d px",
-            n_unmeasured,
-            c["min_side"],
-        )
-    report["r90_not_measured_min_side"] = n_unmeasured
-
-    if c["psf_source"] == "catalogue":
-        fwhm = _numeric(cat[psf_col], psf_col, path)
-        source = np.full(n, "catalogue", dtype=object)
-        what = psf_col
-    else:
-        fwhm, source = _psf_from_psfield(cat, path, psfield), np.full(n, "psfield", dtype=object)
-        what = "psField psf_width"
-    bad = ~(np.isfinite(fwhm) & (fwhm > 0))
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        raise InputError(
-            f"no usable PSF FWHM ({what} = {fwhm[i]}) for subject {sid[i]}; every subject "
-            "needs one (decisions.md#psf-fwhm)",
-            path=path,
-            row=int(rows[i]),
-        )
+    sid = _catalogue_ids(cat, sid_col, path)
+    r90 = _catalogue_r90(cat, r90_col, sid, c["min_side"], path, report)
+    fwhm, source = _catalogue_psf(cat, psf_col, sid, c["psf_source"], psfield, path)
 
     w, h, size_source = _image_sizes(sid, export, c["image_size"])
     side = cutout_side(r90, c["r90_factor"], c["native_scale"], c["min_side"])
@@ -533,27 +476,7 @@ def _from_catalogue(
     ra = _optional_float(cat, "ra", path)
     dec = _optional_float(cat, "dec", path)
     if export is not None:
-        pos = pd.Index(export["subject_id"]).get_indexer(sid)
-        ok = pos >= 0
-        fill = ok & np.isnan(ra)
-        ra[fill] = export["ra"].to_numpy()[pos[fill]]
-        fill = ok & np.isnan(dec)
-        dec[fill] = export["dec"].to_numpy()[pos[fill]]
-        n_not_in_export = int((~ok).sum())
-        extra = np.setdiff1d(export["subject_id"].to_numpy(), sid)
-        report["catalogue_subjects_not_in_subject_export"] = n_not_in_export
-        report["export_subjects_not_in_catalogue"] = int(len(extra))
-        if n_not_in_export:
-            log.warning(
-                "%d catalogue galaxies are not in the subject export (kept)", n_not_in_export
-            )
-        if len(extra):
-            log.warning(
-                "%d subjects of the subject export are not in the catalogue (no PSF: left out; "
-                "e.g. %s)",
-                len(extra),
-                ", ".join(map(str, extra[:5])),
-            )
+        _fill_from_export(export, sid, ra, dec, report)
     sample_col = _find(cols, ("sample",))
     sample = (
         pd.array(cat[sample_col].astype(str).replace("", pd.NA), dtype="str")
@@ -583,6 +506,123 @@ def _from_catalogue(
     return table.sort_values("subject_id", kind="stable").reset_index(drop=True)[
         list(SUBJECT_COLUMNS)
     ]
+
+
+def _catalogue_columns(
+    cols: list[str], need_psf_col: bool, path: Path
+) -> tuple[str, str, str | None]:
+    """The catalogue's subject id, R90 and PSF FWHM columns (:class:`InputError` when one that
+    is needed is missing; the PSF column only with ``psf_source: catalogue``)."""
+    sid_col = _find(cols, SUBJECT_ID_NAMES)
+    r90_col = _find(cols, R90_NAMES)
+    psf_col = _find(cols, PSF_NAMES)
+    if sid_col is None or r90_col is None or (need_psf_col and psf_col is None):
+        missing = [
+            n
+            for n, col in (("subject_id", sid_col), ("R90", r90_col), ("PSF FWHM", psf_col))
+            if col is None and (n != "PSF FWHM" or need_psf_col)
+        ]
+        raise InputError(
+            f"catalogue lacks {', '.join(missing)}: expected {_expected()} (case-insensitive); "
+            f"found: {', '.join(map(str, cols))[:300]}",
+            path=path,
+            row=0,
+        )
+    return sid_col, r90_col, psf_col
+
+
+def _catalogue_ids(cat: pd.DataFrame, sid_col: str, path: Path) -> np.ndarray:
+    """Subject ids: integers, each once (:class:`InputError` naming the row otherwise)."""
+    sid_num = pd.to_numeric(cat[sid_col].astype(str).str.strip(), errors="coerce").to_numpy()
+    bad = ~(np.abs(sid_num) < 2**62) | (sid_num != np.round(sid_num))  # NaN, inf, huge: bad
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"subject_id {str(cat[sid_col].iloc[i])[:60]!r} is not an integer", path=path, row=i + 1
+        )
+    sid = sid_num.astype(np.int64)
+    dup = pd.Series(sid).duplicated().to_numpy()
+    if dup.any():
+        i = int(np.flatnonzero(dup)[0])
+        raise InputError(f"subject {sid[i]} appears twice in the catalogue", path=path, row=i + 1)
+    return sid
+
+
+def _catalogue_r90(
+    cat: pd.DataFrame, r90_col: str, sid: np.ndarray, min_side: int, path: Path, report: dict
+) -> np.ndarray:
+    """Petrosian R90 (arcsec) per galaxy; R90 <= 0 (not measured) is counted in ``report``."""
+    r90 = _numeric(cat[r90_col], r90_col, path)
+    unusable = ~(np.abs(r90) < 1e6)  # NaN, inf or absurd (arcsec): no cutout side
+    if unusable.any():
+        i = int(np.flatnonzero(unusable)[0])
+        raise InputError(
+            f"no R90 ({r90_col} = {r90[i]}) for subject {sid[i]}", path=path, row=i + 1
+        )
+    n_unmeasured = int((r90 <= 0).sum())
+    if n_unmeasured:
+        log.warning(
+            "%d galaxies have R90 <= 0 (SDSS: not measured): minimum side %d px",
+            n_unmeasured,
+            min_side,
+        )
+    report["r90_not_measured_min_side"] = n_unmeasured
+    return r90
+
+
+def _catalogue_psf(
+    cat: pd.DataFrame,
+    psf_col: str | None,
+    sid: np.ndarray,
+    psf_source: str,
+    psfield: Any,
+    path: Path,
+) -> tuple[np.ndarray, np.ndarray]:
+    """PSF FWHM (arcsec) and its source per galaxy; every one must be positive and finite."""
+    n = len(cat)
+    if psf_source == "catalogue":
+        fwhm = _numeric(cat[psf_col], psf_col, path)
+        source = np.full(n, "catalogue", dtype=object)
+        what = psf_col
+    else:
+        fwhm, source = _psf_from_psfield(cat, path, psfield), np.full(n, "psfield", dtype=object)
+        what = "psField psf_width"
+    bad = ~(np.isfinite(fwhm) & (fwhm > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(
+            f"no usable PSF FWHM ({what} = {fwhm[i]}) for subject {sid[i]}; every subject "
+            "needs one (decisions.md#psf-fwhm)",
+            path=path,
+            row=i + 1,
+        )
+    return fwhm, source
+
+
+def _fill_from_export(
+    export: pd.DataFrame, sid: np.ndarray, ra: np.ndarray, dec: np.ndarray, report: dict
+) -> None:
+    """ra, dec the catalogue lacks from the subject export (in place); the subjects in only one
+    of the two are counted in ``report`` and logged."""
+    pos = pd.Index(export["subject_id"]).get_indexer(sid)
+    ok = pos >= 0
+    fill = ok & np.isnan(ra)
+    ra[fill] = export["ra"].to_numpy()[pos[fill]]
+    fill = ok & np.isnan(dec)
+    dec[fill] = export["dec"].to_numpy()[pos[fill]]
+    n_not_in_export = int((~ok).sum())
+    extra = np.setdiff1d(export["subject_id"].to_numpy(), sid)
+    report["catalogue_subjects_not_in_subject_export"] = n_not_in_export
+    report["export_subjects_not_in_catalogue"] = int(len(extra))
+    if n_not_in_export:
+        log.warning("%d catalogue galaxies are not in the subject export (kept)", n_not_in_export)
+    if len(extra):
+        log.warning(
+            "%d subjects of the subject export are not in the catalogue (no PSF: left out; "
+            "e.g. %s)",
+            len(extra),
+            ", ".join(map(str, extra[:5])),
+        )
 
 
 def _optional_float(cat: pd.DataFrame, name: str, path: object) -> np.ndarray:

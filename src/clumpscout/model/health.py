@@ -162,30 +162,8 @@ def diagnose(
     n_dummy = int((aggregated & (kind == "dummy")).sum())
     dummy_share = n_dummy / n_boxes if n_boxes else 0.0
 
-    # subjects that went through the model, in sorted order; rows sorted by (subject, volunteer)
-    sid = assignments["subject_id"].to_numpy()[aggregated]
-    vol = _volunteer_codes(assignments)[aggregated]
-    subjects, subj = np.unique(sid, return_inverse=True)
-    subj = subj.astype(np.int64)
-    order = np.lexsort((vol, subj))
-    bounds = np.searchsorted(subj[order], np.arange(len(subjects) + 1))
-
-    lab_xyxy = _coords(labels)
-    lab_subj = pd.Index(subjects).get_indexer(labels["subject_id"].to_numpy())
-    keep = lab_subj >= 0
-    lab_order = np.flatnonzero(keep)[np.argsort(lab_subj[keep], kind="stable")]
-    lab_bounds = np.searchsorted(lab_subj[lab_order], np.arange(len(subjects) + 1))
-
-    has_agree, covered = _agreement_kernel(
-        np.ascontiguousarray(xyxy[aggregated][order]),
-        np.ascontiguousarray(vol[order]),
-        bounds[:-1].astype(np.int64),
-        bounds[1:].astype(np.int64),
-        np.ascontiguousarray(lab_xyxy[lab_order]),
-        lab_bounds[:-1].astype(np.int64),
-        lab_bounds[1:].astype(np.int64),
-        float(agree_distance),
-        int(min_agreeing) - 1,
+    subjects, has_agree, covered = _agreement(
+        assignments, labels, xyxy, aggregated, agree_distance, min_agreeing
     )
     unlabelled = has_agree & ~covered
     n_agree = int(has_agree.sum())
@@ -235,6 +213,44 @@ def diagnose(
         "warnings": warnings,
         "ok": not warnings,
     }
+
+
+def _agreement(
+    assignments: pd.DataFrame,
+    labels: pd.DataFrame,
+    xyxy: np.ndarray,
+    aggregated: np.ndarray,
+    agree_distance: float,
+    min_agreeing: int,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(aggregated subjects in sorted order, which hold at least ``min_agreeing`` volunteers'
+    coinciding boxes, which of those have a label there) via :func:`_agreement_kernel`."""
+    # rows sorted by (subject, volunteer)
+    sid = assignments["subject_id"].to_numpy()[aggregated]
+    vol = _volunteer_codes(assignments)[aggregated]
+    subjects, subj = np.unique(sid, return_inverse=True)
+    subj = subj.astype(np.int64)
+    order = np.lexsort((vol, subj))
+    bounds = np.searchsorted(subj[order], np.arange(len(subjects) + 1))
+
+    lab_xyxy = _coords(labels)
+    lab_subj = pd.Index(subjects).get_indexer(labels["subject_id"].to_numpy())
+    keep = lab_subj >= 0
+    lab_order = np.flatnonzero(keep)[np.argsort(lab_subj[keep], kind="stable")]
+    lab_bounds = np.searchsorted(lab_subj[lab_order], np.arange(len(subjects) + 1))
+
+    has_agree, covered = _agreement_kernel(
+        np.ascontiguousarray(xyxy[aggregated][order]),
+        np.ascontiguousarray(vol[order]),
+        bounds[:-1].astype(np.int64),
+        bounds[1:].astype(np.int64),
+        np.ascontiguousarray(lab_xyxy[lab_order]),
+        lab_bounds[:-1].astype(np.int64),
+        lab_bounds[1:].astype(np.int64),
+        float(agree_distance),
+        int(min_agreeing) - 1,
+    )
+    return subjects, has_agree, covered
 
 
 def log_warnings(diag: dict, logger: logging.Logger | None = None) -> int:
