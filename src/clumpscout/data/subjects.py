@@ -310,13 +310,9 @@ def _config(cfg: dict | None) -> dict:
 def _image_sizes(
     sid: np.ndarray, export: pd.DataFrame | None, image_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    w = np.full(len(sid), np.nan)
-    h = np.full(len(sid), np.nan)
-    if export is not None:
-        pos = pd.Index(export["subject_id"]).get_indexer(sid)
-        ok = pos >= 0
-        w[ok] = export["image_width"].to_numpy()[pos[ok]]
-        h[ok] = export["image_height"].to_numpy()[pos[ok]]
+    from clumpscout.data.zooniverse import subject_sizes
+
+    w, h = subject_sizes(export, sid)
     from_md = ~np.isnan(w)
     h = np.where(np.isnan(h), w, h)
     w = np.where(np.isnan(w), image_size, w)

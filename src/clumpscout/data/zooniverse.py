@@ -280,7 +280,7 @@ def extract_clicks(
         _take(p1.light, "user_id", r.sel), "user_id", path, rows=r.rows, nullable=True
     )
     r.wver = p1.ver[r.sel]
-    r.sub_w, r.sub_h = _subject_sizes(subjects, r.sid)
+    r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
     # ---- pass 2: JSON of the kept rows only
     p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits)
@@ -484,7 +484,7 @@ def _match_subjects(
     return subjects, keep, missing_report
 
 
-def _subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Image width and height from the subject export (fallback when the classification's
     metadata.subject_dimensions is absent); NaN when unknown."""
     sub_w = np.full(len(sid), np.nan)
