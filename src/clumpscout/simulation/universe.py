@@ -296,6 +296,9 @@ DEFAULTS: dict[str, Any] = {
     # distractors
     "faint_features_mean": 0.5,
     "faint_features_secondary": 0.15,
+    "faint_follow_resolution": True,
+    "faint_radius_shape": 4.0,
+    "faint_radius_scale": 0.3,
     "faint_contrast_mean": 7.3,
     "faint_contrast_sd": 0.5,
     "stars_mean": 0.4,
@@ -460,7 +463,7 @@ def resolve_config(cfg: dict | None, path: object = None) -> dict:
         "psf_fwhm_px_median", "clumpy_fwhm_peak", "clumpy_fwhm_width", "duration_days", "z_median",
         "r90_kpc_median", "activity_median", "heavy_max_fraction", "clump_radius_shape",
         "clump_radius_scale", "visibility_softness", "seconds_per_classification",
-        "skill_concentration",
+        "skill_concentration", "faint_radius_shape", "faint_radius_scale",
     )  # fmt: skip
     for key in positive:
         if out[key] <= 0:
@@ -686,16 +689,32 @@ def _pairs_within(ptr: np.ndarray):
     return np.concatenate(aa), np.concatenate(bb)
 
 
+def resolution_factors(fwhm, q, p: dict):
+    """How a galaxy's resolution and inclination set what can be seen in it.
+
+    Returns (window, incl, richness) per galaxy: ``window`` = exp(-(ln(F /
+    ``clumpy_fwhm_peak``) / ``clumpy_fwhm_width``)^2 / 2), the resolution window in the
+    subject-pixel FWHM F; ``incl`` = clip((q - 0.2) / 0.2, 0, 1), which hides the disc of a
+    nearly edge-on galaxy; ``richness`` = (F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope``,
+    how many separate knots a galaxy shows relative to one at the peak. Clumps and (with
+    ``faint_follow_resolution``) faint features use the same three factors.
+    """
+    fwhm = np.asarray(fwhm, dtype=float)
+    window = np.exp(-0.5 * (np.log(fwhm / p["clumpy_fwhm_peak"]) / p["clumpy_fwhm_width"]) ** 2)
+    incl = np.clip((np.asarray(q, dtype=float) - 0.2) / 0.2, 0.0, 1.0)
+    richness = (fwhm / p["clumpy_fwhm_peak"]) ** (-p["clumps_resolution_slope"])
+    return window, incl, richness
+
+
 def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
     """True clumps: counts, positions, unusual flags, fluxes. Returns (df, n_dropped)."""
     n = len(gal)
     fwhm = gal["_fwhm"].to_numpy()
     q = gal["axis_ratio"].to_numpy()
     p_sample = np.array([p["clumpy_primary"], p["clumpy_secondary"], p["clumpy_simulated"]])
-    window = np.exp(-0.5 * (np.log(fwhm / p["clumpy_fwhm_peak"]) / p["clumpy_fwhm_width"]) ** 2)
-    incl = np.clip((q - 0.2) / 0.2, 0.0, 1.0)
+    window, incl, richness = resolution_factors(fwhm, q, p)
     clumpy = rng.random(n) < p_sample[gal["_sample"].to_numpy()] * window * incl
-    mu = p["clumps_extra_mean"] * (fwhm / p["clumpy_fwhm_peak"]) ** (-p["clumps_resolution_slope"])
+    mu = p["clumps_extra_mean"] * richness
     k = p["clumps_dispersion"]
     extra = rng.negative_binomial(k, k / (k + mu)) if k > 0 else rng.poisson(mu)
     n_cl = np.where(clumpy, np.minimum(1 + extra, max(p["clumps_max"], 1)), 0)
@@ -771,10 +790,15 @@ def make_distractors(gal: pd.DataFrame, clumpy: np.ndarray, p: dict, rng) -> pd.
     sample = gal["_sample"].to_numpy()
     lam = np.where(sample == 1, p["faint_features_secondary"], p["faint_features_mean"])
     lam = lam * np.where(clumpy, 1.5, 1.0)
+    if p["faint_follow_resolution"]:
+        window, incl, richness = resolution_factors(
+            gal["_fwhm"].to_numpy(), gal["axis_ratio"].to_numpy(), p
+        )
+        lam = lam * window * incl * richness
     n_ff = rng.poisson(lam)
     g_ff = np.repeat(np.arange(n), n_ff)
     m = len(g_ff)
-    u = rng.gamma(4.0, 0.3, m)
+    u = rng.gamma(p["faint_radius_shape"], p["faint_radius_scale"], m)
     x, y = _disc_positions(g_ff, u, gal, rng)
     x, y = np.clip(x, 1.0, IMAGE_SIZE - 1.0), np.clip(y, 1.0, IMAGE_SIZE - 1.0)
     delta = p["faint_contrast_mean"] + p["faint_contrast_sd"] * rng.standard_normal(m)
@@ -2005,6 +2029,7 @@ __all__ = [
     "load_config",
     "make_clumps",
     "make_distractors",
+    "resolution_factors",
     "make_galaxies",
     "make_volunteers",
     "resolve_config",
