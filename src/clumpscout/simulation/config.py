@@ -78,7 +78,7 @@ DEFAULTS: dict[str, Any] = {
     "clump_contrast_mean": 4.5,
     "clump_contrast_sd": 0.9,
     # distractors
-    "faint_features_mean": 6.8,
+    "faint_features_mean": 4.0,
     "faint_features_secondary": 0.15,
     "faint_follow_resolution": True,
     "faint_radius_shape": 4.0,

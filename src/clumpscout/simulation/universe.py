@@ -4,7 +4,7 @@
 :func:`simulate_universe` draw galaxies, their true clumps and distractors, a
 volunteer cohort with heavy-tailed activity and individual skills, the order in
 which the Zooniverse front end serves subjects to volunteers, every click, and
-three experts; they write (contract 1 of the team brief)
+three experts; they write (docs/decisions.md#simulated-exports)
 
 * ``classifications.csv``: a Zooniverse classification export (workflow 11803
   "Clump Scout", version 64.136; task T0 = bulge, T1 = clumps with tool 0
@@ -91,14 +91,21 @@ brighter); g-r ~ N(0.25, 0.2), r-i ~ N(0.05, 0.1) (blue star-forming
 clumps), unusual g-r ~ N(0.7, 0.25), r-i ~ N(0.3, 0.15).
 
 **Distractors** (``truth_distractors.csv``, kind = faint_feature | star |
-bulge): faint features, Poisson mean ``faint_features_mean`` [0.5] per primary /
-simulated-clumps galaxy and ``faint_features_secondary`` [0.15] per secondary one
-(x 1.5 in clumpy galaxies), placed like clumps but wider (u ~ Gamma(4, 0.3)),
-Delta ~ N(``faint_contrast_mean``, ``faint_contrast_sd``) [7.3, 0.5] (~10x
-fainter than clumps: the paper's empirical false positives are 5-10x fainter,
-§6.3) and blue (g-r ~ N(0.0, 0.15)); foreground stars, Poisson
-``stars_mean`` [0.4] per subject, uniform over the image, r = 14-21.5, red
-(g-r ~ N(0.9, 0.35)); the visible bulge (at the centre, flux = B/T x galaxy).
+bulge): faint features, Poisson mean ``faint_features_mean`` [FFM] per primary /
+simulated-clumps galaxy and ``faint_features_secondary`` [0.15] per secondary one,
+x 1.5 in clumpy galaxies and, with ``faint_follow_resolution`` [true], x the
+clumps' resolution window, inclination factor and richness (F /
+``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` (:func:`resolution_factors`):
+a faint knot is told apart from its galaxy only where a clump would be
+(docs/decisions.md#faint-features); so a galaxy at the window's peak has
+``faint_features_mean`` x 1.5 of them when clumpy, a poorly resolved one almost
+none. They are placed like clumps but with their own radial spread, u ~
+Gamma(``faint_radius_shape``, ``faint_radius_scale``) [4, FRS], with Delta ~
+N(``faint_contrast_mean``, ``faint_contrast_sd``) [7.3, 0.5] (~10x fainter than
+clumps: the paper's empirical false positives are 5-10x fainter, §6.3) and blue
+(g-r ~ N(0.0, 0.15)); foreground stars, Poisson ``stars_mean`` [0.4] per
+subject, uniform over the image, r = 14-21.5, red (g-r ~ N(0.9, 0.35)); the
+visible bulge (at the centre, flux = B/T x galaxy).
 
 **Visibility.** A clump or faint feature has v = (``visibility_contrast_ref`` -
 Delta) + ``visibility_colour_weight`` (0.3 - (g - r)) [4.5, 0.8]: brighter
@@ -110,22 +117,16 @@ faint blue features for clumps. With the defaults a volunteer marks ~79% of
 real clumps and ~69% of faint features; 96% of clumps and 99.9% of faint
 features get 5 or more marks from 20 volunteers (89% / 93%: 10 or more).
 
-*Calibration (why volunteers agree so much).* §6.3's story is that the
-volunteers' consensus disagrees with the experts mainly on faint blue features
-that many volunteers marked and experts did not (paper at n = 20: completeness
-≈ 0.97 and purity ≈ 0.35 against the experts), not on random clicks. The
-paper's priors (p0_fp = 0.1) say the same: about one box in ten is spurious.
-An earlier calibration filled the same click total with random spurious
-clicks (31% of clump clicks) and faint features marked by ~6% of volunteers;
-about half of all boxes then belonged to no consensus feature, the volunteers'
-learned p_fp rose towards 0.5 and, once the committed volunteers' counts
-outweigh the nβ_fp = 500 prior (paper scale), the model's likelihood preferred
-putting every box on the dummy facility (1,857 label clumps for 85,286
-subjects). With the defaults above (spurious median 0.05, faint boost 2.8 mag,
-0.5 faint features per galaxy, threshold -1.0, scatter 0.12 FWHM) the
-paper-scale universe has 3.67M clicks (paper 3.56M) and the paper's priors give
-~109k label clumps at n = 20 (paper 128,100), ~0.96 / 0.54 completeness /
-purity against the experts.
+*Calibration.* The defaults are fitted to evidence only: the paper's totals,
+numbers and trends and the real consensus boxes, compared at the level of the
+paper model's aggregated labels (``benchmarks/calibration.py``,
+``benchmarks/fit_simulator.py``; docs/calibration.md has the table, what agrees
+and what does not). The picture they encode is §6.3's: the volunteers' consensus
+disagrees with the experts mainly on faint blue features that experts ignore,
+marked by a minority of optimistic volunteers (``faint_boost_shape`` < 1: most
+volunteers ignore them, a few mark many), so that more of them reach the
+aggregation's threshold as more volunteers look (§7); random spurious clicks are
+few.
 
 **Volunteers.** Subjects per volunteer: casual volunteers ceil(X), X lognormal
 with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.65];
@@ -337,7 +338,7 @@ def _summary_clicks(clicks: pd.DataFrame, n_cls: int) -> dict:
 
 
 def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
-    """Simulate a universe and write it to ``out_dir`` (contract 1).
+    """Simulate a universe and write it to ``out_dir`` (docs/decisions.md#simulated-exports).
 
     ``cfg`` is the ``simulate:`` config section (missing keys take
     :data:`DEFAULTS`); ``seed`` seeds every random step (same cfg and seed ->
