@@ -73,10 +73,11 @@ while all subjects have median 2F ~ 22, i.e. clumps are found in
 well-resolved galaxies; it makes ~35% of galaxies clumpy (the paper's 52% of
 galaxies with an aggregated clump include false positives). A clumpy galaxy has
 1 + NB clumps, negative binomial with mean ``clumps_extra_mean`` x
-(F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` [1.6, 0.7] and shape
-``clumps_dispersion`` [20], at most ``clumps_max`` [12] (consensus: 1-9 per
-clumpy subject, median 2, mean 2.3, falling from 2.9 to 1.9 from the best- to
-the worst-resolved fifth). Positions: disc radius u R90 with u ~
+(F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` [1.19, 0.7] and shape
+``clumps_dispersion`` [20], at most ``clumps_max`` [12]. The consensus boxes
+(1-9 per labelled subject, median 2, mean 2.3, falling from 2.9 to 1.9 from the
+best- to the worst-resolved fifth) count clumps and the faint features
+volunteers marked together; the richness factor is theirs. Positions: disc radius u R90 with u ~
 Gamma(``clump_radius_shape``, ``clump_radius_scale``) [10, 0.097] (a fraction
 ``clump_outer_fraction`` [3%] uniform in u = 1.3-2.6), random azimuth,
 projected with the galaxy's axis ratio and position angle; R90 in subject px =
@@ -91,7 +92,7 @@ brighter); g-r ~ N(0.25, 0.2), r-i ~ N(0.05, 0.1) (blue star-forming
 clumps), unusual g-r ~ N(0.7, 0.25), r-i ~ N(0.3, 0.15).
 
 **Distractors** (``truth_distractors.csv``, kind = faint_feature | star |
-bulge): faint features, Poisson mean ``faint_features_mean`` [FFM] per primary /
+bulge): faint features, Poisson mean ``faint_features_mean`` [4.0] per primary /
 simulated-clumps galaxy and ``faint_features_secondary`` [0.15] per secondary one,
 x 1.5 in clumpy galaxies and, with ``faint_follow_resolution`` [true], x the
 clumps' resolution window, inclination factor and richness (F /
@@ -100,7 +101,7 @@ a faint knot is told apart from its galaxy only where a clump would be
 (docs/decisions.md#faint-features); so a galaxy at the window's peak has
 ``faint_features_mean`` x 1.5 of them when clumpy, a poorly resolved one almost
 none. They are placed like clumps but with their own radial spread, u ~
-Gamma(``faint_radius_shape``, ``faint_radius_scale``) [4, FRS], with Delta ~
+Gamma(``faint_radius_shape``, ``faint_radius_scale``) [4, 0.21], with Delta ~
 N(``faint_contrast_mean``, ``faint_contrast_sd``) [7.3, 0.5] (~10x fainter than
 clumps: the paper's empirical false positives are 5-10x fainter, §6.3) and blue
 (g-r ~ N(0.0, 0.15)); foreground stars, Poisson ``stars_mean`` [0.4] per
@@ -113,9 +114,11 @@ relative to its galaxy and bluer is easier to see (§6.3: empirically true
 clumps are brighter and bluer). Volunteer j marks it with probability
 expit((v - theta_j [+ phi_j for a faint feature]) / ``visibility_softness``)
 [0.35]: theta_j is their detection threshold, phi_j their tendency to take
-faint blue features for clumps. With the defaults a volunteer marks ~79% of
-real clumps and ~69% of faint features; 96% of clumps and 99.9% of faint
-features get 5 or more marks from 20 volunteers (89% / 93%: 10 or more).
+faint blue features for clumps. With the defaults (5,000 subjects) a
+volunteer marks ~76% of real clumps and ~28% of faint features on average; 95%
+of clumps and 65% of faint features get 5 or more marks from ~20 volunteers
+(86% / 8.5%: 10 or more), so which faint features reach the aggregation's
+threshold depends on how many, and which, volunteers looked.
 
 *Calibration.* The defaults are fitted to evidence only: the paper's totals,
 numbers and trends and the real consensus boxes, compared at the level of the
@@ -129,32 +132,32 @@ aggregation's threshold as more volunteers look (§7); random spurious clicks ar
 few.
 
 **Volunteers.** Subjects per volunteer: casual volunteers ceil(X), X lognormal
-with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.65];
+with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.71];
 a fraction ``heavy_fraction`` [1.56%] of committed volunteers with
 p(n) ~ n^-(1 + ``heavy_alpha``) [0: log-uniform] between ``heavy_min`` [10] and
 ``heavy_max_fraction`` [0.5] x the number of subjects. The cohort size is the
 number of classification slots / the model's mean (so it scales with the
 project), and committed volunteers' counts are rescaled so that the plan fills
-the slots exactly. At paper scale: ~20.9k volunteers, median 3, ~95.5% below
-10, ~210 above 200 (the paper: 20,999, median 3, 19,859 below 10, 176 above 200).
+the slots exactly. At paper scale: ~20.9k volunteers, median 3, ~94.5% below
+10, ~200 above 200 (the paper: 20,999, median 3, 19,859 below 10, 176 above 200).
 Volunteers who are not logged in bring ``not_logged_in_fraction`` [20%] of the
 classifications (systematic sampling over activity ranks, so the share holds
 at any scale); each is a distinct "not-logged-in-<ip hash>" with no user_id.
 Skills, independent per volunteer: theta_j ~ N(``threshold_mean``,
-``threshold_sd``) [-1.0, 0.5]; phi_j ~ Gamma(``faint_boost_shape``,
-``faint_boost_mean`` / shape) [2, 2.8 mag]; spurious clicks ~ Poisson(lambda_j)
-per classification, lambda_j lognormal (median ``spurious_median`` [0.05],
+``threshold_sd``) [-1.0, 0.335]; phi_j ~ Gamma(``faint_boost_shape``,
+``faint_boost_mean`` / shape) [0.5, 1.0 mag]; spurious clicks ~ Poisson(lambda_j)
+per classification, lambda_j lognormal (median ``spurious_median`` [0.0082],
 log-width ``spurious_sigma`` [0.8], at most 5), 70% on the galaxy, 30%
 anywhere; positional scatter per axis sqrt((s_j F)^2 +
-``scatter_floor_px``^2), s_j lognormal (median ``scatter_median`` [0.12 FWHM],
+``scatter_floor_px``^2), s_j lognormal (median ``scatter_median`` [0.031 FWHM],
 log-width ``scatter_sigma`` [0.4]); and Beta-distributed probabilities (mean as
 given, a + b = ``skill_concentration`` [15]): marking the bulge in T0
 ``p_bulge_t0_mean`` [0.96] (without a visible bulge 0.3 x that, 3x less
 precise), also marking it as a clump in T1 ``p_bulge_t1_mean`` [0.07], doubling
 a click ``p_double_mean`` [0.03] (a second click 0.1-1.5 F away, i.e. within
 2 FWHM, same tool, right after the first), the unusual tool for an unusual
-clump ``p_unusual_hit_mean`` [0.6] and for anything else
-``p_unusual_false_mean`` [0.08] (stars 0.5), marking a foreground star
+clump ``p_unusual_hit_mean`` [0.85] and for anything else
+``p_unusual_false_mean`` [0.15] (stars 0.5), marking a foreground star
 ``p_star_mean`` [0.04], marking nothing in T1 ``p_skip_mean`` [0.05].
 
 *Spammers* (off by default). A share ``spammer_fraction`` [0] of the cohort
@@ -191,7 +194,7 @@ the classification, metadata started_at its start.
 **Experts.** ``n_experts`` [3] experts (user_name expert_1..3) classify the
 same ``n_expert_subjects`` [150] random subjects (the paper: 1,000) in the last
 40% of the project, with the click model above and fixed skills: threshold
-``expert_threshold`` [-0.5] (+-0.1 between experts; they find ~69% of the true clumps),
+``expert_threshold`` [-0.425] (+-0.1 between experts),
 faint boost ``expert_faint_boost`` [-1.0] (they ignore faint blue features,
 §6.3), scatter ``expert_scatter`` [0.08 FWHM]; no spurious, double, star or T1
 bulge clicks and no skipping; unusual tool 0.85 / 0.05; a visible bulge always.
@@ -201,10 +204,10 @@ classifications are taken to be all clicks of the export, the T0 bulge clicks
 included: 2.05 per classification, i.e. ~0.9 bulge click plus ~1.15 clump
 clicks. (Clump clicks alone would need 2.05 T1 clicks per classification, or
 ~40 per subject, more than the 128,100 clumps found in 85,286 subjects can
-carry.) resources/paper_scale.yaml realises ~1.74M classifications and, with
-the workflow's seed, 3.67M clicks (2.11 per classification: 0.87 bulge click,
-0.68 on true clumps, 0.40 on faint features, 0.15 on bulges, stars and
-spurious spots; 3% above the paper); see simulate_report.json.
+carry.) With the defaults a 20,000-subject universe has 2.02 clicks per
+classification (docs/calibration.md; the committed volunteers' habits move it
+by ~0.1 between seeds and sizes); simulate_report.json has the realised totals
+by source.
 
 Random streams: one ``numpy.random.SeedSequence(seed)`` child per stage
 (galaxies, clumps, distractors, volunteers, schedule, clicks, experts, expert
