@@ -529,8 +529,8 @@ def test_clumps_resemble_consensus_boxes(shared):
     clump is not comparable to the truth). Tolerances: the truth includes faint
     clumps that a consensus misses and the consensus includes some false positives,
     so the distributions need not agree exactly; the statistics below use ~50,000
-    simulated clumps (sampling errors < 1%), and the tolerances (10% on medians and
-    the mean, 15% on the 5-95% quantiles, 0.04 on fractions) are what the model's
+    simulated clumps (sampling errors < 1%), and the tolerances (10% on medians,
+    15% on the 5-95% quantiles, 0.04 on fractions) are what the model's
     tuning attains with margin, while a model that ignored resolution (no window:
     median box side ~21 px) or spread clumps over a plain exponential disc
     (u ~ Gamma(2, 0.45): median radius ~45 px against ~52) fails them.
@@ -544,7 +544,10 @@ def test_clumps_resemble_consensus_boxes(shared):
     n_ref = ref.groupby("image_id").size()
     n_sim = clumps.groupby("_gal").size()
     assert np.median(n_sim) == np.median(n_ref) == 2
-    assert n_sim.mean() == pytest.approx(n_ref.mean(), rel=0.10)
+    # the consensus boxes also hold the faint features volunteers marked
+    # (docs/decisions.md#faint-features), so the truth has somewhat fewer per galaxy;
+    # counts are compared at label level in benchmarks/calibration.py
+    assert 0.8 * n_ref.mean() <= n_sim.mean() <= n_ref.mean()
     assert n_sim.max() <= 12
 
     r_ref = np.hypot(ref["cx"] - 200, ref["cy"] - 200)
