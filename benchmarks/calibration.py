@@ -555,7 +555,11 @@ def _parse_set(items) -> dict:
     out = {}
     for item in items or []:
         k, _, v = item.partition("=")
-        out[k.strip()] = float(v) if v.strip().lstrip("-").replace(".", "", 1).isdigit() else v
+        v = v.strip()
+        if v.lower() in ("true", "false"):
+            out[k.strip()] = v.lower() == "true"
+        else:
+            out[k.strip()] = float(v) if v.lstrip("-").replace(".", "", 1).isdigit() else v
     return out
 
 

@@ -8,11 +8,15 @@ The objective is a distance between one simulated universe and the evidence rows
 consensus boxes at label level, the paper's §6 numbers and trends), each row measured in
 units of its own tolerance:
 
-    loss = Σ_rows log(1 + d²),  d = |simulated − real| / tolerance
+    loss = Σ_rows w_row log(1 + d²),  d = |simulated − real| / tolerance
 
 (a sign row has d = 0 when its sign is right, 2 when not; a row that cannot be computed
-d = 3). The logarithm keeps one hopeless row from drowning the others. The consensus
-model's purity or completeness against the simulated truth is never part of it.
+d = 3). The logarithm keeps one hopeless row from drowning the others. The weight is
+``--total-weight`` (default 4) on the totals (:data:`TOTALS`: classifications and clicks
+per classification, the volunteer cohort, labels per subject and the share of labelled
+subjects), 1 on every other row: a universe that matches the shape of the labels by
+losing half of them is not the paper's. The consensus model's purity or completeness
+against the simulated truth is never part of it.
 
 Search: a coordinate search over the named knobs (:data:`KNOBS`, each with its bounds and
 a log or linear scale). Each sweep tries every knob one step up and one step down from the
@@ -22,7 +26,8 @@ below 1/8 of its start. Every evaluation simulates the same seed (common random 
 so the fit is deterministic and differences between candidates are not sampling noise.
 
 Outputs in ``--out``: fit_log.csv (every evaluation: knobs, loss, rows agreeing),
-fit_result.json (start and best knobs, loss, rows agreeing), calibration_start.csv and
+fit_result.json (start and best knobs, loss and its totals / other parts, rows agreeing),
+calibration_start.csv and
 calibration_best.csv (the two tables at the fit's size). The best knobs are printed as
 ``--set`` arguments for calibration.py; they are not written to any config.
 """
@@ -53,9 +58,12 @@ log = logging.getLogger("clumpscout.fit")
 KNOBS: dict[str, tuple[float, float, str, float]] = {
     "spurious_median": (0.005, 2.0, "log", 0.5),
     "spurious_sigma": (0.1, 2.0, "log", 0.4),
-    "faint_features_mean": (0.05, 4.0, "log", 0.5),
+    "faint_features_mean": (0.05, 12.0, "log", 0.5),
     "faint_boost_mean": (0.05, 6.0, "log", 0.5),
-    "faint_boost_shape": (0.2, 10.0, "log", 0.5),
+    "faint_boost_shape": (0.1, 10.0, "log", 0.5),
+    "faint_contrast_mean": (5.5, 9.0, "lin", 0.3),
+    "faint_contrast_sd": (0.1, 2.0, "log", 0.4),
+    "faint_radius_scale": (0.1, 0.6, "log", 0.2),
     "threshold_mean": (-3.0, 1.0, "lin", 0.3),
     "threshold_sd": (0.05, 2.0, "log", 0.4),
     "scatter_median": (0.03, 0.5, "log", 0.3),
@@ -68,6 +76,19 @@ KNOBS: dict[str, tuple[float, float, str, float]] = {
 }
 SIGN_MISS = 2.0
 NAN_MISS = 3.0
+#: the rows weighted by ``--total-weight`` in the loss
+TOTALS = (
+    "classifications_per_subject",
+    "clicks_per_classification",
+    "volunteers_per_subject",
+    "subjects_per_volunteer_median",
+    "subjects_per_volunteer_mean",
+    "volunteers_below_10_share",
+    "volunteers_above_200_share",
+    "labels_per_subject",
+    "subjects_with_label_share",
+)
+TOTAL_WEIGHT = 4.0
 
 
 def row_distance(row) -> float:
@@ -84,8 +105,20 @@ def row_distance(row) -> float:
     return abs(sim - real) / max(tol, 1e-9)
 
 
-def loss(table: pd.DataFrame) -> float:
-    return float(sum(math.log1p(row_distance(r) ** 2) for r in table.to_dict("records")))
+def loss_parts(table: pd.DataFrame, total_weight: float = TOTAL_WEIGHT) -> dict[str, float]:
+    """The loss split into the weighted totals and the other rows (module docstring)."""
+    parts = {"totals": 0.0, "other": 0.0}
+    for r in table.to_dict("records"):
+        term = math.log1p(row_distance(r) ** 2)
+        if r.get("target") in TOTALS:
+            parts["totals"] += total_weight * term
+        else:
+            parts["other"] += term
+    return parts
+
+
+def loss(table: pd.DataFrame, total_weight: float = TOTAL_WEIGHT) -> float:
+    return float(sum(loss_parts(table, total_weight).values()))
 
 
 def _step(value: float, knob: str, direction: int, scale: float) -> float:
@@ -114,7 +147,7 @@ class Fit:
         table, _ = cal.measure(
             cfg, self.args.seed, Path(self.args.out) / "work", self.consensus, self.args.boot
         )
-        value = loss(table)
+        value = loss(table, self.args.total_weight)
         self.cache[key] = (value, table)
         self.log.append(
             {
@@ -168,6 +201,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=20231, help="the universe's master seed")
     ap.add_argument("--boot", type=int, default=50, help="bootstrap replicates per evaluation")
     ap.add_argument(
+        "--total-weight",
+        type=float,
+        default=TOTAL_WEIGHT,
+        help=f"weight of the totals rows in the loss (default {TOTAL_WEIGHT:g})",
+    )
+    ap.add_argument(
         "--start",
         nargs="*",
         default=[],
@@ -191,7 +230,9 @@ def main(argv=None) -> int:
     if unknown:
         raise SystemExit(f"unknown knobs: {', '.join(unknown)} (known: {', '.join(KNOBS)})")
     sim = resolve_config(cal.universe_config(args.regime, args.subjects)["simulate"])
-    given = {k: float(v) for k, v in cal._parse_set(args.start).items()}
+    given = {
+        k: v if isinstance(v, bool) else float(v) for k, v in cal._parse_set(args.start).items()
+    }
     resolve_config(given)  # unknown knobs or bad values stop here
     start = {k: given.get(k, float(sim[k])) for k in knobs}
     fixed = {k: v for k, v in given.items() if k not in knobs}  # held at the given value
@@ -212,8 +253,11 @@ def main(argv=None) -> int:
         "fixed": fixed,
         "start": start,
         "best": best,
+        "total_weight": args.total_weight,
         "loss_start": start_loss,
         "loss_best": best_loss,
+        "loss_parts_start": loss_parts(start_table, args.total_weight),
+        "loss_parts_best": loss_parts(best_table, args.total_weight),
         "agree_start": int(start_table["agrees"].sum()),
         "agree_best": int(best_table["agrees"].sum()),
         "rows": len(best_table),
@@ -228,6 +272,9 @@ def main(argv=None) -> int:
     )
     print(both.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     print(f"\n{len(fit.log)} evaluations in {result['seconds']:.0f} s ({args.subjects} subjects)")
+    ps, pb = result["loss_parts_start"], result["loss_parts_best"]
+    print(f"objective (totals x {args.total_weight:g} + other rows): "
+          f"{ps['totals']:.3f} + {ps['other']:.3f} -> {pb['totals']:.3f} + {pb['other']:.3f}")  # fmt: skip
     print(f"loss {start_loss:.3f} -> {best_loss:.3f}; rows agreeing "
           f"{result['agree_start']} -> {result['agree_best']} of {len(best_table)}")  # fmt: skip
     changed = {k: v for k, v in best.items() if v != start[k]}

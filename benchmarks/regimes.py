@@ -79,9 +79,10 @@ against the clumps alone every method has the faint features as false labels. No
 that "any real object" includes objects few volunteers ever mark (most stars), which
 caps every method's completeness on that truth.
 
-``--old-vs-new`` adds ``paper_old``: the ``paper`` regime with the simulator's earlier
-settings (faint_features_mean 2.0, faint_features_secondary 0.6, threshold_mean −0.65,
-faint_boost_mean 0.4, spurious_median 0.3, scatter_median 0.2), next to ``paper``.
+``--old-vs-new`` adds ``paper_old``: the ``paper`` regime with the simulator's settings
+before its calibration on the evidence (:data:`OLD_SETTINGS`: faint features in every
+galaxy whatever its resolution, few of them but marked by most volunteers, more spurious
+clicks and wider scatter; docs/calibration.md), next to ``paper``.
 
 Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_acceptance.csv,
 regimes_curves.csv (the models' C/P curves and the baselines' points), regimes.png and
@@ -131,14 +132,21 @@ COLUMNS = [
     "count_mae",
 ]
 TRUTHS = ("clumps", "any_object")
-#: the simulator's settings before its recalibration (regime ``paper_old``)
+#: the simulator's settings before its calibration on the evidence (regime ``paper_old``)
 OLD_SETTINGS = {
-    "faint_features_mean": 2.0,
-    "faint_features_secondary": 0.6,
-    "threshold_mean": -0.65,
-    "faint_boost_mean": 0.4,
-    "spurious_median": 0.3,
-    "scatter_median": 0.2,
+    "faint_follow_resolution": False,
+    "faint_radius_scale": 0.3,
+    "faint_features_mean": 0.5,
+    "faint_boost_mean": 2.8,
+    "faint_boost_shape": 2.0,
+    "spurious_median": 0.05,
+    "threshold_sd": 0.5,
+    "scatter_median": 0.12,
+    "clumps_extra_mean": 1.6,
+    "p_unusual_hit_mean": 0.6,
+    "p_unusual_false_mean": 0.08,
+    "expert_threshold": -0.5,
+    "activity_sigma": 0.65,
 }
 MIN_VOLUNTEERS = range(2, 11)
 #: DBSCAN settings when the config's baseline section has none

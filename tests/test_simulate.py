@@ -1,4 +1,5 @@
-"""Tests of the simulated Clump Scout universe (clumpscout.simulation.universe, contract 1).
+"""Tests of the simulated Clump Scout universe (clumpscout.simulation.universe; what it writes:
+docs/decisions.md#simulated-exports).
 
 The export is parsed here with the csv and json modules only (not with
 clumpscout.data.zooniverse), so these tests check the file format itself.
@@ -25,6 +26,7 @@ from clumpscout.simulation.universe import (
     DEFAULTS,
     cutout_geometry,
     make_clumps,
+    make_distractors,
     make_galaxies,
     make_volunteers,
     resolve_config,
@@ -480,6 +482,30 @@ def test_paper_scale_cohort():
     assert 0.94 <= (n < 10).mean() <= 0.97
 
 
+def test_faint_features_follow_the_resolution_window():
+    """docs/decisions.md#faint-features: with faint_follow_resolution, faint features live where
+    clumps can be seen (the clumps' resolution window); without it, in every galaxy."""
+    from clumpscout.simulation.universe import resolution_factors
+
+    counts = {}
+    for follow in (True, False):
+        p = resolve_config({"n_subjects": 6000, "faint_follow_resolution": follow})
+        gal = make_galaxies(p, np.random.default_rng(5))
+        clumps, _ = make_clumps(gal, p, np.random.default_rng(6))
+        clumpy = np.bincount(clumps["_gal"].to_numpy(), minlength=len(gal)) > 0
+        d = make_distractors(gal, clumpy, p, np.random.default_rng(7))
+        ff = d[d["kind"] == "faint_feature"]
+        counts[follow] = np.bincount(ff["_gal"].to_numpy(), minlength=len(gal))
+        window, _, _ = resolution_factors(gal["_fwhm"].to_numpy(), gal["axis_ratio"], p)
+    outside = window < 0.01  # far from the window's peak (same galaxies for both runs)
+    assert outside.sum() > 200
+    assert counts[True][outside].mean() < 0.05
+    assert counts[False][outside].mean() > 0.3
+    # near the window's peak most of them remain (the inclination factor hides some)
+    peak = window > 0.8
+    assert counts[True][peak].mean() > 0.5 * counts[False][peak].mean()
+
+
 # --------------------------------------------------------------------------- consensus boxes
 
 
@@ -503,8 +529,8 @@ def test_clumps_resemble_consensus_boxes(shared):
     clump is not comparable to the truth). Tolerances: the truth includes faint
     clumps that a consensus misses and the consensus includes some false positives,
     so the distributions need not agree exactly; the statistics below use ~50,000
-    simulated clumps (sampling errors < 1%), and the tolerances (10% on medians and
-    the mean, 15% on the 5-95% quantiles, 0.04 on fractions) are what the model's
+    simulated clumps (sampling errors < 1%), and the tolerances (10% on medians,
+    15% on the 5-95% quantiles, 0.04 on fractions) are what the model's
     tuning attains with margin, while a model that ignored resolution (no window:
     median box side ~21 px) or spread clumps over a plain exponential disc
     (u ~ Gamma(2, 0.45): median radius ~45 px against ~52) fails them.
@@ -518,7 +544,10 @@ def test_clumps_resemble_consensus_boxes(shared):
     n_ref = ref.groupby("image_id").size()
     n_sim = clumps.groupby("_gal").size()
     assert np.median(n_sim) == np.median(n_ref) == 2
-    assert n_sim.mean() == pytest.approx(n_ref.mean(), rel=0.10)
+    # the consensus boxes also hold the faint features volunteers marked
+    # (docs/decisions.md#faint-features), so the truth has somewhat fewer per galaxy;
+    # counts are compared at label level in benchmarks/calibration.py
+    assert 0.8 * n_ref.mean() <= n_sim.mean() <= n_ref.mean()
     assert n_sim.max() <= 12
 
     r_ref = np.hypot(ref["cx"] - 200, ref["cy"] - 200)

@@ -189,7 +189,8 @@ def _misplaced(x, y, pairs, c) -> np.ndarray:
 def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
     """The objects of every image (see the module docstring). Returns (df, n_dropped);
     df columns: _gal (image index), object, x, y, grouped, _detect."""
-    from clumpscout.simulation.universe import _csr, _local_index, _pairs_within
+    from clumpscout.simulation.config import _csr, _local_index
+    from clumpscout.simulation.sky import _pairs_within
 
     k = rng.integers(c["objects_min"], c["objects_max"] + 1, n_img)
     img = np.repeat(np.arange(n_img), k)
@@ -226,7 +227,7 @@ def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
 
 def draw_counting_skills(n: int, p: dict, rng) -> pd.DataFrame:
     """Per-volunteer skills of the counting project (module docstring)."""
-    from clumpscout.simulation.universe import _beta
+    from clumpscout.simulation.config import _beta
 
     c = p["counting"]
     conc = c["skill_concentration"]
@@ -267,7 +268,7 @@ def make_counting_experts(n: int, p: dict, rng) -> pd.DataFrame:
 
 def _object_pairs(cls_sub, objects, n_sub):
     """(classification, object row) for every object of every classified image."""
-    from clumpscout.simulation.universe import _csr, _local_index
+    from clumpscout.simulation.config import _csr, _local_index
 
     ptr = _csr(np.bincount(objects["_gal"].to_numpy(), minlength=n_sub))
     n_obj = np.diff(ptr)[cls_sub]
@@ -387,6 +388,7 @@ def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
     """Simulate the counting project described by the resolved ``simulate`` section
     ``p`` (``kind: counting``) and write it to ``out_dir``; returns the report."""
     from clumpscout.simulation import universe as sim
+    from clumpscout.simulation.volunteers import assign_spammers, make_cohort
 
     c = p["counting"]
     out = Path(out_dir)
@@ -401,10 +403,10 @@ def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
         r = rng["schedule"]
         need = r.integers(c["volunteers_min"], c["volunteers_max"] + 1, n)
         rv = rng["volunteers"]
-        vols = sim.make_cohort(int(need.sum()), n, p, rv)
+        vols = make_cohort(int(need.sum()), n, p, rv)
         vols = pd.concat([vols, draw_counting_skills(len(vols), p, rv)], axis=1)
         if p["spammer_fraction"] > 0:
-            vols = sim.assign_spammers(vols, p, rng["spammers"])
+            vols = assign_spammers(vols, p, rng["spammers"])
         q = sim.run_queue(vols, need, p, r, draw_counting_skills)
         q["volunteers"] = sim.fill_spammer_columns(q["volunteers"], vols)
     with timed(f"simulate: clicks of {len(q['vol'])} classifications", sim.log):
