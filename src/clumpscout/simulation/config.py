@@ -13,8 +13,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
+from clumpscout import config as _schema
 from clumpscout.errors import InputError
-from clumpscout.simulation.counting import COUNTING_DEFAULTS, resolve_counting
+from clumpscout.simulation.counting import resolve_counting
 
 # --------------------------------------------------------------------------- constants
 
@@ -41,102 +42,9 @@ GALAXY_FORMATS = {
     "y_centre": ".3f",
 }
 
-#: every knob of the ``simulate:`` config section with its default
-DEFAULTS: dict[str, Any] = {
-    "n_subjects": 1500,
-    "sample_counts": [53613, 4937, 26736],
-    "n_experts": 3,
-    "n_expert_subjects": 150,
-    "volunteers_per_subject": 20,
-    "extra_classifications_mean": 0.4,
-    # galaxies
-    "z_median": 0.07,
-    "z_sigma": 0.35,
-    "r90_kpc_median": 8.6,
-    "r90_kpc_sigma": 0.25,
-    "psf_fwhm_px_median": 2.8,
-    "psf_fwhm_px_sigma": 0.22,
-    "psf_tail_fraction": 0.01,
-    "psf_tail_max_px": 18.0,
-    "bulge_visible_min": 0.08,
-    # clumps
-    "clumpy_primary": 1.0,
-    "clumpy_secondary": 0.15,
-    "clumpy_simulated": 1.0,
-    "clumpy_fwhm_peak": 6.6,
-    "clumpy_fwhm_width": 0.43,
-    "clumps_extra_mean": 1.19,
-    "clumps_dispersion": 20.0,
-    "clumps_resolution_slope": 0.7,
-    "clumps_max": 12,
-    "clump_radius_shape": 10.0,
-    "clump_radius_scale": 0.097,
-    "clump_outer_fraction": 0.03,
-    "clump_min_separation": 1.0,
-    "unusual_fraction": 0.28,
-    "unusual_radial_slope": 0.12,
-    "clump_contrast_mean": 4.5,
-    "clump_contrast_sd": 0.9,
-    # distractors
-    "faint_features_mean": 4.0,
-    "faint_features_secondary": 0.15,
-    "faint_follow_resolution": True,
-    "faint_radius_shape": 4.0,
-    "faint_radius_scale": 0.21,
-    "faint_contrast_mean": 7.3,
-    "faint_contrast_sd": 0.5,
-    "stars_mean": 0.4,
-    # visibility
-    "visibility_contrast_ref": 4.5,
-    "visibility_colour_weight": 0.8,
-    "visibility_softness": 0.35,
-    # volunteer activity
-    "activity_median": 2.6,
-    "activity_sigma": 0.71,
-    "heavy_fraction": 0.0156,
-    "heavy_alpha": 0.0,
-    "heavy_min": 10,
-    "heavy_max_fraction": 0.5,
-    "not_logged_in_fraction": 0.2,
-    # volunteer skills
-    "threshold_mean": -1.0,
-    "threshold_sd": 0.335,
-    "faint_boost_mean": 1.0,
-    "faint_boost_shape": 0.5,
-    "spurious_median": 0.0082,
-    "spurious_sigma": 0.8,
-    "scatter_median": 0.031,
-    "scatter_sigma": 0.4,
-    "scatter_floor_px": 0.7,
-    "skill_concentration": 15.0,
-    "p_bulge_t0_mean": 0.96,
-    "p_bulge_t1_mean": 0.07,
-    "p_double_mean": 0.03,
-    "p_unusual_hit_mean": 0.85,
-    "p_unusual_false_mean": 0.15,
-    "p_star_mean": 0.04,
-    "p_skip_mean": 0.05,
-    # experts
-    "expert_threshold": -0.425,
-    "expert_faint_boost": -1.0,
-    "expert_scatter": 0.08,
-    # time line and subject queue
-    "start_date": "2019-10-01",
-    "duration_days": 420.0,
-    "launch_fraction": 0.3,
-    "session_mean": 25.0,
-    "seconds_per_classification": 30.0,
-    "active_subjects": 1000,
-    # output
-    "write_click_truth": True,
-    # spammers (0 = none)
-    "spammer_fraction": 0.0,
-    "spammer_spurious_mean": 4.0,
-    "spammer_hit_scale": 0.5,
-    # what kind of project: galaxy (Clump Scout) | counting (clumpscout.simulation.counting)
-    "kind": "galaxy",
-    "counting": COUNTING_DEFAULTS,
-}
+#: every knob of the ``simulate:`` config section with its default (from the config schema,
+#: clumpscout.config; what each knob means: the clumpscout.simulation.universe docstring)
+DEFAULTS: dict[str, Any] = _schema.defaults("simulate")
 #: values of ``kind``
 KINDS = ("galaxy", "counting")
 

@@ -72,32 +72,12 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logit
 
+from clumpscout import config as _schema
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 
-#: every key of the ``simulate.counting`` section with its default
-COUNTING_DEFAULTS: dict[str, Any] = {
-    "image_width": 800,
-    "image_height": 600,
-    "objects_min": 0,
-    "objects_max": 15,
-    "group_fraction": 0.25,
-    "group_distance_px": 14.0,
-    "min_separation_px": 6.0,
-    "edge_margin_px": 10.0,
-    "object_visibility_sd": 0.8,
-    "volunteers_min": 10,
-    "volunteers_max": 20,
-    "p_mark_mean": 0.8,
-    "p_empty_mean": 0.33,
-    "skill_concentration": 6.0,
-    "spurious_median": 0.1,
-    "spurious_sigma": 1.0,
-    "scatter_px_median": 3.0,
-    "scatter_px_sigma": 0.35,
-    "expert_p_mark": 0.97,
-    "expert_scatter_px": 1.0,
-}
+#: every key of the ``simulate.counting`` section with its default (from the config schema)
+COUNTING_DEFAULTS: dict[str, Any] = _schema.defaults("simulate")["counting"]
 _FRACTIONS = {"group_fraction", "p_mark_mean", "p_empty_mean", "expert_p_mark"}
 _POSITIVE = {"image_width", "image_height", "volunteers_min", "skill_concentration"}
 
