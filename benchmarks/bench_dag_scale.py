@@ -1,4 +1,4 @@
-"""Whole-DAG scale benchmark (issue: production, item 6; issue: reproduce, "done when").
+"""Whole-DAG scale benchmark: wall time and peak memory of the whole workflow per size.
 
 Runs the complete workflow on simulated universes of increasing size in fresh copies of
 the project and prints, per size, the wall time of the run and, per rule, the wall time
