@@ -22,10 +22,10 @@ def _run(sm):
             sm.input.subjects_export or None,
             workflow_id=sm.params.workflow_id,
             workflow_version=sm.params.workflow_version,
-            clump_task=cfg.get("clump_task", "T1"),
-            unusual_tools=cfg.get("unusual_tools", [1]),
+            clump_task=cfg["clump_task"],
+            unusual_tools=cfg["unusual_tools"],
             tools=cfg.get("tools"),
-            missing_subjects=cfg.get("missing_subjects", "keep"),
+            missing_subjects=cfg["missing_subjects"],
             limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
         )
     write_parquet(clicks, sm.output.clicks)

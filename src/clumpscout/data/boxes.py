@@ -65,6 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout import config as _schema
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
@@ -620,7 +621,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--shape-extent",
         choices=SHAPE_EXTENTS,
-        default="drawn",
+        default=_schema.defaults("export")["shape_extent"],
         help="drawn shapes: their drawn extent, or the fixed square of a point",
     )
     p.add_argument("--out", required=True, help="boxes.parquet (report: <stem>_report.json)")

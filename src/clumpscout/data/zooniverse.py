@@ -103,6 +103,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from clumpscout import config as _schema
 from clumpscout.data.annotations import (
     CIRCLE,
     ELLIPSE,
@@ -773,6 +774,7 @@ def report_path(out: str | Path) -> Path:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     from clumpscout.data.boxes import DefaultsHelpFormatter
 
+    ex = _schema.defaults("extract")  # the defaults of config.yaml's extract section
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Zooniverse classification export -> tidy clicks table (one row per mark of the clump "
@@ -800,7 +802,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--clump-task",
-        default="T1",
+        default=ex["clump_task"],
         help='drawing task whose marks to keep (config extract.clump_task); "all": every '
         "drawing task",
     )
@@ -808,7 +810,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--unusual-tools",
         type=int,
         nargs="*",
-        default=[1],
+        default=ex["unusual_tools"],
         help="tool indices that mean 'unusual' (config extract.unusual_tools); give the flag "
         "with no value for none",
     )
@@ -822,7 +824,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--missing-subjects",
         choices=MISSING_SUBJECTS,
-        default="keep",
+        default=ex["missing_subjects"],
         help="subjects absent from the subject export (config extract.missing_subjects)",
     )
     d = LIMIT_DEFAULTS
