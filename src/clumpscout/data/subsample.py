@@ -111,7 +111,7 @@ def draw_subsample(
 
     Parameters
     ----------
-    boxes_df : the boxes table (docs/contracts.md#boxes); only ``classification_id`` and
+    boxes_df : the boxes table (README.md#boxes); only ``classification_id`` and
         ``subject_id`` are used, every column is passed through.
     n : classifications per subject (>= 1).
     seed : the subsample seed (``seed_for("subsample")`` in the workflow).

@@ -1,4 +1,4 @@
-"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: docs/contracts.md#clicks).
+"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: README.md#clicks).
 
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
@@ -210,7 +210,7 @@ LIGHT_COLUMNS = (
 JSON_COLUMNS = ("annotations", "metadata")
 OPTIONAL_JSON_COLUMNS = ("subject_data",)
 
-#: clicks.parquet columns (docs/contracts.md#clicks) followed by the extra columns this reader adds
+#: clicks.parquet columns (README.md#clicks) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -253,7 +253,7 @@ def extract_clicks(
     missing_subjects: str = "keep",
     limits: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Read a Zooniverse classification export into the tidy clicks table (docs/contracts.md#clicks).
+    """Read a Zooniverse classification export into the tidy clicks table (README.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. Returns
