@@ -1,4 +1,4 @@
-"""Score the aggregation against a simulated universe's truth (numbers for the issue-3 notes).
+"""Score the aggregation against a simulated universe's truth (numbers for docs and notes).
 
     .venv/bin/python benchmarks/eval_aggregate.py --boxes results/subsamples/n20/boxes.parquet \
         --truth results/universe/truth_clumps.csv [--set distance_likelihood=d_squared ...] \
