@@ -1,5 +1,4 @@
 import hashlib
-import importlib.util
 import sys
 from pathlib import Path
 
@@ -13,6 +12,7 @@ SRC = ROOT / "src" / "clumpscout"
 if str(SRC.parent) not in sys.path:
     sys.path.insert(0, str(SRC.parent))
 from clumpscout import config as config_schema
+from clumpscout.codedeps import code_digest as _code_digest
 
 
 def check_config(cfg):
@@ -28,11 +28,6 @@ def check_config(cfg):
 
 check_config(config)
 
-# loaded from the project's own source (the workflow needs no installed package for this)
-_spec = importlib.util.spec_from_file_location("_codedeps", SRC / "codedeps.py")
-_codedeps = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_codedeps)
-_code_digest = _codedeps.code_digest
 # every output goes below this folder (decisions.md#results-per-config)
 RESULTS = config["results_dir"].rstrip("/")
 

@@ -1,20 +1,14 @@
 # Helpers of workflow/rules/figures.smk (figures, headline numbers, report wiring).
 
-import sys
-
 FIG = f"{RESULTS}/figures"
 FIGCFG = section("figures")
 FIG_N_REF = FIGCFG.get("n_ref") if FIGCFG.get("n_ref") in NS else max(NS)
 FIG_BASE_N = BASELINE_N
 FIG_SEED = seed_for("figures")
 
-# the figure registry, loaded from the project's own source like clumpscout.codedeps
-_reg_spec = importlib.util.spec_from_file_location(
-    "_figure_registry", SRC / "figures" / "registry.py"
-)
-FIGURE_REGISTRY = importlib.util.module_from_spec(_reg_spec)
-sys.modules[_reg_spec.name] = FIGURE_REGISTRY  # dataclasses look their module up there
-_reg_spec.loader.exec_module(FIGURE_REGISTRY)
+# the figure registry (the project's own package: common.smk puts its src/ first on the path)
+from clumpscout.figures import registry as FIGURE_REGISTRY
+
 CAT_HEADLINE = FIGURE_REGISTRY.CAT_HEADLINE
 # references the run has: expert classifications, a simulated truth
 FIG_REFERENCES = [
