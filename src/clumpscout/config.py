@@ -29,8 +29,11 @@ _IN_USE = {
     "export": lambda cfg: cfg.get("source") in ("export", "clicks"),
     "images.demo": lambda cfg: bool((cfg.get("images") or {}).get("real_demo")),
 }
-#: keys that must be set while their section is in use
-_REQUIRED_INPUTS = {"export": ("classifications", "subjects")}
+#: input keys that must be set, per ``source`` (a flattened clicks table replaces the exports)
+_REQUIRED_INPUTS = {
+    "export": ("export.classifications", "export.subjects"),
+    "clicks": ("export.clicks",),
+}
 
 
 class ConfigError(InputError):
@@ -171,11 +174,8 @@ def input_problems(cfg: dict, base: str | Path | None = None) -> list[str]:
     the working directory)."""
     base = Path.cwd() if base is None else Path(base)
     out = []
-    for section, keys in _REQUIRED_INPUTS.items():
-        if _IN_USE[section](cfg):
-            if section == "export" and cfg.get("source") == "clicks":
-                keys = ("clicks",)  # a flattened clicks table replaces the two exports
-            out += [f"{section}.{k}: must be set" for k in keys if not _get(cfg, f"{section}.{k}")]
+    keys = _REQUIRED_INPUTS.get(cfg.get("source"), ())
+    out += [f"{k}: must be set" for k in keys if not _get(cfg, k)]
     for key, kind in _walk_inputs(_schema()):
         section = key.rsplit(".", 1)[0]
         if section in _IN_USE and not _IN_USE[section](cfg):

@@ -263,11 +263,12 @@ def plot_clump_positions(
     return stats
 
 
-def build_pfp(inp, stem, params):
+def _build_distribution(inp, stem, params, column, plot):
+    """A per-label probability's distribution per n (p_fp or p_sigma) from the stacked labels."""
     ns, nr = _ns(params)
     cfg = _cfg(params)
-    lab = read_stacked(inp["labels"], ns, ["p_fp"], "labels", [])
-    return plot_pfp_distribution(
+    lab = read_stacked(inp["labels"], ns, [column], "labels", [])
+    return plot(
         lab,
         stem,
         n_ref=nr,
@@ -275,20 +276,14 @@ def build_pfp(inp, stem, params):
         dpi=cfg["dpi"],
         wording=params.get("wording"),
     )
+
+
+def build_pfp(inp, stem, params):
+    return _build_distribution(inp, stem, params, "p_fp", plot_pfp_distribution)
 
 
 def build_psigma(inp, stem, params):
-    ns, nr = _ns(params)
-    cfg = _cfg(params)
-    lab = read_stacked(inp["labels"], ns, ["p_sigma"], "labels", [])
-    return plot_psigma_distribution(
-        lab,
-        stem,
-        n_ref=nr,
-        inset_max=cfg["inset_max"],
-        dpi=cfg["dpi"],
-        wording=params.get("wording"),
-    )
+    return _build_distribution(inp, stem, params, "p_sigma", plot_psigma_distribution)
 
 
 def build_positions(inp, stem, params):

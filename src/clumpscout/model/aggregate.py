@@ -192,7 +192,7 @@ def load_config(path) -> tuple[Params, int | None]:
         found = _config.problems(data)
         if found:
             raise _config.ConfigError(found, path=path)
-        section = {k: v for k, v in data["aggregate"].items() if k in _DEFAULTS}
+        section = data["aggregate"]
     else:  # a flat file of aggregate settings (and perhaps the seed): every key is checked
         section = {k: v for k, v in data.items() if k != "seed"}
     return Params.from_dict(section, path=path), seed
