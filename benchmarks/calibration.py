@@ -530,13 +530,18 @@ def universe_config(
     return cfg
 
 
+#: the subsamples the rows use (clumps-per-galaxy gain, N_fn rise and stale shares: 7 and 20)
+ROW_NS = (7, N_REF)
+
+
 def measure(
-    cfg: dict, seed: int, work: Path, consensus=None, n_boot=200, keep=False
+    cfg: dict, seed: int, work: Path, consensus=None, n_boot=200, keep=False, ns=NS
 ) -> tuple[pd.DataFrame, dict]:
-    """Run one universe and return (calibration table, run info)."""
+    """Run one universe and return (calibration table, run info). ``ns``: the subsamples
+    aggregated (the table needs :data:`ROW_NS`; the others are for the log and figures)."""
     t0 = time.perf_counter()
     try:
-        run = run_universe(cfg, seed, work)
+        run = run_universe(cfg, seed, work, ns)
     finally:
         if not keep:
             shutil.rmtree(work, ignore_errors=True)

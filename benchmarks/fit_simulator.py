@@ -130,36 +130,59 @@ def _step(value: float, knob: str, direction: int, scale: float) -> float:
     return float(np.clip(round(v, 4), lo, hi))
 
 
-class Fit:
-    """Evaluations of knob sets on one seed, cached."""
+def _measure_seed(cfg: dict, seed: int, work: str, consensus, n_boot: int) -> pd.DataFrame:
+    """One seed's calibration table (a worker process's task); only the subsamples the rows
+    use are aggregated."""
+    logging.getLogger("clumpscout").setLevel(logging.WARNING)
+    table, _ = cal.measure(cfg, seed, Path(work), consensus, n_boot, ns=cal.ROW_NS)
+    return table
 
-    def __init__(self, args, base: dict, consensus):
-        self.args, self.base, self.consensus = args, base, consensus
-        self.cache: dict[tuple, tuple[float, pd.DataFrame]] = {}
+
+class Fit:
+    """Evaluations of knob sets, cached. Each candidate is simulated once per seed (the
+    seeds in parallel worker processes) and its loss is the sum of the seeds' losses."""
+
+    def __init__(self, args, base: dict, consensus, pool=None):
+        self.args, self.base, self.consensus, self.pool = args, base, consensus, pool
+        self.cache: dict[tuple, tuple[float, list[pd.DataFrame]]] = {}
         self.log: list[dict] = []
 
-    def __call__(self, knobs: dict) -> tuple[float, pd.DataFrame]:
+    def tables(self, cfg: dict) -> list[pd.DataFrame]:
+        out = Path(self.args.out)
+        jobs = [
+            (cfg, seed, str(out / f"work_{seed}"), self.consensus, self.args.boot)
+            for seed in self.args.seeds
+        ]
+        if self.pool is None:
+            return [_measure_seed(*job) for job in jobs]
+        return [f.result() for f in [self.pool.submit(_measure_seed, *job) for job in jobs]]
+
+    def __call__(self, knobs: dict) -> tuple[float, list[pd.DataFrame]]:
         key = tuple(sorted(knobs.items()))
         if key in self.cache:
             return self.cache[key]
         cfg = cal.universe_config(self.args.regime, self.args.subjects, {**self.base, **knobs})
         t0 = time.perf_counter()
-        table, _ = cal.measure(
-            cfg, self.args.seed, Path(self.args.out) / "work", self.consensus, self.args.boot
-        )
-        value = loss(table, self.args.total_weight)
-        self.cache[key] = (value, table)
+        tables = self.tables(cfg)
+        value = float(sum(loss(t, self.args.total_weight) for t in tables))
+        self.cache[key] = (value, tables)
+        agree = [int(t["agrees"].sum()) for t in tables]
+        lps = [float(t.set_index("target").loc["labels_per_subject", "simulated_value"])
+               for t in tables]  # fmt: skip
         self.log.append(
             {
                 **knobs,
                 "loss": value,
-                "agree": int(table["agrees"].sum()),
+                "agree": "/".join(map(str, agree)),
+                "labels_per_subject": "/".join(f"{v:.3f}" for v in lps),
                 "seconds": time.perf_counter() - t0,
             }
         )
-        log.info("eval %d: loss %.3f, %d rows agree: %s", len(self.log), value,
-                 int(table["agrees"].sum()), knobs)  # fmt: skip
-        return value, table
+        pd.DataFrame(self.log).to_csv(Path(self.args.out) / "fit_log.csv", index=False)
+        log.info("eval %d: loss %.3f, rows agree %s, labels per subject %s (%.0f s): %s",
+                 len(self.log), value, agree, [round(v, 3) for v in lps],
+                 time.perf_counter() - t0, knobs)  # fmt: skip
+        return value, tables
 
 
 def coordinate_search(fit: Fit, start: dict, knobs: list[str], max_evals: int):
@@ -198,7 +221,16 @@ def parse_args(argv=None) -> argparse.Namespace:
     ap.add_argument("--knobs", default=",".join(KNOBS), help="comma-separated knobs to fit")
     ap.add_argument("--max-evals", type=int, default=150, help="universes simulated at most")
     ap.add_argument("--regime", default="paper")
-    ap.add_argument("--seed", type=int, default=20231, help="the universe's master seed")
+    ap.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[20231],
+        help="master seeds; the loss is summed over them (default 20231)",
+    )
+    ap.add_argument(
+        "--workers", type=int, default=1, help="processes running the seeds in parallel"
+    )
     ap.add_argument("--boot", type=int, default=50, help="bootstrap replicates per evaluation")
     ap.add_argument(
         "--total-weight",
@@ -237,17 +269,33 @@ def main(argv=None) -> int:
     start = {k: given.get(k, float(sim[k])) for k in knobs}
     fixed = {k: v for k, v in given.items() if k not in knobs}  # held at the given value
     consensus = cal.load_consensus()
-    fit = Fit(args, fixed, consensus)
+    pool = None
+    if args.workers > 1 and len(args.seeds) > 1:
+        import multiprocessing as mp
+        from concurrent.futures import ProcessPoolExecutor
+
+        pool = ProcessPoolExecutor(args.workers, mp_context=mp.get_context("fork"))
+    fit = Fit(args, fixed, consensus, pool)
     t0 = time.perf_counter()
-    best, best_loss = coordinate_search(fit, start, knobs, args.max_evals)
-    start_loss, start_table = fit(start)
-    _, best_table = fit(best)
-    pd.DataFrame(fit.log).to_csv(out / "fit_log.csv", index=False)
-    start_table.to_csv(out / "calibration_start.csv", index=False)
-    best_table.to_csv(out / "calibration_best.csv", index=False)
+    try:
+        best, best_loss = coordinate_search(fit, start, knobs, args.max_evals)
+        start_loss, start_tables = fit(start)
+        _, best_tables = fit(best)
+    finally:
+        pd.DataFrame(fit.log).to_csv(out / "fit_log.csv", index=False)
+        if pool is not None:
+            pool.shutdown()
+    for seed, st, bt in zip(args.seeds, start_tables, best_tables, strict=True):
+        st.to_csv(out / f"calibration_start_seed{seed}.csv", index=False)
+        bt.to_csv(out / f"calibration_best_seed{seed}.csv", index=False)
+
+    def parts(tables):
+        ps = [loss_parts(t, args.total_weight) for t in tables]
+        return {k: float(sum(p[k] for p in ps)) for k in ps[0]}
+
     result = {
         "subjects": args.subjects,
-        "seed": args.seed,
+        "seeds": args.seeds,
         "evaluations": len(fit.log),
         "seconds": time.perf_counter() - t0,
         "fixed": fixed,
@@ -256,27 +304,30 @@ def main(argv=None) -> int:
         "total_weight": args.total_weight,
         "loss_start": start_loss,
         "loss_best": best_loss,
-        "loss_parts_start": loss_parts(start_table, args.total_weight),
-        "loss_parts_best": loss_parts(best_table, args.total_weight),
-        "agree_start": int(start_table["agrees"].sum()),
-        "agree_best": int(best_table["agrees"].sum()),
-        "rows": len(best_table),
+        "loss_parts_start": parts(start_tables),
+        "loss_parts_best": parts(best_tables),
+        "agree_start": [int(t["agrees"].sum()) for t in start_tables],
+        "agree_best": [int(t["agrees"].sum()) for t in best_tables],
+        "rows": len(best_tables[0]),
     }
     with open(out / "fit_result.json", "w") as fh:
         json.dump(result, fh, indent=2)
-    both = start_table[["target", "real_value", "tolerance"]].assign(
-        start=start_table["simulated_value"],
-        start_ok=start_table["agrees"],
-        best=best_table["simulated_value"],
-        best_ok=best_table["agrees"],
-    )
-    print(both.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
-    print(f"\n{len(fit.log)} evaluations in {result['seconds']:.0f} s ({args.subjects} subjects)")
+    for seed, st, bt in zip(args.seeds, start_tables, best_tables, strict=True):
+        both = st[["target", "real_value", "tolerance"]].assign(
+            start=st["simulated_value"],
+            start_ok=st["agrees"],
+            best=bt["simulated_value"],
+            best_ok=bt["agrees"],
+        )
+        print(f"\n== seed {seed}")
+        print(both.to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    print(f"\n{len(fit.log)} evaluations in {result['seconds']:.0f} s "
+          f"({args.subjects} subjects, seeds {args.seeds})")  # fmt: skip
     ps, pb = result["loss_parts_start"], result["loss_parts_best"]
-    print(f"objective (totals x {args.total_weight:g} + other rows): "
+    print(f"objective over the seeds (totals x {args.total_weight:g} + other rows): "
           f"{ps['totals']:.3f} + {ps['other']:.3f} -> {pb['totals']:.3f} + {pb['other']:.3f}")  # fmt: skip
-    print(f"loss {start_loss:.3f} -> {best_loss:.3f}; rows agreeing "
-          f"{result['agree_start']} -> {result['agree_best']} of {len(best_table)}")  # fmt: skip
+    print(f"loss {start_loss:.3f} -> {best_loss:.3f}; rows agreeing per seed "
+          f"{result['agree_start']} -> {result['agree_best']} of {result['rows']}")  # fmt: skip
     changed = {k: v for k, v in best.items() if v != start[k]}
     print("best knobs:", " ".join(f"{k}={v:g}" for k, v in {**fixed, **best}.items()))
     print("changed:   ", " ".join(f"{k}={start[k]:g}->{v:g}" for k, v in changed.items()))

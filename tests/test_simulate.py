@@ -523,7 +523,8 @@ def _consensus(shared: Path) -> pd.DataFrame:
 
 
 def test_clumps_resemble_consensus_boxes(shared):
-    """Simulated true clumps vs the real consensus boxes (summary statistics only).
+    """Simulated true clumps vs the real consensus boxes: where they sit and how large
+    their boxes are (summary statistics only).
 
     Only galaxies with clumps are compared (the fraction with a consensus-detectable
     clump is not comparable to the truth). Tolerances: the truth includes faint
@@ -543,12 +544,12 @@ def test_clumps_resemble_consensus_boxes(shared):
 
     n_ref = ref.groupby("image_id").size()
     n_sim = clumps.groupby("_gal").size()
-    assert np.median(n_sim) == np.median(n_ref) == 2
-    # the consensus boxes also hold the faint features volunteers marked
-    # (docs/decisions.md#faint-features), so the truth has somewhat fewer per galaxy;
-    # counts are compared at label level in benchmarks/calibration.py
-    assert 0.8 * n_ref.mean() <= n_sim.mean() <= n_ref.mean()
-    assert n_sim.max() <= 12
+    # Counts are not compared here: the consensus boxes also hold the faint features
+    # volunteers marked (docs/decisions.md#faint-features) and are aggregated labels, so
+    # counts per subject are compared label with label (benchmarks/calibration.py,
+    # tests/test_calibration.py); here the truth must hold fewer per galaxy than they do.
+    assert n_sim.mean() < n_ref.mean()
+    assert 1 <= n_sim.min() and n_sim.max() <= 12
 
     r_ref = np.hypot(ref["cx"] - 200, ref["cy"] - 200)
     r_sim = np.hypot(clumps["x"] - 200, clumps["y"] - 200)

@@ -73,7 +73,7 @@ while all subjects have median 2F ~ 22, i.e. clumps are found in
 well-resolved galaxies; it makes ~35% of galaxies clumpy (the paper's 52% of
 galaxies with an aggregated clump include false positives). A clumpy galaxy has
 1 + NB clumps, negative binomial with mean ``clumps_extra_mean`` x
-(F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` [1.19, 0.7] and shape
+(F / ``clumpy_fwhm_peak``)^-``clumps_resolution_slope`` [0.3, 0.7] and shape
 ``clumps_dispersion`` [20], at most ``clumps_max`` [12]. The consensus boxes
 (1-9 per labelled subject, median 2, mean 2.3, falling from 2.9 to 1.9 from the
 best- to the worst-resolved fifth) count clumps and the faint features
@@ -115,9 +115,9 @@ clumps are brighter and bluer). Volunteer j marks it with probability
 expit((v - theta_j [+ phi_j for a faint feature]) / ``visibility_softness``)
 [0.35]: theta_j is their detection threshold, phi_j their tendency to take
 faint blue features for clumps. With the defaults (5,000 subjects) a
-volunteer marks ~76% of real clumps and ~28% of faint features on average; 95%
-of clumps and 65% of faint features get 5 or more marks from ~20 volunteers
-(86% / 8.5%: 10 or more), so which faint features reach the aggregation's
+volunteer marks ~78% of real clumps and ~43% of faint features on average; 94%
+of clumps and 92% of faint features get 5 or more marks from ~20 volunteers
+(86% / 40%: 10 or more), so which faint features reach the aggregation's
 threshold depends on how many, and which, volunteers looked.
 
 *Calibration.* The defaults are fitted to evidence only: the paper's totals,
@@ -126,10 +126,10 @@ paper model's aggregated labels (``benchmarks/calibration.py``,
 ``benchmarks/fit_simulator.py``; docs/calibration.md has the table, what agrees
 and what does not). The picture they encode is §6.3's: the volunteers' consensus
 disagrees with the experts mainly on faint blue features that experts ignore,
-marked by a minority of optimistic volunteers (``faint_boost_shape`` < 1: most
-volunteers ignore them, a few mark many), so that more of them reach the
-aggregation's threshold as more volunteers look (§7); random spurious clicks are
-few.
+marked unevenly (``faint_boost_shape`` < 1: many volunteers ignore them, a few
+mark many), so that more of them reach the aggregation's threshold as more
+volunteers look (§7); spurious clicks are ~0.1 per classification (the median
+volunteer), a few percent of the clump task's clicks.
 
 **Volunteers.** Subjects per volunteer: casual volunteers ceil(X), X lognormal
 with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.71];
@@ -144,9 +144,9 @@ Volunteers who are not logged in bring ``not_logged_in_fraction`` [20%] of the
 classifications (systematic sampling over activity ranks, so the share holds
 at any scale); each is a distinct "not-logged-in-<ip hash>" with no user_id.
 Skills, independent per volunteer: theta_j ~ N(``threshold_mean``,
-``threshold_sd``) [-1.0, 0.335]; phi_j ~ Gamma(``faint_boost_shape``,
-``faint_boost_mean`` / shape) [0.5, 1.0 mag]; spurious clicks ~ Poisson(lambda_j)
-per classification, lambda_j lognormal (median ``spurious_median`` [0.0082],
+``threshold_sd``) [-1.0, 0.225]; phi_j ~ Gamma(``faint_boost_shape``,
+``faint_boost_mean`` / shape) [0.82, 1.65 mag]; spurious clicks ~ Poisson(lambda_j)
+per classification, lambda_j lognormal (median ``spurious_median`` [0.1],
 log-width ``spurious_sigma`` [0.8], at most 5), 70% on the galaxy, 30%
 anywhere; positional scatter per axis sqrt((s_j F)^2 +
 ``scatter_floor_px``^2), s_j lognormal (median ``scatter_median`` [0.031 FWHM],
