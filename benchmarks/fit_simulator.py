@@ -1,7 +1,11 @@
 """Fit simulator knobs to the calibration targets (the evidence, never a model's score).
 
-    .venv/bin/python benchmarks/fit_simulator.py --subjects 3000 --out results/fit \
-        [--knobs spurious_median,faint_boost_mean,...] [--max-evals 150] [--seed S]
+    .venv/bin/python benchmarks/fit_simulator.py --subjects 85286 --seeds 20231 7 --workers 2 \
+        --out results/fit [--knobs spurious_median,faint_boost_mean,...] [--max-evals 150]
+
+The fit runs at the paper's size (85,286 subjects: the paper model's label totals depend on
+the project's size) over two seeds, the loss summed (docs/decisions.md#calibration-size);
+about 100 s per candidate with the two seeds on two cores.
 
 The objective is a distance between one simulated universe and the evidence rows of
 ``benchmarks/calibration.py`` (:data:`calibration.TARGETS`: the paper's totals, the real
@@ -21,15 +25,17 @@ against the simulated truth is never part of it.
 Search: a coordinate search over the named knobs (:data:`KNOBS`, each with its bounds and
 a log or linear scale). Each sweep tries every knob one step up and one step down from the
 current best; an improvement is taken at once and the same step repeated while it keeps
-improving; a sweep without any improvement halves the step; the search ends after ``--max-evals`` universes or when the step falls
-below 1/8 of its start. Every evaluation simulates the same seed (common random numbers),
-so the fit is deterministic and differences between candidates are not sampling noise.
+improving; a sweep without any improvement halves the step; the search ends after
+``--max-evals`` candidates or when the step falls below 1/8 of its start. Every candidate
+simulates the same seeds (common random numbers), so the fit is deterministic and
+differences between candidates are not sampling noise; its loss is the sum of its seeds'
+losses. Only the subsamples the rows use are aggregated (n = 7 and 20).
 
-Outputs in ``--out``: fit_log.csv (every evaluation: knobs, loss, rows agreeing),
-fit_result.json (start and best knobs, loss and its totals / other parts, rows agreeing),
-calibration_start.csv and
-calibration_best.csv (the two tables at the fit's size). The best knobs are printed as
-``--set`` arguments for calibration.py; they are not written to any config.
+Outputs in ``--out``: fit_log.csv (every candidate, written after each: knobs, loss, rows
+agreeing and labels per subject per seed), fit_result.json (start and best knobs, loss and
+its totals / other parts, rows agreeing per seed), calibration_start_seed<S>.csv and
+calibration_best_seed<S>.csv (the two tables per seed at the fit's size). The best knobs are
+printed as ``--set`` arguments for calibration.py; they are not written to any config.
 """
 
 from __future__ import annotations
