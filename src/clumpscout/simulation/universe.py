@@ -156,8 +156,8 @@ given, a + b = ``skill_concentration`` [15]): marking the bulge in T0
 precise), also marking it as a clump in T1 ``p_bulge_t1_mean`` [0.07], doubling
 a click ``p_double_mean`` [0.03] (a second click 0.1-1.5 F away, i.e. within
 2 FWHM, same tool, right after the first), the unusual tool for an unusual
-clump ``p_unusual_hit_mean`` [0.85] and for anything else
-``p_unusual_false_mean`` [0.15] (stars 0.5), marking a foreground star
+clump ``p_unusual_hit_mean`` [0.925] and for anything else
+``p_unusual_false_mean`` [0.33] (stars 0.5), marking a foreground star
 ``p_star_mean`` [0.04], marking nothing in T1 ``p_skip_mean`` [0.05].
 
 *Spammers* (off by default). A share ``spammer_fraction`` [0] of the cohort
