@@ -129,7 +129,8 @@ disagrees with the experts mainly on faint blue features that experts ignore,
 marked unevenly (``faint_boost_shape`` < 1: many volunteers ignore them, a few
 mark many), so that more of them reach the aggregation's threshold as more
 volunteers look (§7); spurious clicks are ~0.1 per classification (the median
-volunteer), a few percent of the clump task's clicks.
+volunteer). At 5,000 subjects the clump task's clicks are 56% on faint features, 28%
+on clumps, 11% spurious, 4% on the bulge and 1% on stars.
 
 **Volunteers.** Subjects per volunteer: casual volunteers ceil(X), X lognormal
 with median ``activity_median`` [2.6] and log-width ``activity_sigma`` [0.71];
