@@ -80,6 +80,8 @@ COLUMNS = ["target", "source", "real_value", "simulated_value", "tolerance", "ag
 #: the subsamples Z̃_n aggregated (nested, as in the workflow)
 NS = (5, 7, 10, 15, 20)
 N_REF = 20
+#: the subsamples the rows use (clumps-per-galaxy gain, N_fn rise and stale shares)
+ROW_NS = (7, N_REF)
 CONSENSUS = REPO.parent / "shared" / "data" / "clumpscout_consensus"
 CROP = 100.0  # the crop's offset in subject px
 IMAGE = 400.0
@@ -402,8 +404,8 @@ def simulated_values(
     se.update(bootstrap_se(table, label_level, n_boot, seed))
 
     # §6: clumps per galaxy (p_fp < 0.85) from n = 7 to 20, paired on the same subjects
-    stacked_l = pd.concat([lab[n].assign(n=n) for n in (7, N_REF)], ignore_index=True)
-    stacked_s = pd.concat([sub[n].assign(n=n) for n in (7, N_REF)], ignore_index=True)
+    stacked_l = pd.concat([lab[n].assign(n=n) for n in ROW_NS], ignore_index=True)
+    stacked_s = pd.concat([sub[n].assign(n=n) for n in ROW_NS], ignore_index=True)
     cps = clumps_per_subject(stacked_s, stacked_l, P_FP_CUT)
     wide = cps.pivot(index="subject_id", columns="n", values="clumps").fillna(0)
     gain = (wide[N_REF] - wide[7]).to_numpy(float)
@@ -419,7 +421,7 @@ def simulated_values(
         val[name], se[name] = v, _binom_se(v, m)
     v7, m7 = share(7, "n_fn")
     val["n_fn_above_1_rise_7_to_20"] = val["n_fn_above_1_share_n20"] - v7
-    for n in (7, N_REF):
+    for n in ROW_NS:
         s = sub[n]
         v = float((s["status"] == "stale").mean())
         val[f"stale_share_n{n}"], se[f"stale_share_n{n}"] = v, _binom_se(v, len(s))
@@ -528,10 +530,6 @@ def universe_config(
     sim["n_subjects"] = int(subjects)
     sim["n_expert_subjects"] = int(min(subjects, experts if experts else PAPER_EXPERT_SUBJECTS))
     return cfg
-
-
-#: the subsamples the rows use (clumps-per-galaxy gain, N_fn rise and stale shares: 7 and 20)
-ROW_NS = (7, N_REF)
 
 
 def measure(

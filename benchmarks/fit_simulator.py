@@ -287,8 +287,7 @@ def main(argv=None) -> int:
         best, best_loss = coordinate_search(fit, start, knobs, args.max_evals)
         start_loss, start_tables = fit(start)
         _, best_tables = fit(best)
-    finally:
-        pd.DataFrame(fit.log).to_csv(out / "fit_log.csv", index=False)
+    finally:  # fit_log.csv is written by Fit after every candidate
         if pool is not None:
             pool.shutdown()
     for seed, st, bt in zip(args.seeds, start_tables, best_tables, strict=True):
