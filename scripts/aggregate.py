@@ -1,4 +1,5 @@
-"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregator.Aggregator."""
+"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregator.Aggregator (with the
+gold standard of the default model, docs/decisions.md#gold-standard)."""
 
 from _common import main
 
@@ -6,15 +7,21 @@ from _common import main
 def _run(sm):
     from pathlib import Path
 
-    from clumpscout.model.aggregate import Params
+    from clumpscout.data.gold import read_gold
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params
     from clumpscout.model.prepare import read_boxes
 
     params = Params.from_dict(dict(sm.params.aggregate))
-    boxes = read_boxes(sm.input[0])
-    agg = Aggregator(params, seed=int(sm.params.seed), per_tool=bool(sm.params.per_tool)).fit(
-        boxes, path=sm.input[0]
+    gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+    boxes = read_boxes(sm.input.boxes)
+    agg = Aggregator(
+        params,
+        seed=int(sm.params.seed),
+        per_tool=bool(sm.params.per_tool),
+        calibration=dict(sm.params.calibration),
     )
+    agg.fit(boxes, path=sm.input.boxes, gold=gold)
     agg.write(Path(sm.output.labels).parent)
 
 

@@ -456,7 +456,8 @@ def test_counting_without_galaxies_works_with_any_box_side():
 
 def test_weak_objects_are_found_and_named():
     """Strong objects marked by ~70% of 20 volunteers, weak ones by ~20%, plus random boxes:
-    the weak ones become labels with a low p_fp and a high p_weak."""
+    the weak ones become labels with a low p_empty (the model's own "anything there?") and a
+    high p_weak."""
     rng = np.random.default_rng(5)
     rows, strong, weak, cid = [], [], [], 0
     for s in range(80):
@@ -474,7 +475,7 @@ def test_weak_objects_are_found_and_named():
     strong = pd.DataFrame(strong, columns=["subject_id", "x", "y"])
     weak = pd.DataFrame(weak, columns=["subject_id", "x", "y"])
     r = aggregate(df, Params(), seed=0)
-    good = r.labels[r.labels.p_fp < 0.5]
+    good = r.labels[r.labels.p_empty < 0.5]
     assert _found(good, strong) >= 0.97 * len(strong)
     assert _found(good, weak) >= 0.8 * len(weak)
     assert _found(good[good.p_weak > 0.5], weak) >= 0.7 * len(weak)
@@ -482,5 +483,5 @@ def test_weak_objects_are_found_and_named():
     pop = r.report["model"]["population"]
     assert 0.1 < pop["q_w"] < 0.5
     off = aggregate(df, Params(weak_objects=False), seed=0)
-    assert _found(good, weak) >= _found(off.labels[off.labels.p_fp < 0.5], weak)
+    assert _found(good, weak) >= _found(off.labels[off.labels.p_empty < 0.5], weak)
     assert off.labels.p_weak.eq(0).all()

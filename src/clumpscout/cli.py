@@ -34,6 +34,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "Zooniverse classification export -> tidy clicks table",
     ),
     "boxes": ("clumpscout.data.boxes", "clicks -> square boxes of side 2 FWHM"),
+    "gold": (
+        "clumpscout.data.gold",
+        "the experts' clicks -> a gold-standard marks table (objects a majority marked)",
+    ),
     "aggregate": (
         "clumpscout.model.aggregate",
         "consensus labels with p_fp: the generative model or the paper's (§4-5)",

@@ -2,7 +2,7 @@
 
 ``config.schema.yaml`` (next to this module, shipped with the package) is the only place a
 default is written (docs/decisions.md#one-config-source). The workflow validates its config
-with :func:`check` (which fills the defaults), :class:`clumpscout.model.aggregate.Params`
+with :func:`check` (which fills the defaults), :class:`clumpscout.model.params.Params`
 takes its field defaults and bounds from :func:`defaults` and :func:`bounds`, and
 ``config.yaml`` documents the same values for users (a test keeps it equal to the defaults).
 
@@ -155,7 +155,7 @@ def _walk_inputs(node: dict, prefix: str = ""):
     for name, spec in node.get("properties", {}).items():
         key = f"{prefix}{name}"
         if "x-input" in spec:
-            yield key, spec["x-input"]
+            yield key, spec["x-input"], tuple(spec.get("x-keywords", ()))
         yield from _walk_inputs(spec, key + ".")
 
 
@@ -176,12 +176,12 @@ def input_problems(cfg: dict, base: str | Path | None = None) -> list[str]:
     out = []
     keys = _REQUIRED_INPUTS.get(cfg.get("source"), ())
     out += [f"{k}: must be set" for k in keys if not _get(cfg, k)]
-    for key, kind in _walk_inputs(_schema()):
+    for key, kind, keywords in _walk_inputs(_schema()):
         section = key.rsplit(".", 1)[0]
         if section in _IN_USE and not _IN_USE[section](cfg):
             continue
         value = _get(cfg, key)
-        if not value:
+        if not value or value in keywords:  # x-keywords: words that are not paths
             continue
         path = base / str(value)
         where = "" if Path(str(value)).is_absolute() else f" (a relative path is read from {base})"

@@ -9,7 +9,8 @@
 
 rule aggregate:
     input:
-        f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
+        unpack(gold_input),
+        boxes=f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
     output:
         labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
         subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",
@@ -33,7 +34,31 @@ rule aggregate:
     params:
         aggregate=aggregate_params,
         per_tool=config["aggregate"]["per_tool"],
+        calibration=config["calibration"],
         seed=seed_for("aggregate"),
         code=code_digest("aggregate"),
     script:
         "../../scripts/aggregate.py"
+
+
+# The gold standard from the experts' clicks (docs/decisions.md#gold-from-experts): per
+# subject, the objects a majority of its experts marked.
+rule gold:
+    input:
+        expert_clicks=f"{RESULTS}/clicks/expert_clicks.parquet",
+        boxes=f"{RESULTS}/boxes/boxes.parquet",
+    output:
+        f"{RESULTS}/gold/gold.csv",
+    log:
+        f"{RESULTS}/logs/gold.log",
+    conda:
+        "../../envs/aggregate.yaml"
+    threads: 1
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    params:
+        majority=config["calibration"]["expert_majority"],
+        code=code_digest("gold"),
+    script:
+        "../../scripts/gold.py"

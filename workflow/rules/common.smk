@@ -71,6 +71,25 @@ MODELS = ["generative", "paper"]
 MODEL_RE = "|".join(MODELS)
 # the model behind the paper's figures, the photometry and the count comparison (appendix)
 PAPER_MODEL = "paper"
+# the gold standard on which the default model's p_fp is calibrated (docs/decisions.md#gold-standard):
+# the experts' marks (rule gold), the user's table, or none
+GOLD = config["gold"]
+if GOLD is None or GOLD == "none" or (GOLD == "experts" and not HAS_EXPERTS):
+    GOLD_FILE = None
+elif GOLD == "experts":
+    GOLD_FILE = f"{RESULTS}/gold/gold.csv"
+else:
+    GOLD_FILE = GOLD
+
+
+def gold_input(wildcards):
+    """The gold standard of an aggregation: the default model's only (the paper's model
+    keeps the paper's p_fp for the reproduction)."""
+    if wildcards.model != "generative" or GOLD_FILE is None:
+        return {}
+    return {"gold": GOLD_FILE}
+
+
 # what the aggregations are compared with: the experts' clicks, the simulated truth
 REFERENCES = (["experts"] if HAS_EXPERTS else []) + (["truth"] if SIMULATED else [])
 REFERENCE_RE = "|".join(REFERENCES) or "none"

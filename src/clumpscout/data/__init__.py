@@ -13,5 +13,6 @@
 ``box_side``          the box side measured on the click scatter (``box_side: auto``)
 ``subsample``         the Z~_n subsamples of n classifications per subject (§6.1)
 ``ledger``            every input click accounted for, counted independently
+``gold``              the project's gold standard: expert marks or counts, read and checked
 ====================  ===================================================================
 """

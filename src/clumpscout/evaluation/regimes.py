@@ -230,12 +230,13 @@ def expected_count_error(
 def model_sums(subjects_df: pd.DataFrame) -> tuple[float, float, np.ndarray]:
     """(Σ N_fp, Σ N_fn, subjects with a finite N_fn) of a model's subjects table.
 
-    N_fn counts every real object the labels miss: for the generative model the weak objects
-    nobody recognised (``n_fn_weak``) are added to ``n_fn``.
+    N_fn counts every real object the labels miss: for the generative model's own numbers the
+    weak objects nobody recognised (``n_fn_weak``) are added to ``n_fn``; a calibrated table
+    (with ``n_fn_model``, :mod:`clumpscout.model.calibration`) already counts them in n_fn.
     """
     agg = subjects_df.loc[np.isfinite(subjects_df["n_fn"].to_numpy(dtype=float))]
     n_fn = agg["n_fn"].to_numpy(dtype=float)
-    if "n_fn_weak" in agg.columns:
+    if "n_fn_weak" in agg.columns and "n_fn_model" not in agg.columns:
         n_fn = n_fn + np.nan_to_num(agg["n_fn_weak"].to_numpy(dtype=float))
     return (
         float(agg["n_fp"].sum()),

@@ -1,7 +1,8 @@
 """The consensus models (paper §3.4-5 and Appendix A; equation index: docs/model.md).
 
 =====================  ===========================================================
-``aggregate``          ``clumpscout aggregate``: the command line, ``Params``, ``load_config``
+``aggregate``          ``clumpscout aggregate``: the command line
+``params``             the hyper-parameters ``Params`` and ``load_config``
 ``aggregator``         the estimator ``Aggregator``: cycles, retirement, output tables (§5)
 ``prepare``            the boxes table read, validated and indexed in canonical order
 ``em``                 the EM over working batches and both models' engines (§5.1-5.7)
@@ -13,5 +14,6 @@
 ``risk``               the paper's per-clump p_fp, p_sigma and subject risk (§5.7)
 ``retirement``         working batch and retirement (§5.1, §5.8)
 ``health``             run-health diagnostics (collapse warnings)
+``calibration``        p_fp calibrated on the project's gold standard (cross-fitted)
 =====================  ===========================================================
 """

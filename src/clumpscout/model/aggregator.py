@@ -65,18 +65,21 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from clumpscout import __version__
+from clumpscout.data.gold import Gold
+from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
 from clumpscout.logs import timed
 from clumpscout.model import health
-from clumpscout.model.aggregate import Params
+from clumpscout.model.calibration import CalibrationSettings, calibrate
 from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import Prepared, prepare, split_by_tool
 from clumpscout.model.retirement import (
     RETIRED,
@@ -116,7 +119,7 @@ class AggregationResult:
         t = Table.from_pandas(self.labels.reset_index(drop=True))
         for c in ("x1", "y1", "x2", "y2", "x", "y"):
             t[c].unit = u.pix
-        for c in ("p_fp", "p_sigma", "frac_unusual", "sigma2", "difficulty"):
+        for c in ("p_fp", "p_empty", "p_weak", "p_sigma", "frac_unusual", "sigma2", "difficulty"):
             if c in t.colnames:
                 t[c].unit = u.dimensionless_unscaled
         t.meta["description"] = (
@@ -201,7 +204,12 @@ class Aggregator:
     """
 
     def __init__(
-        self, params: Params | dict | None = None, seed: int = 0, *, per_tool: bool | None = None
+        self,
+        params: Params | dict | None = None,
+        seed: int = 0,
+        *,
+        per_tool: bool | None = None,
+        calibration: CalibrationSettings | dict | None = None,
     ):
         if isinstance(params, dict) or params is None:
             params = Params.from_dict(params)
@@ -210,13 +218,34 @@ class Aggregator:
         if per_tool is None:  # the setting, once Params carries aggregate.per_tool
             per_tool = getattr(params, "per_tool", False)
         self.per_tool = bool(per_tool)
+        if isinstance(calibration, dict) or calibration is None:
+            calibration = CalibrationSettings(**{"seed": self.seed, **(calibration or {})})
+        self.calibration = calibration
 
-    def fit(self, boxes: pd.DataFrame, path=None) -> Aggregator:
-        """Aggregate the boxes table; ``path`` (the table's file) only names it in errors."""
+    def fit(self, boxes: pd.DataFrame, path=None, gold: Gold | None = None) -> Aggregator:
+        """Aggregate the boxes table; ``path`` (the table's file) only names it in errors.
+
+        ``gold`` (:func:`clumpscout.data.gold.read_gold`): the project's gold standard, on
+        which p_fp is calibrated (:mod:`clumpscout.model.calibration`); without it the
+        generative model's labels get the default map (docs/decisions.md#no-gold-default)
+        and the paper's model keeps its own p_fp (the reproduction).
+        """
         if self.per_tool:
+            if gold is not None:
+                raise InputError(
+                    "a gold standard with per-tool aggregation is not supported: aggregate "
+                    "the tool the experts marked on its own (extract.tools)",
+                    gold.path,
+                )
             result = _fit_per_tool(boxes, self.params, self.seed, path)
         else:
             result = _fit(boxes, self.params, self.seed, path)
+        if gold is not None or self.params.model == "generative":
+            p = self.params
+            settings = replace(
+                self.calibration, risk_weights=(p.alpha_fp, p.alpha_fn, p.alpha_sigma)
+            )
+            result = _calibrated(result, gold, settings)
         self.result_ = result
         self.labels_ = result.labels
         self.subjects_ = result.subjects
@@ -243,9 +272,32 @@ def aggregate(
     seed: int = 0,
     *,
     per_tool: bool | None = None,
+    gold: Gold | None = None,
+    calibration: CalibrationSettings | dict | None = None,
 ) -> AggregationResult:
     """Functional form of :class:`Aggregator`: the tables of ``Aggregator(...).fit(boxes)``."""
-    return Aggregator(params, seed, per_tool=per_tool).fit(boxes).result_
+    agg = Aggregator(params, seed, per_tool=per_tool, calibration=calibration)
+    return agg.fit(boxes, gold=gold).result_
+
+
+def _calibrated(
+    result: AggregationResult, gold: Gold | None, settings: CalibrationSettings
+) -> AggregationResult:
+    """The result with p_fp calibrated (:func:`clumpscout.model.calibration.calibrate`)."""
+    t0 = time.perf_counter()
+    labels, subjects, report = calibrate(
+        result.labels, result.subjects, gold, settings, result.assignments
+    )
+    report["seconds"] = round(time.perf_counter() - t0, 3)
+    log.info(
+        "calibration (%s): %d labels, p_fp < 0.5 on %d, in %.1f s",
+        report["method"],
+        len(labels),
+        int((labels["p_fp"] < 0.5).sum()),
+        report["seconds"],
+    )
+    out = dict(result.report, calibration=report)
+    return replace(result, labels=labels, subjects=subjects, report=out)
 
 
 # ------------------------------------------------------------- one aggregation

@@ -62,7 +62,7 @@ from clumpscout.model.skills import (
 )
 
 if TYPE_CHECKING:
-    from clumpscout.model.aggregate import Params
+    from clumpscout.model.params import Params
 
 log = logging.getLogger(__name__)
 

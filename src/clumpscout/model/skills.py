@@ -122,7 +122,7 @@ def volunteer_skills(counts: SkillCounts, p) -> Skills:
     With no trials the estimates are the initial values of §5.2: p0_fp, p0_fn, σ²_V,0.
 
     ``p`` carries the hyper-parameters (``p0_fp, n_beta_fp, p0_fn, n_beta_fn,
-    sigma2_0_V, n_chi_V``; :class:`clumpscout.model.aggregate.Params`).
+    sigma2_0_V, n_chi_V``; :class:`clumpscout.model.params.Params`).
     """
     p_fp = beta_posterior_mean(p.n_beta_fp, p.p0_fp, counts.n_fp, counts.n_boxes)
     p_fn = beta_posterior_mean(p.n_beta_fn, p.p0_fn, counts.n_fn, counts.n_tp + counts.n_fn)
