@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/regimes.py --subjects 1000 --out results/regimes \
         [--regimes clean,paper,noisy,spammers,counting] [--n 20] [--seed S] [--old-vs-new]
+        [--gold-fraction 0.2]
 
 For each regime (``resources/regimes/{regime}.yaml``, merged over config.yaml like
 ``snakemake --configfile``; ``paper`` falls back to config.yaml alone while the file is
@@ -14,70 +15,57 @@ absent) the script runs the workflow's Python API, stage by stage:
    galaxies.csv is no catalogue; then, as with ``source: export``, the subjects come from
    the subject export with ``export.box_side``) → ``clumpscout.data.boxes.make_boxes`` →
    ``clumpscout.data.subsample.draw_subsample`` to ``n`` classifications per subject;
-3. the methods, all on the same subsample:
+3. the gold standard (docs/decisions.md#gold-standard): the simulated experts mark
+   ``--gold-fraction`` (0.2) of the subjects (``simulate.n_expert_subjects``); their clicks
+   become a marks table (``clumpscout.data.gold.build_gold``); every score below is on the
+   other subjects (held out);
+4. the methods, all on the same subsample:
 
-   - ``generative`` and ``paper``: ``Aggregator(Params(model=...), seed).fit(boxes)`` with
-     the regime's ``aggregate:`` section (only the model differs);
-   - ``single_linkage``: ``clumpscout.evaluation.baseline.single_linkage_labels`` (cut
-     ``baseline.single_linkage_cut`` FWHM) with ``min_volunteers`` tuned on a *different*
-     universe: the regime simulated again with seed + 1, the value in 2..10 with the
-     largest √(C² + P²) there (ties: the smaller value), tuned separately for each truth;
-   - ``dbscan``: ``clumpscout.evaluation.baseline.dbscan_labels`` with ``baseline.dbscan_eps_factor``
-     and ``baseline.dbscan_min_samples`` (default 0.5 and 3: eps = half the box side);
-   - ``meanshift``: ``clumpscout.evaluation.baseline.meanshift_labels`` (bandwidth = the subject's FWHM).
+   - ``generative``: ``Aggregator(Params(model="generative"), seed).fit(boxes, gold=gold)``
+     with the regime's ``aggregate:`` and ``calibration:`` sections; from the same fit,
+     ``generative_no_gold`` (the default map without gold) and ``generative_p_empty`` (the
+     model's own p_fp, what p_fp was before the calibration);
+   - ``paper``: the paper's model (no gold: the reproduction preset);
+   - ``single_linkage`` (cut ``baseline.single_linkage_cut`` FWHM) and ``dbscan`` (eps
+     ``baseline.dbscan_eps_factor`` × the box side): ``min_volunteers`` and ``min_samples``
+     in 2..20 tuned on the gold subjects (largest √(C² + P²) against the gold marks; ties:
+     the smaller value);
+   - ``meanshift``: ``clumpscout.evaluation.baseline.meanshift_labels`` (bandwidth = the
+     subject's FWHM).
 
 Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); the
 simulate, subsample and aggregate stages take the workflow's stage seeds
 (``clumpscout.simulation.universe.stage_seed(S, stage)``), so a run is deterministic.
 
-Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`): a label is
-true when its box contains the centre of a real object of its subject. ``regimes.csv``
-scores against the true clumps, ``regimes_any_object.csv`` against any real object
-(clumps, faint features, foreground stars, bulges). Only the subjects of the subsample
-count. Columns:
+Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`),
+on the held-out subjects: a label is true when its box contains the centre of a counted
+object of its subject. ``regimes.csv`` scores against what the project counts (the true
+clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any real object
+(clumps, faint features, foreground stars, bulges). Columns:
 
-- ``purity``, ``completeness``, ``p_star``: for the two models at the **optimal** p_fp
-  threshold p*, the one maximising √(C² + P²) over 101 thresholds in [0, 1]
-  (``clumpscout.evaluation.compare.summarise_curve``; a label is kept when p_fp ≤ p*); for the
-  baselines at their own settings (every label; ``p_star`` empty);
-- ``ece``: expected calibration error of p_fp (10 bins), "false" = the label contains no
-  real object's centre; empty for the baselines;
+- ``purity``, ``completeness``, ``p_star``: for the methods with a p_fp at the **optimal**
+  threshold p*, the one maximising √(C² + P²) over 101 thresholds in [0, 1] (a label is kept
+  when p_fp ≤ p*); for the baselines at their own settings (``p_star`` empty);
+- ``purity_05``, ``completeness_05``: the same for the labels with p_fp < 0.5;
+- ``ece``: expected calibration error of p_fp (10 bins) against the table's truth;
+  ``ece_any``: against any real object; empty for the baselines;
 - ``labels``: all labels (p* = 1); ``true_objects``: real objects of the scored subjects;
-- ``sum_n_fp`` / ``sum_n_fn``: Σ N_fp and Σ N_fn of subjects.parquet over the subjects
-  with a finite N_fn; ``realised_fp``: labels (p* = 1) that contain no real object's
-  centre; ``realised_fn``: real objects inside no label (for the models, of the subjects
-  with a finite N_fn, like Σ N_fn);
+- ``sum_n_fp`` / ``sum_n_fn``: Σ N_fp and Σ N_fn of subjects.parquet over the held-out
+  subjects with a finite N_fn; ``realised_fp``: labels (p* = 1) that contain no real
+  object's centre; ``realised_fn``: real objects inside no label (for the models, of the
+  subjects with a finite N_fn, like Σ N_fn);
 - ``count_mae``: mean over subjects of |labels with p_fp < 0.5 (all labels for the
-  baselines) − real objects|.
+  baselines) − real objects|; ``gold_subjects``: the gold standard's size.
 
-``regimes_acceptance.csv`` (one row per regime, truth and model) holds the acceptance
-checks of the consensus-model issue, each as a value and an ``ok_*`` flag:
-
-- ``label_ratio_strong``: the same with the labels a model calls real and strong
-  (p_fp < 0.5 and p_weak < 0.5; the generative model also labels the weakly marked objects
-  that fewer than 30% of viewers mark, which ``label_ratio`` counts against it);
-- ``label_ratio`` = ``labels_p1`` / ``objects_30pct`` in 0.8-1.5 (no collapse), where
-  ``objects_30pct`` counts the real objects that at least 30% of their subject's
-  classifications in the subsample marked (truth_clicks.parquet; for the ``clumps``
-  rows only objects that are not faint features, stars or bulges);
-- ``purity_margin``, ``completeness_margin``: the model's value minus the better of
-  single linkage and DBSCAN, each ≥ −0.01; ``hypot_margin``: √(C² + P²) minus the better
-  of the two, ≥ 0.02 in ``noisy`` and ``spammers`` (not checked elsewhere);
-- ``ece`` ≤ 0.05;
-- ``n_fp_ratio`` = Σ N_fp / realised_fp and ``n_fn_ratio`` = Σ N_fn / realised_fn: the
-  sums within 25% of the realised numbers (0 and 0 counts as within);
-- ``expected_count_error``: mean signed error per subject of the expected count
-  (``expected_count`` of subjects.parquet, else Σ (1 − p_fp) + N_fn) against the true
-  count, within ±0.1 (over ``expected_count_subjects``, those with a finite value);
-  ``expected_count_error_marked``, for information only: the same against the real
-  objects that at least one classification of the subsample marked;
-- in ``counting``: ``count_mae`` ≤ ``count_mae_dbscan``.
-
-The ``any_object`` rows are the ones the acceptance reads: a model that sees only the
-clicks cannot tell a clump from a faint feature that volunteers mark like one, so
-against the clumps alone every method has the faint features as false labels. Note
-that "any real object" includes objects few volunteers ever mark (most stars), which
-caps every method's completeness on that truth.
+``regimes_acceptance.csv`` (one row per regime, truth and model view) holds the acceptance
+checks of the gold-standard calibration, each as a value and an ``ok_*`` flag:
+``ece`` ≤ 0.05; ``purity_05_margin`` and ``completeness_05_margin`` (against the better
+gold-tuned baseline) ≥ −0.01; ``count_mae`` ≤ the best gold-tuned baseline's; Σ N_fp and
+Σ N_fn within 20 % of the realised numbers; ``count_mae`` no worse than the model's own
+p_fp (``count_mae_p_empty``). ``regimes_report.json`` adds per regime the gold standard,
+the calibration report (held-out agreement with the experts), the tuned baseline settings,
+and ``gold_vs_truth``: how well the experts' own marks agree with the counted objects (the
+calibration learns what the experts count, so this bounds its agreement with the truth).
 
 ``--old-vs-new`` adds ``paper_old``: the ``paper`` regime with the simulator's settings
 before its calibration on the evidence (:data:`OLD_SETTINGS`: faint features in every
@@ -87,7 +75,7 @@ clicks and wider scatter; docs/calibration.md), next to ``paper``.
 Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_acceptance.csv,
 regimes_curves.csv (the models' C/P curves and the baselines' points), regimes.png and
 regimes_any_object.png (purity vs completeness, a panel per regime), regimes_report.json
-(seeds, tuned min_volunteers, per-stage timings, realised universe totals), regimes.log;
+(seeds, gold, tuned baselines, per-stage timings, realised universe totals), regimes.log;
 the simulated universes under ``work/`` (deleted unless ``--keep-work``).
 """
 
@@ -166,7 +154,6 @@ OLD_SETTINGS = {
 MIN_VOLUNTEERS = range(2, 21)
 #: DBSCAN settings when the config's baseline section has none
 DBSCAN = {"eps_factor": 0.5, "min_samples": 3}
-HARD_REGIMES = ("noisy", "spammers")
 MARKED_FRACTION = 0.3
 
 
