@@ -207,7 +207,25 @@ def test_benchmark_smoke(tmp_path):
         assert t.loc[base, "ece"].isna().all() and t.loc[~base, "ece"].notna().all()
         assert t["labels"].gt(0).all()
     acc = pd.read_csv(out / "regimes_acceptance.csv")
-    assert len(acc) == 4 and set(acc["method"]) == {"generative", "paper"}
+    assert len(acc) == 2 * len(mod.SCORED_MODELS) and set(acc["method"]) == set(mod.SCORED_MODELS)
+    # scored on the subjects the experts did not mark (20 % are gold)
+    assert (t["gold_subjects"] == 8).all()
     assert (out / "regimes.png").stat().st_size > 0
     assert (out / "regimes_any_object.png").stat().st_size > 0
     assert not (out / "work").exists()
+
+
+@pytest.mark.slow
+def test_gold_size_smoke(tmp_path):
+    """benchmarks/gold_size.py on a tiny counting universe: a row per size and the no-gold row."""
+    spec = importlib.util.spec_from_file_location("gold_size", REPO / "benchmarks" / "gold_size.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    out = tmp_path / "gs"
+    args = ["--subjects", "60", "--out", str(out), "--regimes", "counting", "--sizes", "12", "24",
+            "--repeats", "1"]  # fmt: skip
+    assert mod.main(args) == 0
+    t = pd.read_csv(out / "gold_size.csv")
+    assert t["gold_subjects"].tolist() == [0, 12, 24]
+    assert t["ece"].between(0, 1).all() and t["count_mae"].ge(0).all()
+    assert (out / "gold_size.png").stat().st_size > 0
