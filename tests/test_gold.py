@@ -104,7 +104,7 @@ def test_marks_map_recovers_the_weak_labels_real_rate(weak_rate):
 
 @pytest.mark.parametrize("weak_rate", [0.2, 0.6])
 def test_counts_map_recovers_the_weak_labels_real_rate(weak_rate):
-    labels, subjects, truth = _toy(weak_rate=weak_rate, seed=3)
+    labels, subjects, truth = _toy(n_subjects=250, weak_rate=weak_rate, seed=3)
     counts = truth["subject_id"].value_counts().reindex(subjects["subject_id"], fill_value=0)
     gold = gold_from_table(pd.DataFrame({"subject_id": counts.index, "count": counts.to_numpy()}))
     out, subj, report = calibrate(

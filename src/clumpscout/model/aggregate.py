@@ -76,13 +76,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from clumpscout.data.gold import read_gold
-    from clumpscout.model.aggregator import Aggregator
-    from clumpscout.model.prepare import read_boxes
 
     params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
     calibration = {} if args.config is None else load_calibration(args.config)
     seed = args.seed if args.seed is not None else (cfg_seed or 0)
+    # the gold standard is checked before the (numba-compiling) aggregation is imported
     gold = None if args.gold is None else read_gold(args.gold)
+    from clumpscout.model.aggregator import Aggregator  # noqa: PLC0415
+    from clumpscout.model.prepare import read_boxes  # noqa: PLC0415
+
     boxes = read_boxes(args.boxes)
     agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)
     agg.fit(boxes, path=args.boxes, gold=gold)
