@@ -327,6 +327,25 @@ def make_results(root: Path, images: bool = True) -> Path:
             "box_side": 20.0,
         }  # fmt: skip
     ).to_parquet(base / "meanshift_labels.parquet")
+    gen = root / "aggregate" / "generative" / "n20"  # the default model, with gold verdicts
+    gen.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(
+        {
+            "subject_id": [1, 1, 2, 2, 3],
+            "p_fp": [0.05, 0.9, 0.1, 0.2, 0.95],
+            "p_empty": [0.0, 0.01, 0.0, 0.0, 0.02],
+            "gold_real": [1.0, 0.0, 1.0, 1.0, 0.0],
+        }
+    ).to_parquet(gen / "labels.parquet")
+    pd.DataFrame(
+        {
+            "subject_id": [1, 2, 3],
+            "expected_count": [1.2, 1.8, 0.1],
+            "count_low": [1, 2, 0],
+            "count_high": [2, 2, 1],
+            "gold_count": [1.0, 2.0, 0.0],
+        }
+    ).to_parquet(gen / "subjects.parquet")
     curve, summary = method_tables()
     for ref in ("truth", "experts"):
         curve.to_csv(base / f"{ref}_curve.csv", index=False)
@@ -362,6 +381,8 @@ SIZES = {
     "agg_v_ms_less_examples": (9.0, 3.1 * 1 + 0.3),
     "agg_examples": (12.0, 3.1 * 2),  # subjects 1 and 2: good clump + dummy box
     "method_comparison": (5.0 * 2 + 5.5, 4.8),  # truth and experts panels + label counts
+    "gold_reliability": (6.0, 4.6),
+    "gold_counts": (6.0, 4.6),
 }
 
 
@@ -415,6 +436,19 @@ def test_every_figure_written_with_expected_size(built, name):
 def test_every_registered_figure_is_built(built):
     assert set(paper.FIGURES) == set(SIZES)
     assert {p.stem for p in built.glob("*.png")} == set(SIZES)
+
+
+def test_gold_figure_numbers(built):
+    """Hand-computed: five gold labels, two not counted by the experts (p_fp 0.9, 0.95);
+    expected counts 1.2, 1.8, 0.1 against 1, 2, 0."""
+    rel = stats_of(built, "gold_reliability")
+    assert rel["labels"] == 5
+    # p_empty: every label below 0.1, 2 of 5 false: ECE = |2/5 - mean p_empty| = 0.4 - 0.006
+    assert rel["ece"]["p_empty"] == pytest.approx(0.4 - 0.006)
+    cnt = stats_of(built, "gold_counts")
+    assert cnt["subjects"] == 3 and cnt["experts_total"] == 3.0
+    assert cnt["bias"] == pytest.approx((0.2 - 0.2 + 0.1) / 3)
+    assert cnt["mae_rounded"] == 0.0
 
 
 # ---------------------------------------------------------------- numbers per figure

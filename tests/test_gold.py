@@ -386,3 +386,21 @@ def test_aggregator_calibrates_with_and_without_gold(with_gold):
     else:
         assert rep["method"] == "default" and "no gold standard" in rep["note"]
         assert "p_gold_fold" not in lab.columns
+
+
+def test_gold_figures_read_the_cross_fitted_outputs(tmp_path):
+    from clumpscout.figures.gold import plot_gold_counts, plot_gold_reliability
+    from clumpscout.model.aggregator import Aggregator
+
+    boxes, gold = _boxes_and_gold()
+    agg = Aggregator(seed=1).fit(boxes, gold=gold)
+    st = plot_gold_reliability(agg.labels_, tmp_path / "rel", min_labels=10)
+    assert st["labels"] == len(agg.labels_)  # every subject is a gold subject here
+    assert st["ece"]["p_fp"] < st["ece"]["p_empty"]  # the weak object is not counted
+    sc = plot_gold_counts(agg.subjects_, tmp_path / "cnt")
+    assert sc["subjects"] == 40 and sc["experts_total"] == 80  # two objects per subject
+    for stem in ("rel", "cnt"):
+        assert (tmp_path / f"{stem}.png").stat().st_size > 0
+    # without expert verdicts the figure says so instead of failing
+    st0 = plot_gold_reliability(agg.labels_.drop(columns="gold_real"), tmp_path / "none")
+    assert st0["labels"] == 0

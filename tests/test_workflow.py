@@ -201,10 +201,14 @@ def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(tmp_path):
                      "results/baseline/single_linkage_labels.parquet",
                      "results/baseline/meanshift_labels.parquet"):  # fmt: skip
             assert path in block, path
-    # the paper's figures, the appendix counts and the photometry read the paper model
+    # the paper's figures, the appendix counts and the photometry read the paper model; the
+    # gold-standard figures read the default model (its cross-fitted p_fp)
     for rule, b in blocks.items():
-        if rule.startswith("fig_") or rule in ("baseline_counts", "photometry_labels"):
+        if rule.startswith("fig_gold_"):
+            assert f"results/aggregate/generative/n{n}/" in b, rule
+        elif rule.startswith("fig_") or rule in ("baseline_counts", "photometry_labels"):
             assert "aggregate/generative" not in b, rule
+    assert {"fig_gold_reliability", "fig_gold_counts"} <= set(blocks)
     assert "results/aggregate/paper/n" in blocks["fig_clump_fpp_dist"]
     assert "results/compare/paper/experts_curve.csv" in blocks["fig_pseudo_roc_volunteer_counts"]
 

@@ -12,7 +12,13 @@ from clumpscout.figures import registry as FIGURE_REGISTRY
 CAT_HEADLINE = FIGURE_REGISTRY.CAT_HEADLINE
 # references the run has: expert classifications, a simulated truth
 FIG_REFERENCES = [
-    ref for ref, present in (("experts", HAS_EXPERTS), ("truth", SIMULATED)) if present
+    ref
+    for ref, present in (
+        ("experts", HAS_EXPERTS),
+        ("truth", SIMULATED),
+        ("gold", GOLD_FILE is not None),
+    )
+    if present
 ]
 # how figures and headline speak of the data and whether they compare with the paper:
 # clump_scout (a simulated galaxy universe, or figures.project: clump_scout) or generic

@@ -22,6 +22,7 @@ from clumpscout.figures import (
     clumps,
     examples,
     experts,
+    gold,
     meanshift,
     registry,
     risk,
@@ -40,7 +41,7 @@ log = logging.getLogger(__name__)
 
 _MODULES = {
     m.__name__.rsplit(".", 1)[-1]: m
-    for m in (clumps, examples, experts, meanshift, risk, truth, volunteers)
+    for m in (clumps, examples, experts, gold, meanshift, risk, truth, volunteers)
 }
 Builder = Callable[[Mapping[str, Any], Path, Mapping[str, Any]], dict]
 
@@ -89,9 +90,9 @@ def results_inputs(
     images = [str(p) for p in sorted(results.glob("images/**/cutouts.parquet"))]
     out = {}
     for fig in registry.FIGURES:
-        refs = have if fig.needs == "any" else ("truth", "experts")
+        refs = have if fig.needs == "any" else ("truth", "experts", "gold")
         if not registry.available(fig, refs):
-            refs = ("truth", "experts")  # reported missing by run()
+            refs = ("truth", "experts", "gold")  # reported missing by run()
         paths = registry.input_paths(
             fig,
             results=str(results),

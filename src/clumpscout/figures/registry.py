@@ -39,6 +39,7 @@ CAT_EXAMPLES = "5. Examples (§6, fig. agg_examples)"
 CAT_MEANSHIFT = "6. MeanShift comparison (appendix)"
 CAT_TRUTH = "7. Against the simulated truth (not in the paper)"
 CAT_METHODS = "8. Both models and the baselines side by side (not in the paper)"
+CAT_GOLD = "9. Against the project's gold standard (not in the paper)"
 
 #: the paper's wording (Clump Scout: clumps in galaxies) and a generic project's
 WORDS: dict[str, dict[str, str]] = {
@@ -286,6 +287,28 @@ FIGURES: tuple[Figure, ...] = (
         mem_mb=1000,
     ),
     Figure(
+        "gold_reliability",
+        "gold.build_gold_reliability",
+        {"labels": ("results", "aggregate/generative/n{n_base}/labels.parquet", "gold")},
+        ("calibration_min_labels",),
+        CAT_GOLD,
+        "calibration of the default model's p_fp against the gold standard (cross-fitted)",
+        "not in the paper",
+        needs="gold",
+        mem_mb=1000,
+    ),
+    Figure(
+        "gold_counts",
+        "gold.build_gold_counts",
+        {"subjects": ("results", "aggregate/generative/n{n_base}/subjects.parquet", "gold")},
+        (),
+        CAT_GOLD,
+        "expected counts against the experts' counts on the gold subjects (cross-fitted)",
+        "not in the paper",
+        needs="gold",
+        mem_mb=1000,
+    ),
+    Figure(
         "method_comparison",
         "truth.build_method_comparison",
         {
@@ -346,7 +369,7 @@ def words(project: str | None) -> dict[str, str]:
 
 
 def available(fig: Figure, have: Iterable[str]) -> bool:
-    """Whether a run with references ``have`` (``experts`` / ``truth``) makes ``fig``."""
+    """Whether a run with references ``have`` (``experts`` / ``truth`` / ``gold``) makes ``fig``."""
     have = set(have)
     if fig.needs is None:
         return True

@@ -162,6 +162,22 @@ def _labels_examples(s):
     return "subjects " + (", ".join(ids) or "–")
 
 
+def _labels_gold_reliability(s):
+    ece = s.get("ece", {})
+    if not ece:
+        return "–"
+    return f"{s.get('labels')} gold labels; ECE p_fp {_g(ece.get('p_fp'))}, p_empty {_g(ece.get('p_empty'))}"
+
+
+def _labels_gold_counts(s):
+    if not s.get("subjects"):
+        return "–"
+    return (
+        f"{s['subjects']} gold subjects: bias {_g(s.get('bias'))}, "
+        f"MAE (rounded) {_g(s.get('mae_rounded'))}"
+    )
+
+
 #: figure -> its key numbers in this run, from the figure's JSON
 REPORT_LABELS: dict[str, Callable[[dict], str]] = {
     "clump_fpp_dist": _labels_pfp,
@@ -180,6 +196,8 @@ REPORT_LABELS: dict[str, Callable[[dict], str]] = {
     "agg_v_ms_less_examples": _labels_examples,
     "agg_examples": _labels_examples,
     "method_comparison": _labels_methods,
+    "gold_reliability": _labels_gold_reliability,
+    "gold_counts": _labels_gold_counts,
 }
 
 

@@ -451,6 +451,9 @@ def calibrate(
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """Calibrated labels and subjects tables, and the calibration report.
 
+    Gold subjects also carry the experts' verdict: ``gold_real`` (1 / 0: the label matches
+    an expert object; NaN elsewhere and with counts only) and ``gold_count``.
+
     ``labels`` and ``subjects``: the generative model's tables (p_fp there is the model's
     p_empty; p_weak, n_marks; n_volunteers, n_fn, n_fn_weak). Returns copies with ``p_fp``
     calibrated, ``p_empty`` (the model's p_fp) and ``p_gold_fold`` (the cross-fitting fold
@@ -518,7 +521,17 @@ def calibrate(
     missed[srow.reindex(d.subjects).to_numpy()] = held_out_miss
     labels, subjects = _finish(labels, subjects, p_real, missed, s.risk_weights)
     labels["p_gold_fold"] = fold_of
+    # the experts' verdict beside the cross-fitted numbers (reliability and count figures)
+    gold_real = np.full(len(labels), np.nan)
+    if d.real is not None:
+        gold_real[lab_gold] = d.real.astype(float)
+    labels["gold_real"] = gold_real
     subjects["gold"] = subjects["subject_id"].isin(d.subjects).to_numpy()
+    subjects["gold_count"] = (
+        gold.counts.reindex(subjects["subject_id"].to_numpy())
+        .where(subjects["gold"].to_numpy())
+        .to_numpy(dtype=float)
+    )
     report.update(
         {
             "folds": len(folds),
