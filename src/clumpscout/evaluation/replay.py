@@ -58,6 +58,7 @@ import numpy as np
 import pandas as pd
 from tqdm import tqdm
 
+from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
 from clumpscout.io import atomic_path, write_json, write_parquet
@@ -85,20 +86,24 @@ COLUMNS = [
 #: the prefix columns :func:`clumpscout.model.live.assess` returns per subject
 
 
+#: defaults of the ``replay:`` section, read from the config schema (clumpscout.config)
+_DEFAULTS = _config.defaults("replay")
+
+
 @dataclass(frozen=True)
 class Settings:
-    """The ``replay:`` section of the config (defaults: config.schema.yaml)."""
+    """The ``replay:`` section of the config (defaults and bounds: config.schema.yaml)."""
 
-    refit_every: int = 20000
-    min_classifications: int = 3
-    fixed_n: tuple = tuple(range(3, 21))
-    risk_tau: tuple = (0.05, 0.1, 0.2, 0.3, 0.5, 1.0, 5.0)
-    generative_eps: tuple = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
-    caesar_k: tuple = (2, 3, 4, 5, 6, 8)
-    caesar_cap: int = 20
-    horizon: int = 20
-    max_lost: float = 0.01
-    max_purity_drop: float = 0.01
+    refit_every: int = _DEFAULTS["refit_every"]
+    min_classifications: int = _DEFAULTS["min_classifications"]
+    fixed_n: tuple = tuple(_DEFAULTS["fixed_n"])
+    risk_tau: tuple = tuple(_DEFAULTS["risk_tau"])
+    generative_eps: tuple = tuple(_DEFAULTS["generative_eps"])
+    caesar_k: tuple = tuple(_DEFAULTS["caesar_k"])
+    caesar_cap: int = _DEFAULTS["caesar_cap"]
+    horizon: int = _DEFAULTS["horizon"]
+    max_lost: float = _DEFAULTS["max_lost"]
+    max_purity_drop: float = _DEFAULTS["max_purity_drop"]
 
     @classmethod
     def from_dict(cls, d: dict | None) -> Settings:
@@ -223,6 +228,7 @@ class Replay:
     states: pd.DataFrame  # subject_id, n, epoch, _STATE columns; sorted by subject_id, n
     labels: pd.DataFrame  # labels of every state: state (row of states), x1..y2, x, y, p_fp, ...
     refits: list[dict]
+    skills: list[LiveSkills]  # the skills of every epoch (states' ``epoch`` column)
 
 
 def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=None) -> Replay:
@@ -234,14 +240,14 @@ def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=Non
     n_epochs = max(1, -(-len(cls) // K))
     skills = LiveSkills.prior(params)
     codes = pre.code_of_subject.reindex(cls["subject_id"].to_numpy()).to_numpy()
-    g = cls["g"].to_numpy()
     n_all = cls["n"].to_numpy()
-    states, labels, refits = [], [], []
+    states, labels, refits, epoch_skills = [], [], [], []
     offset = 0
     for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
         lo, hi = e * K, min((e + 1) * K, len(cls))
         sel = np.arange(lo, hi)
         sc, nn = codes[sel], n_all[sel]
+        epoch_skills.append(skills)
         a = _assess(pre.frame(sc, nn), skills, params)
         st = a.subjects.assign(subject_id=pre.subject_ids[sc], epoch=e)
         lab = a.labels.rename(columns={"subject_id": "state"})
@@ -271,8 +277,7 @@ def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=Non
     states = states.iloc[order].reset_index(drop=True)
     labels["state"] = remap[labels["state"].to_numpy()]
     labels = labels.sort_values("state", kind="stable").reset_index(drop=True)
-    del g
-    return Replay(cls, states, labels, refits)
+    return Replay(cls, states, labels, refits, epoch_skills)
 
 
 def _assess(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Assessment:
