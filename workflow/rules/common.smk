@@ -211,6 +211,7 @@ def final_targets():
         *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
         f"{RESULTS}/headline.csv",
         f"{RESULTS}/headline.html",
+        f"{RESULTS}/replay/replay.csv",
         REPORT,
     ]
     if IMAGES:
