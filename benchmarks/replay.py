@@ -93,6 +93,7 @@ def run_regime(name: str, args, out: Path, work: Path) -> tuple[pd.DataFrame, di
         "classifications": int(len(r.cls)),
         "subjects": int(r.cls["subject_id"].nunique()),
         "refits": len(r.refits),
+        "refit_seconds": round(sum(f["seconds"] for f in r.refits), 1),
         "seconds": {k: round(v, 1) for k, v in timer.seconds.items()},
         "best": rp.best_setting(table.drop(columns="regime"), settings),
     }

@@ -210,3 +210,27 @@ def test_full_outputs_and_best_setting(tmp_path):
         assert best["effort"] == pytest.approx(ok["effort"].min())
     else:
         assert best is None
+
+
+def test_score_counts_lost_objects_purity_and_count_error_by_hand():
+    def labels(rows):
+        df = pd.DataFrame(rows, columns=["subject_id", "x", "y", "p_fp", "p_weak"])
+        return df.assign(x1=df["x"] - 5, x2=df["x"] + 5, y1=df["y"] - 5, y2=df["y"] + 5)
+
+    # full data: 3 kept labels (one weak) on subject 1, one dropped (p_fp 0.9)
+    full = labels(
+        [(1, 20, 20, 0.1, 0.0), (1, 50, 50, 0.2, 0.0), (1, 80, 80, 0.3, 0.9), (1, 5, 90, 0.9, 0)]
+    )
+    # replay: finds (20, 20) and the weak one, plus a false label; (50, 50) only at p_fp 0.6
+    mine = labels(
+        [(1, 21, 19, 0.1, 0), (1, 79, 80, 0.4, 1), (1, 40, 90, 0.2, 0), (1, 50, 50, 0.6, 0)]
+    )
+    truth = pd.DataFrame({"subject_id": [1, 1, 2], "x": [20.0, 80.0, 30.0], "y": [20.0, 80, 30]})
+    got = rp.score(mine, full, truth, subjects=[1, 2])
+    assert got["lost"] == pytest.approx(1 / 3)  # (50, 50) of the 3 kept
+    assert got["lost_strong"] == pytest.approx(1 / 2)  # of the 2 strong ones
+    assert got["purity_full"] == pytest.approx(2 / 3)  # 3 kept, 2 hold a full-data centre
+    assert got["purity"] == pytest.approx(2 / 3)  # 2 of 3 kept hold a true centre
+    assert got["completeness"] == pytest.approx(2 / 3)  # (30, 30) on subject 2 missed
+    assert got["count_mae"] == pytest.approx((abs(3 - 2) + abs(0 - 1)) / 2)
+    assert got["labels"] == 3

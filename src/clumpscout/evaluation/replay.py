@@ -21,7 +21,8 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    classifications after that are not used, and its labels are those of that moment.
 5. **Scores** per setting (one row of replay.csv): ``effort`` (classifications used / all),
    ``lost`` (share of the full-data labels with p_fp < 0.5 whose centre lies in no label
-   of the replay with p_fp < 0.5), ``purity_full`` (the replay's kept labels that contain
+   of the replay with p_fp < 0.5), ``lost_strong`` (the same among the full-data labels
+   of strongly marked objects, p_weak < 0.5), ``purity_full`` (the replay's kept labels that contain
    a full-data label's centre), ``purity``, ``completeness`` and ``count_mae`` against the
    truth when there is one (a label is true when it contains a real object's centre,
    docs/decisions.md#true-label), ``mean_n``, ``labels``. The ``full`` row is the
@@ -75,6 +76,7 @@ COLUMNS = [
     "setting",
     "effort",
     "lost",
+    "lost_strong",
     "purity_full",
     "purity",
     "completeness",
@@ -323,7 +325,7 @@ def _kept(labels: pd.DataFrame) -> pd.DataFrame:
 
 
 def score(labels: pd.DataFrame, full: pd.DataFrame, truth: pd.DataFrame | None, subjects) -> dict:
-    """lost, purity_full and (with a truth) purity, completeness, count_mae of ``labels``
+    """lost, lost_strong, purity_full and (with a truth) purity, completeness, count_mae of ``labels``
     (p_fp < 0.5 kept) over ``subjects``; see the module docstring."""
     subjects = np.asarray(subjects)
     lab = _kept(labels)
@@ -331,8 +333,15 @@ def score(labels: pd.DataFrame, full: pd.DataFrame, truth: pd.DataFrame | None, 
     ref = _kept(full)
     ref = ref.loc[np.isin(ref["subject_id"].to_numpy(), subjects)]
     hit_full, ref_best = containment(lab, ref[["subject_id", "x", "y"]])
+    found = np.isfinite(ref_best)
+    strong = (
+        ref["p_weak"].fillna(0.0).to_numpy() < 0.5
+        if "p_weak" in ref.columns
+        else np.ones(len(ref), bool)
+    )
     out = {
-        "lost": float(np.mean(~np.isfinite(ref_best))) if len(ref) else 0.0,
+        "lost": float(np.mean(~found)) if len(ref) else 0.0,
+        "lost_strong": float(np.mean(~found[strong])) if strong.any() else 0.0,
         "purity_full": float(np.mean(hit_full)) if len(lab) else float("nan"),
         "labels": int(len(lab)),
     }
@@ -466,6 +475,7 @@ def replay(
         "subjects": int(rp.cls["subject_id"].nunique()),
         "states": int(len(rp.states)),
         "refits": rp.refits,
+        "refit_seconds": round(sum(f["seconds"] for f in rp.refits), 3),
         "best": best_setting(table, settings),
         "max_lost": settings.max_lost,
         "max_purity_drop": settings.max_purity_drop,
