@@ -3,6 +3,8 @@ one-subject decision (clumpscout.model.live)."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -234,3 +236,48 @@ def test_score_counts_lost_objects_purity_and_count_error_by_hand():
     assert got["completeness"] == pytest.approx(2 / 3)  # (30, 30) on subject 2 missed
     assert got["count_mae"] == pytest.approx((abs(3 - 2) + abs(0 - 1)) / 2)
     assert got["labels"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_penguin_watch_replay_against_its_own_full_data_labels(shared, tmp_path):
+    """The real Penguin Watch export (created_at order) through extract -> subjects ->
+    boxes -> replay, scored against its own full-data labels (it has no experts).
+    Measured: see docs/replay.md (the worked example)."""
+    from test_examples import EXAMPLES, extract_args, in_shared, load
+
+    from clumpscout.cli import main as cli_main
+
+    cfg = load("penguin_watch.yaml")
+    exp = cfg["export"]
+    cls = in_shared(shared, exp["classifications"])
+    subj = in_shared(shared, exp["subjects"])
+    clicks, subjects, boxes, out = (
+        tmp_path / n for n in ("c.parquet", "s.parquet", "b.parquet", "r")
+    )
+    ok = cli_main(
+        ["extract", "--classifications", str(cls), "--subjects", str(subj), "--out", str(clicks)]
+        + extract_args(cfg)
+    )
+    ok |= cli_main(
+        ["subjects", "--subjects-export", str(subj), "--box-side", str(exp["box_side"])]
+        + ["--out", str(subjects)]
+    )
+    ok |= cli_main(
+        ["boxes", "--clicks", str(clicks), "--subjects", str(subjects), "--out", str(boxes)]
+        + ["--shape-extent", exp["shape_extent"]]
+    )
+    assert ok == 0
+    config = str(EXAMPLES / "penguin_watch.yaml")
+    assert cli_main(["replay", "--boxes", str(boxes), "--out", str(out), "--config", config]) == 0
+    t = pd.read_csv(out / "replay.csv")
+    print(t.to_string())
+    assert t["completeness"].isna().all()  # no truth
+    fixed = t.loc[t["policy"] == "fixed"].set_index("setting")
+    assert fixed["effort"].is_monotonic_increasing
+    assert fixed.loc[3.0, "lost"] > fixed.loc[10.0, "lost"]
+    # fixed n = 10 keeps nearly every classification (45 of 50 subjects hold 10)
+    assert fixed.loc[10.0, "effort"] > 0.95
+    points = pd.read_parquet(out / "retirement.parquet")
+    assert points["subject_id"].nunique() == 50
+    assert json.loads((out / "replay.json").read_text())["subjects"] == 50
