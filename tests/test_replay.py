@@ -243,7 +243,12 @@ def test_score_counts_lost_objects_purity_and_count_error_by_hand():
 def test_penguin_watch_replay_against_its_own_full_data_labels(shared, tmp_path):
     """The real Penguin Watch export (created_at order) through extract -> subjects ->
     boxes -> replay, scored against its own full-data labels (it has no experts).
-    Measured: see docs/replay.md (the worked example)."""
+
+    Measured (497 classifications, 50 subjects, 1,600 full-data labels, 4 refits): fixed
+    n = 7 uses 70 % of the classifications and loses 15 % of the labels but 0.8 % of the
+    strongly marked ones; the generative policy retires almost nothing early (effort
+    >= 0.988 at every eps: ~32 penguins per image leave many objects open); the best
+    setting within 1 % lost is generative eps = 0.05 at effort 0.998."""
     from test_examples import EXAMPLES, extract_args, in_shared, load
 
     from clumpscout.cli import main as cli_main
