@@ -286,3 +286,11 @@ def test_penguin_watch_replay_against_its_own_full_data_labels(shared, tmp_path)
     points = pd.read_parquet(out / "retirement.parquet")
     assert points["subject_id"].nunique() == 50
     assert json.loads((out / "replay.json").read_text())["subjects"] == 50
+
+
+def test_refit_points_by_hand():
+    # every 100: 100, 200, ..., 900 (1000 is the end, no refit there)
+    assert rp.refit_points(1000, 100).tolist() == list(range(100, 1000, 100))
+    # growth 0.5: 100, 200 (= 100 + 100 > 150), 300 (= 200 * 1.5 = 300), 450, 675
+    assert rp.refit_points(1000, 100, 0.5).tolist() == [100, 200, 300, 450, 675]
+    assert rp.refit_points(50, 100).tolist() == []

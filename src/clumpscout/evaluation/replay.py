@@ -9,8 +9,9 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    simulator's arrival times; classification_id breaks ties). A classification's rank
    within its subject is n = 1, 2, ...
 2. **Skills known at the time.** The volunteers' skills are refitted after every
-   ``refit_every`` classifications (global arrival order) from the classifications that
-   arrived before, and only those: one EM step of the generative model (partition with
+   ``refit_every`` classifications (global arrival order; with ``refit_growth`` g > 0, once
+   the project is large, only when the count has grown by the factor 1 + g:
+   :func:`refit_points`) from the classifications that arrived before, and only those: one EM step of the generative model (partition with
    the skills of the moment, then the M step) on each subject's classifications so far.
    Before the first refit every volunteer has the population's prior.
 3. **Every prefix assessed.** After its n-th classification, each subject is assessed by
@@ -97,6 +98,7 @@ class Settings:
     """The ``replay:`` section of the config (defaults and bounds: config.schema.yaml)."""
 
     refit_every: int = _DEFAULTS["refit_every"]
+    refit_growth: float = _DEFAULTS["refit_growth"]
     min_classifications: int = _DEFAULTS["min_classifications"]
     fixed_n: tuple = tuple(_DEFAULTS["fixed_n"])
     risk_tau: tuple = tuple(_DEFAULTS["risk_tau"])
@@ -222,6 +224,20 @@ def refit_skills(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Liv
     return LiveSkills(prep.volunteer_names.astype(object), state.skills.vp, state.skills.pop)
 
 
+def refit_points(total: int, every: int, growth: float = 0.0) -> np.ndarray:
+    """The arrival counts after which the skills are refitted: every ``every``
+    classifications, and once the count exceeds ``every / growth`` every time it has grown
+    by the factor ``1 + growth`` (so a large project needs O(log) refits; 0: no growth rule).
+    """
+    out, last = [], 0
+    while True:
+        nxt = max(last + int(every), int(np.ceil(last * (1.0 + growth))))
+        if nxt >= total:
+            return np.asarray(out, dtype=np.int64)
+        out.append(nxt)
+        last = nxt
+
+
 @dataclass
 class Replay:
     """Every subject's state after each of its classifications, with its labels."""
@@ -238,15 +254,16 @@ def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=Non
     skills known when its last classification arrived."""
     cls = arrival_table(boxes, path)
     pre = _Prefixes(boxes, cls)
-    K = int(settings.refit_every)
-    n_epochs = max(1, -(-len(cls) // K))
+    bounds = refit_points(len(cls), settings.refit_every, settings.refit_growth)
+    edges = np.concatenate([[0], bounds, [len(cls)]]).astype(np.int64)
+    n_epochs = len(edges) - 1
     skills = LiveSkills.prior(params)
     codes = pre.code_of_subject.reindex(cls["subject_id"].to_numpy()).to_numpy()
     n_all = cls["n"].to_numpy()
     states, labels, refits, epoch_skills = [], [], [], []
     offset = 0
     for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
-        lo, hi = e * K, min((e + 1) * K, len(cls))
+        lo, hi = int(edges[e]), int(edges[e + 1])
         sel = np.arange(lo, hi)
         sc, nn = codes[sel], n_all[sel]
         epoch_skills.append(skills)
