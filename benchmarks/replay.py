@@ -17,6 +17,10 @@ row per regime), ``replay_best.csv`` (per regime the least-effort setting losing
 ``replay.max_lost`` of the full-data objects with purity within ``max_purity_drop``, and
 at the same effort the fixed-n setting next below it), ``replay_<regime>.png`` (the Pareto
 figure), ``retirement_<regime>.parquet`` and ``replay_report.json`` (timings per stage).
+
+``--speed`` times the replay alone (simulate and boxes aside, no full-data aggregation:
+``lost`` is then meaningless), e.g. at the paper's size:
+``benchmarks/replay.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
 """
 
 from __future__ import annotations
@@ -77,8 +81,13 @@ def run_regime(name: str, args, out: Path, work: Path) -> tuple[pd.DataFrame, di
     truth = grid.truths(universe)["any_object"]
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = rp.Settings.from_dict(cfg.get("replay"))
-    with timer("full-data aggregation"):
-        full = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes).labels_
+    if args.speed:  # the replay's own cost only: no full-data labels to score against
+        settings = rp.Settings.from_dict({**(cfg.get("replay") or {}), **args.speed_settings})
+        cols = ("subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp")
+        full = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
+    else:
+        with timer("full-data aggregation"):
+            full = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes).labels_
     with timer("replay"):
         r = rp.run_replay(boxes, params, settings)
     with timer("scoring"):
@@ -136,7 +145,15 @@ def parse_args(argv=None):
     p.add_argument("--regimes", default=None, help="comma-separated (default: every regime)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep-work", action="store_true")
-    return p.parse_args(argv)
+    p.add_argument(
+        "--speed",
+        action="store_true",
+        help="time the replay only (no full-data aggregation; lost is not measured)",
+    )
+    p.add_argument("--refit-growth", type=float, default=None, help="override replay.refit_growth")
+    args = p.parse_args(argv)
+    args.speed_settings = {} if args.refit_growth is None else {"refit_growth": args.refit_growth}
+    return args
 
 
 def main(argv=None) -> int:
