@@ -433,17 +433,21 @@ def best_setting(table: pd.DataFrame, settings: Settings) -> dict | None:
 
 
 def plot(table: pd.DataFrame, path, title: str = "") -> None:
-    """Effort against objects lost and against the count error, a line per policy."""
+    """Effort against objects lost (all, strongly marked) and against the count error,
+    a line per policy."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     has_truth = table["count_mae"].notna().any()
-    panels = [("lost", "full-data objects lost")]
+    panels = [
+        ("lost", "full-data objects lost"),
+        ("lost_strong", "full-data objects lost (strongly marked)"),
+    ]
     if has_truth:
         panels.append(("count_mae", "count MAE vs truth"))
-    fig, axes = plt.subplots(1, len(panels), figsize=(5.5 * len(panels), 4.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.6 * len(panels), 4.0), squeeze=False)
     for ax, (col, ylabel) in zip(axes[0], panels, strict=True):
         for pol, g in table.loc[table["policy"] != "full"].groupby("policy", sort=False):
             g = g.sort_values("effort")
