@@ -294,3 +294,16 @@ def test_refit_points_by_hand():
     # growth 0.5: 100, 200 (= 100 + 100 > 150), 300 (= 200 * 1.5 = 300), 450, 675
     assert rp.refit_points(1000, 100, 0.5).tolist() == [100, 200, 300, 450, 675]
     assert rp.refit_points(50, 100).tolist() == []
+
+
+def test_skills_from_an_aggregation_are_looked_up_by_name():
+    from clumpscout.model.aggregator import Aggregator
+
+    agg = Aggregator(seed=0).fit(toy(4, 6).drop(columns="created_at"))
+    sk = LiveSkills.from_tables(agg.volunteers_, agg.report_["model"]["population"])
+    v = agg.volunteers_.set_index("volunteer")
+    got = sk.lookup(np.array(["v3", "v0", "stranger"], dtype=object))
+    assert got.p_fn[:2].tolist() == [v.loc["v3", "p_fn"], v.loc["v0", "p_fn"]]
+    assert got.lam[:2].tolist() == [v.loc["v3", "fp_rate"], v.loc["v0", "fp_rate"]]
+    # the stranger gets the population mean shrunk by nothing: m_fn
+    assert got.p_fn[2] == pytest.approx(sk.pop.m_fn)
