@@ -21,7 +21,11 @@ rule replay:
         table=f"{RESULTS}/replay/replay.csv",
         points=f"{RESULTS}/replay/retirement.parquet",
         report=f"{RESULTS}/replay/replay.json",
-        figure=f"{RESULTS}/replay/replay.png",
+        figure=report(
+            f"{RESULTS}/replay/replay.png",
+            caption="../report/replay.rst",
+            category=FIGURE_REGISTRY.CAT_RISK,
+        ),
     log:
         f"{RESULTS}/logs/replay.log",
     benchmark:
