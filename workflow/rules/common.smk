@@ -211,9 +211,12 @@ def final_targets():
         *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
         f"{RESULTS}/headline.csv",
         f"{RESULTS}/headline.html",
-        f"{RESULTS}/replay/replay.csv",
         REPORT,
     ]
+    # the replay needs arrival times, which a flattened clicks table may lack
+    # (docs/decisions.md#live-retirement): run `clumpscout replay` on it by hand
+    if not FLAT:
+        targets.append(f"{RESULTS}/replay/replay.csv")
     if IMAGES:
         targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
         targets += [

@@ -496,7 +496,6 @@ def replay(
         "subjects": int(rp.cls["subject_id"].nunique()),
         "states": int(len(rp.states)),
         "refits": rp.refits,
-        "refit_seconds": round(sum(f["seconds"] for f in rp.refits), 3),
         "best": best_setting(table, settings),
         "max_lost": settings.max_lost,
         "max_purity_drop": settings.max_purity_drop,
@@ -504,6 +503,7 @@ def replay(
             "full": round(t1 - t0, 3),
             "replay": round(t2 - t1, 3),
             "scoring": round(t3 - t2, 3),
+            "refits": round(sum(f["seconds"] for f in rp.refits), 3),
         },
     }
     log.info(
