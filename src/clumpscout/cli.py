@@ -56,6 +56,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figures": ("clumpscout.figures.paper", "the paper's figures"),
     "headline": ("clumpscout.evaluation.headline", "headline numbers table"),
     "ledger": ("clumpscout.data.ledger", "account for every input click"),
+    "replay": (
+        "clumpscout.evaluation.replay",
+        "early retirement replayed on the classifications in arrival order",
+    ),
 }
 
 

@@ -232,6 +232,10 @@ def final_targets():
         f"{RESULTS}/headline.html",
         REPORT,
     ]
+    # the replay needs arrival times, which a flattened clicks table may lack
+    # (docs/decisions.md#live-retirement): run `clumpscout replay` on it by hand
+    if not FLAT:
+        targets.append(f"{RESULTS}/replay/replay.csv")
     if IMAGES:
         targets += [f"{IMG}/sim/cutouts.parquet", f"{IMG}/photometry/truth.parquet"]
         targets += [

@@ -1,0 +1,309 @@
+"""Early retirement replayed in arrival order (clumpscout.evaluation.replay) and the
+one-subject decision (clumpscout.model.live)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from clumpscout.errors import InputError
+from clumpscout.evaluation import replay as rp
+from clumpscout.model.aggregate import Params
+from clumpscout.model.live import LiveSkills, Policy, at_least, decide, open_objects, retire
+
+T0 = pd.Timestamp("2020-01-01", tz="UTC")
+LABEL_COLS = ["subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp"]
+
+
+def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3):
+    """Subjects of 100 x 100 px with two objects each, classified in round-robin order
+    (classification c of subject s arrives at minute c * n_subjects + s); each volunteer
+    marks each object with probability 0.7 (box side 10, scatter 1 px) or submits nothing
+    with ``empty_rate``, plus an occasional false box."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    cid = 0
+    for c in range(n_cls):
+        for s in range(n_subjects):
+            cid += 1
+            vol = f"v{(s + 3 * c) % 11}"
+            t = T0 + pd.Timedelta(minutes=c * n_subjects + s)
+            marks = []
+            if rng.random() > empty_rate:
+                for ox, oy in ((30.0, 30.0), (70.0, 60.0)):
+                    if rng.random() < 0.7:
+                        marks.append((ox + rng.normal(0, 1), oy + rng.normal(0, 1)))
+                if rng.random() < 0.1:
+                    marks.append(tuple(rng.uniform(10, 90, 2)))
+            base = {"classification_id": cid, "subject_id": 100 + s, "volunteer": vol}
+            base |= {"image_width": 100.0, "image_height": 100.0, "created_at": t}
+            if not marks:
+                rows.append(base | {"x1": np.nan, "y1": np.nan, "x2": np.nan, "y2": np.nan})
+            for x, y in marks:
+                rows.append(base | {"x1": x - 5, "y1": y - 5, "x2": x + 5, "y2": y + 5})
+    return pd.DataFrame(rows)
+
+
+def no_labels():
+    return pd.DataFrame({c: pd.Series(dtype=float) for c in LABEL_COLS})
+
+
+def test_at_least_matches_the_binomial_by_hand():
+    # p = 1/2, 3 viewers: P(>= 1) = 1 - 1/8, P(>= 2) = 1 - 1/8 - 3/8
+    assert at_least(1, 0.5, 3) == pytest.approx(7 / 8)
+    assert at_least(2, 0.5, 3) == pytest.approx(1 / 2)
+    assert at_least(2, 0.9, 0) == 0.0 and at_least(1, 0.9, 0) == 0.0
+
+
+def test_open_objects_by_hand():
+    # 5 classifications to come (horizon 8, n 3), t = 1/2, a = 0.2:
+    # flips 0.1 + 0.4 P(>=2; 1/2, 5) + 0.3 P(>=1; 1/2, 5) + 1.0 P(>=2; 0.2, 5) + 0.5 P(>=1; 0.2, 5)
+    st = pd.DataFrame(
+        {"n": [3], "flips": [0.1], "strong0": [0.4], "lone": [0.3], "weak0": [1.0]}
+        | {"weak1": [0.5], "t_bar": [0.5], "a_weak": [0.2]}
+    )
+    p2_half = 1 - 1 / 32 - 5 / 32
+    p1_half = 1 - 1 / 32
+    p2_a = 1 - 0.8**5 - 5 * 0.2 * 0.8**4
+    p1_a = 1 - 0.8**5
+    want = 0.1 + 0.4 * p2_half + 0.3 * p1_half + 1.0 * p2_a + 0.5 * p1_a
+    assert open_objects(st, 8)[0] == pytest.approx(want)
+    assert open_objects(st, 3)[0] == pytest.approx(0.1)  # nothing more to come
+
+
+def test_arrival_order_ranks_classifications_by_created_at():
+    b = pd.DataFrame(
+        {
+            "classification_id": [5, 6, 7, 7],
+            "subject_id": [1, 1, 2, 2],
+            "created_at": pd.to_datetime(["2020-01-03", "2020-01-01", "2020-01-02", "2020-01-02"]),
+        }
+    )
+    a = rp.arrival_table(b)
+    assert a["classification_id"].tolist() == [6, 7, 5]
+    assert a["n"].tolist() == [1, 1, 2]
+    assert a["n_total"].tolist() == [2, 1, 2]
+
+
+def test_missing_created_at_is_an_error_naming_file_and_row():
+    b = toy(2, 2)
+    b.loc[3, "created_at"] = pd.NaT
+    with pytest.raises(InputError, match=r"boxes.parquet:row 3: created_at"):
+        rp.arrival_table(b, path="boxes.parquet")
+    with pytest.raises(InputError, match="created_at column"):
+        rp.arrival_table(b.drop(columns="created_at"), path="boxes.parquet")
+
+
+def test_fixed_n_effort_is_the_hand_count():
+    # subjects with 5, 2 and 4 classifications; fixed n = 3 uses 3 + 2 + 3 = 8 of 11
+    b = toy(3, 5)
+    b = b[~((b["subject_id"] == 101) & (b["classification_id"] > 6))]  # 101 keeps c = 0, 1
+    b = b[~((b["subject_id"] == 102) & (b["classification_id"] > 12))]  # 102 keeps c = 0..3
+    settings = rp.Settings(fixed_n=(3,), risk_tau=(1.0,), generative_eps=(0.1,), caesar_k=(2,))
+    r = rp.run_replay(b, Params(), settings)
+    table, points = rp.evaluate(r, Params(), settings, no_labels())
+    row = table.loc[table["policy"] == "fixed"].iloc[0]
+    assert row["effort"] == pytest.approx(8 / 11)
+    fixed = points.loc[points["policy"] == "fixed"].set_index("subject_id")
+    assert fixed["n_used"].to_dict() == {100: 3, 101: 2, 102: 3}
+    assert fixed["n_total"].to_dict() == {100: 5, 101: 2, 102: 4}
+    assert table.loc[table["policy"] == "full", "effort"].item() == 1.0
+
+
+def test_caesar_retires_after_k_empty_classifications_or_the_cap():
+    st = pd.DataFrame({"n": [1, 2, 3, 4, 5], "n_empty": [1, 1, 2, 2, 2]})
+    got = decide(Policy("caesar", 2, cap=5), st, Params())
+    assert got.tolist() == [False, False, True, True, True]
+    got = decide(Policy("caesar", 3, cap=5), st, Params())
+    assert got.tolist() == [False, False, False, False, True]
+
+
+def _labels_at(r, pts):
+    """Replay labels of the retirement states ``pts`` (subject_id, state)."""
+    lab = r.labels.loc[r.labels["state"].isin(pts["state"])]
+    lab = lab.assign(subject_id=r.states["subject_id"].to_numpy()[lab["state"]])
+    return lab.drop(columns="state").sort_values(["subject_id", "x1"]).reset_index(drop=True)
+
+
+def test_no_peeking_later_classifications_do_not_change_earlier_retirements():
+    b = toy(8, 8, seed=1)
+    settings = rp.Settings(refit_every=10)
+    params = Params()
+    r1 = rp.run_replay(b, params, settings)
+    cut = 30  # change every classification from the 31st on (shift boxes, empty some)
+    late = r1.cls.loc[r1.cls["g"] >= cut, "classification_id"]
+    b2 = b.copy()
+    m = b2["classification_id"].isin(late).to_numpy()
+    b2.loc[m, ["x1", "x2"]] += 25.0
+    b2.loc[m & (b2["classification_id"] % 3 == 0).to_numpy(), ["x1", "y1", "x2", "y2"]] = np.nan
+    r2 = rp.run_replay(b2, params, settings)
+    g_of = r1.cls.set_index(["subject_id", "n"])["g"]
+    checked = changed = 0
+    for pol in settings.policies():
+        p1 = rp.retirement_points(r1, pol, params)
+        p2 = rp.retirement_points(r2, pol, params)
+        g_ret = g_of.reindex(pd.MultiIndex.from_arrays([p1["subject_id"], p1["n_used"]]))
+        early = (g_ret.to_numpy() < cut) & (p1["n_used"] < p1["n_total"]).to_numpy()
+        assert (p1["n_used"][early] == p2["n_used"][early]).all(), pol.name
+        l1 = _labels_at(r1, p1[early])
+        l2 = _labels_at(r2, p2[early])
+        pd.testing.assert_frame_equal(l1, l2)
+        checked += int(early.sum())
+        changed += int((p1["n_used"] != p2["n_used"]).sum())
+    assert checked > 20
+    # the change matters where it is allowed to: later states differ
+    late_states = r1.states["epoch"] >= cut // 10
+    assert not np.allclose(
+        r1.states.loc[late_states, "n_fp"].to_numpy(), r2.states.loc[late_states, "n_fp"].to_numpy()
+    )
+
+
+def test_replay_and_the_one_subject_decision_agree():
+    b = toy(6, 8, seed=2)
+    settings = rp.Settings(refit_every=12)
+    params = Params()
+    r = rp.run_replay(b, params, settings)
+    cls = r.cls.set_index(["subject_id", "n"])["classification_id"]
+    pols = [Policy("generative", 0.3, horizon=20), Policy("risk", 0.5), Policy("caesar", 2, cap=20)]
+    for i in range(0, len(r.states), 5):
+        st = r.states.iloc[i]
+        sid, n, e = int(st["subject_id"]), int(st["n"]), int(st["epoch"])
+        ids = [cls[(sid, k)] for k in range(1, n + 1)]
+        boxes = b.loc[b["classification_id"].isin(ids)]
+        for pol in pols:
+            d = retire(boxes, r.skills[e], pol, params)
+            assert d.retire == bool(decide(pol, r.states.iloc[[i]], params)[0]), (sid, n, pol)
+        assert d.numbers["n"] == n
+        assert d.numbers["risk"] == pytest.approx(st["risk"], rel=1e-9, abs=1e-12)
+        mine = r.labels.loc[r.labels["state"] == i].sort_values("x1")
+        theirs = d.labels.sort_values("x1")
+        np.testing.assert_allclose(theirs["p_fp"], mine["p_fp"], rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(theirs["x1"], mine["x1"], rtol=1e-12)
+    assert len(r.skills) == -(-len(r.cls) // 12) and len(r.refits) == len(r.skills) - 1
+
+
+def test_unknown_volunteers_get_the_population_prior():
+    sk = LiveSkills.prior(Params())
+    vp = sk.lookup(np.array(["nobody"], dtype=object))
+    # no evidence: the posterior mean is the population mean m_fn = p0_fn
+    assert vp.p_fn[0] == pytest.approx(Params().p0_fn)
+
+
+def test_full_outputs_and_best_setting(tmp_path):
+    b = toy(6, 8, seed=3)
+    settings = rp.Settings(refit_every=20, fixed_n=(3, 8), caesar_k=(2,), risk_tau=(0.5,))
+    table, points, report = rp.replay(b, Params(), settings)
+    rp.write_outputs(tmp_path, table, points, report)
+    t = pd.read_csv(tmp_path / "replay.csv")
+    assert list(t.columns) == rp.COLUMNS
+    assert t["policy"].iloc[0] == "full" and t["lost"].iloc[0] == 0.0
+    # fixed n = 8 uses every classification: nothing retired early
+    f8 = t.loc[(t["policy"] == "fixed") & (t["setting"] == 8)].iloc[0]
+    assert f8["effort"] == 1.0 and f8["retired_early"] == 0.0
+    assert (tmp_path / "replay.png").stat().st_size > 0
+    assert len(pd.read_parquet(tmp_path / "retirement.parquet")) == 6 * (len(t) - 1)
+    best = report["best"]
+    # no truth: purity against the full data, at most 0.01 below the full data's (1)
+    ok = t.loc[(t["policy"] != "full") & (t["lost"] <= 0.01) & (t["purity_full"] >= 0.99)]
+    if len(ok):
+        assert best["effort"] == pytest.approx(ok["effort"].min())
+    else:
+        assert best is None
+
+
+def test_score_counts_lost_objects_purity_and_count_error_by_hand():
+    def labels(rows):
+        df = pd.DataFrame(rows, columns=["subject_id", "x", "y", "p_fp", "p_weak"])
+        return df.assign(x1=df["x"] - 5, x2=df["x"] + 5, y1=df["y"] - 5, y2=df["y"] + 5)
+
+    # full data: 3 kept labels (one weak) on subject 1, one dropped (p_fp 0.9)
+    full = labels(
+        [(1, 20, 20, 0.1, 0.0), (1, 50, 50, 0.2, 0.0), (1, 80, 80, 0.3, 0.9), (1, 5, 90, 0.9, 0)]
+    )
+    # replay: finds (20, 20) and the weak one, plus a false label; (50, 50) only at p_fp 0.6
+    mine = labels(
+        [(1, 21, 19, 0.1, 0), (1, 79, 80, 0.4, 1), (1, 40, 90, 0.2, 0), (1, 50, 50, 0.6, 0)]
+    )
+    truth = pd.DataFrame({"subject_id": [1, 1, 2], "x": [20.0, 80.0, 30.0], "y": [20.0, 80, 30]})
+    got = rp.score(mine, full, truth, subjects=[1, 2])
+    assert got["lost"] == pytest.approx(1 / 3)  # (50, 50) of the 3 kept
+    assert got["lost_strong"] == pytest.approx(1 / 2)  # of the 2 strong ones
+    assert got["purity_full"] == pytest.approx(2 / 3)  # 3 kept, 2 hold a full-data centre
+    assert got["purity"] == pytest.approx(2 / 3)  # 2 of 3 kept hold a true centre
+    assert got["completeness"] == pytest.approx(2 / 3)  # (30, 30) on subject 2 missed
+    assert got["count_mae"] == pytest.approx((abs(3 - 2) + abs(0 - 1)) / 2)
+    assert got["labels"] == 3
+
+
+@pytest.mark.slow
+@pytest.mark.shared
+def test_penguin_watch_replay_against_its_own_full_data_labels(shared, tmp_path):
+    """The real Penguin Watch export (created_at order) through extract -> subjects ->
+    boxes -> replay, scored against its own full-data labels (it has no experts).
+
+    Measured (497 classifications, 50 subjects, 1,600 full-data labels, 4 refits): fixed
+    n = 7 uses 70 % of the classifications and loses 15 % of the labels but 0.8 % of the
+    strongly marked ones; the generative policy retires almost nothing early (effort
+    >= 0.988 at every eps: ~32 penguins per image leave many objects open); the best
+    setting within 1 % lost is generative eps = 0.05 at effort 0.998."""
+    from test_examples import EXAMPLES, extract_args, in_shared, load
+
+    from clumpscout.cli import main as cli_main
+
+    cfg = load("penguin_watch.yaml")
+    exp = cfg["export"]
+    cls = in_shared(shared, exp["classifications"])
+    subj = in_shared(shared, exp["subjects"])
+    clicks, subjects, boxes, out = (
+        tmp_path / n for n in ("c.parquet", "s.parquet", "b.parquet", "r")
+    )
+    ok = cli_main(
+        ["extract", "--classifications", str(cls), "--subjects", str(subj), "--out", str(clicks)]
+        + extract_args(cfg)
+    )
+    ok |= cli_main(
+        ["subjects", "--subjects-export", str(subj), "--box-side", str(exp["box_side"])]
+        + ["--out", str(subjects)]
+    )
+    ok |= cli_main(
+        ["boxes", "--clicks", str(clicks), "--subjects", str(subjects), "--out", str(boxes)]
+        + ["--shape-extent", exp["shape_extent"]]
+    )
+    assert ok == 0
+    config = str(EXAMPLES / "penguin_watch.yaml")
+    assert cli_main(["replay", "--boxes", str(boxes), "--out", str(out), "--config", config]) == 0
+    t = pd.read_csv(out / "replay.csv")
+    print(t.to_string())
+    assert t["completeness"].isna().all()  # no truth
+    fixed = t.loc[t["policy"] == "fixed"].set_index("setting")
+    assert fixed["effort"].is_monotonic_increasing
+    assert fixed.loc[3.0, "lost"] > fixed.loc[10.0, "lost"]
+    # fixed n = 10 keeps nearly every classification (45 of 50 subjects hold 10)
+    assert fixed.loc[10.0, "effort"] > 0.95
+    points = pd.read_parquet(out / "retirement.parquet")
+    assert points["subject_id"].nunique() == 50
+    assert json.loads((out / "replay.json").read_text())["subjects"] == 50
+
+
+def test_refit_points_by_hand():
+    # every 100: 100, 200, ..., 900 (1000 is the end, no refit there)
+    assert rp.refit_points(1000, 100).tolist() == list(range(100, 1000, 100))
+    # growth 0.5: 100, 200 (= 100 + 100 > 150), 300 (= 200 * 1.5 = 300), 450, 675
+    assert rp.refit_points(1000, 100, 0.5).tolist() == [100, 200, 300, 450, 675]
+    assert rp.refit_points(50, 100).tolist() == []
+
+
+def test_skills_from_an_aggregation_are_looked_up_by_name():
+    from clumpscout.model.aggregator import Aggregator
+
+    agg = Aggregator(seed=0).fit(toy(4, 6).drop(columns="created_at"))
+    sk = LiveSkills.from_tables(agg.volunteers_, agg.report_["model"]["population"])
+    v = agg.volunteers_.set_index("volunteer")
+    got = sk.lookup(np.array(["v3", "v0", "stranger"], dtype=object))
+    assert got.p_fn[:2].tolist() == [v.loc["v3", "p_fn"], v.loc["v0", "p_fn"]]
+    assert got.lam[:2].tolist() == [v.loc["v3", "fp_rate"], v.loc["v0", "fp_rate"]]
+    # the stranger gets the population mean shrunk by nothing: m_fn
+    assert got.p_fn[2] == pytest.approx(sk.pop.m_fn)

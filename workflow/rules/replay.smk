@@ -1,0 +1,51 @@
+# Early retirement replayed on all classifications in arrival order (created_at), every
+# policy of the `replay:` section side by side (clumpscout.evaluation.replay,
+# docs/decisions.md#live-retirement); scored against the full-data labels (the generative
+# model on every classification) and, for a simulated universe, its truth (any real object).
+
+# A flattened clicks table may have no arrival times: no replay rule then (run
+# `clumpscout replay` by hand on one that has them).
+if not FLAT:
+
+    rule replay:
+        input:
+            unpack(
+                lambda wc: (
+                    {
+                        "truth": universe("truth_clumps.csv"),
+                        "distractors": universe("truth_distractors.csv"),
+                    }
+                    if SIMULATED
+                    else {}
+                )
+            ),
+            boxes=f"{RESULTS}/boxes/boxes.parquet",
+        output:
+            table=f"{RESULTS}/replay/replay.csv",
+            points=f"{RESULTS}/replay/retirement.parquet",
+            report=f"{RESULTS}/replay/replay.json",
+            figure=report(
+                f"{RESULTS}/replay/replay.png",
+                caption="../report/replay.rst",
+                category=FIGURE_REGISTRY.CAT_RISK,
+            ),
+        log:
+            f"{RESULTS}/logs/replay.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/replay.tsv"
+        conda:
+            "../../envs/replay.yaml"
+        threads: 1
+        resources:
+            mem_mb=6000,
+            runtime=60,
+        params:
+            aggregate={
+                **{k: v for k, v in config["aggregate"].items() if k != "per_tool"},
+                "model": "generative",
+            },
+            replay=section("replay"),
+            seed=seed_for("aggregate"),
+            code=code_digest("replay"),
+        script:
+            "../../scripts/replay.py"
