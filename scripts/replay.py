@@ -8,7 +8,7 @@ def _run(sm):
 
     from clumpscout.evaluation import replay as rp
     from clumpscout.evaluation.regimes import truth_tables
-    from clumpscout.model.aggregate import Params
+    from clumpscout.model.params import Params
     from clumpscout.model.prepare import read_boxes
 
     params = Params.from_dict(dict(sm.params.aggregate))
@@ -18,7 +18,13 @@ def _run(sm):
         truth = truth_tables(Path(sm.input.truth).parent)[1]  # any real object
     boxes = read_boxes(sm.input.boxes)
     table, points, report = rp.replay(
-        boxes, params, settings, truth=truth, seed=int(sm.params.seed), path=sm.input.boxes
+        boxes,
+        params,
+        settings,
+        truth=truth,
+        seed=int(sm.params.seed),
+        path=sm.input.boxes,
+        weak_real=float(sm.params.calibration["weak_real"]),
     )
     rp.write_outputs(Path(sm.output.table).parent, table, points, report)
 

@@ -45,6 +45,7 @@ if not FLAT:
                 "model": "generative",
             },
             replay=section("replay"),
+            calibration=config["calibration"],
             seed=seed_for("aggregate"),
             code=code_digest("replay"),
         script:

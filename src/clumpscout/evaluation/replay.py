@@ -64,9 +64,16 @@ from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
 from clumpscout.io import atomic_path, write_json, write_parquet
-from clumpscout.model.aggregate import Params
 from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
-from clumpscout.model.live import Assessment, LiveSkills, Policy, _assess_batch, decide
+from clumpscout.model.live import (
+    WEAK_REAL,
+    Assessment,
+    LiveSkills,
+    Policy,
+    _assess_batch,
+    decide,
+)
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import _ranges, prepare
 
 log = logging.getLogger(__name__)
@@ -249,9 +256,12 @@ class Replay:
     skills: list[LiveSkills]  # the skills of every epoch (states' ``epoch`` column)
 
 
-def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=None) -> Replay:
+def run_replay(
+    boxes: pd.DataFrame, params: Params, settings: Settings, path=None, weak_real: float = WEAK_REAL
+) -> Replay:
     """Steps 1-3 of the module docstring: every prefix of every subject assessed with the
-    skills known when its last classification arrived."""
+    skills known when its last classification arrived (p_fp: the default map with
+    ``weak_real``, clumpscout.model.live.assess)."""
     cls = arrival_table(boxes, path)
     pre = _Prefixes(boxes, cls)
     bounds = refit_points(len(cls), settings.refit_every, settings.refit_growth)
@@ -267,7 +277,7 @@ def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=Non
         sel = np.arange(lo, hi)
         sc, nn = codes[sel], n_all[sel]
         epoch_skills.append(skills)
-        a = _assess(pre.frame(sc, nn), skills, params)
+        a = _assess(pre.frame(sc, nn), skills, params, weak_real)
         st = a.subjects.assign(subject_id=pre.subject_ids[sc], epoch=e)
         lab = a.labels.rename(columns={"subject_id": "state"})
         lab["state"] += offset
@@ -299,13 +309,15 @@ def run_replay(boxes: pd.DataFrame, params: Params, settings: Settings, path=Non
     return Replay(cls, states, labels, refits, epoch_skills)
 
 
-def _assess(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Assessment:
+def _assess(
+    frame: pd.DataFrame, skills: LiveSkills, params: Params, weak_real: float = WEAK_REAL
+) -> Assessment:
     """:func:`clumpscout.model.live.assess` on the prefixes (subject_id = prefix index)."""
     prep = prepare(frame)
     engine = _GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    a = _assess_batch(engine, prep, b, sk, params)
+    a = _assess_batch(engine, prep, b, sk, params, weak_real)
     if not np.array_equal(a.subjects["subject_id"].to_numpy(), np.arange(len(a.subjects))):
         raise AssertionError("every prefix holds at least one classification")
     return a
@@ -478,16 +490,20 @@ def replay(
     truth: pd.DataFrame | None = None,
     seed: int = 0,
     path=None,
+    weak_real: float = WEAK_REAL,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """The replay and its scores: (replay table, retirement points, report)."""
+    """The replay and its scores: (replay table, retirement points, report). The replay's
+    labels and the full-data labels carry the same map from the model's posterior to p_fp
+    (without a gold standard, the default map with ``weak_real``)."""
     t0 = time.perf_counter()
     if full_labels is None:
         from clumpscout.model.aggregator import Aggregator
 
         log.info("full-data labels: aggregating all %d rows", len(boxes))
-        full_labels = Aggregator(params, seed=seed).fit(boxes, path=path).labels_
+        agg = Aggregator(params, seed=seed, calibration={"weak_real": weak_real})
+        full_labels = agg.fit(boxes, path=path).labels_
     t1 = time.perf_counter()
-    rp = run_replay(boxes, params, settings, path=path)
+    rp = run_replay(boxes, params, settings, path=path, weak_real=weak_real)
     t2 = time.perf_counter()
     table, points = evaluate(rp, params, settings, full_labels, truth)
     t3 = time.perf_counter()
@@ -544,12 +560,14 @@ def run(args: argparse.Namespace) -> int:
     cfg = load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
+    weak_real = float((cfg.get("calibration") or {}).get("weak_real", WEAK_REAL))
     boxes = read_boxes(args.boxes)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None
     table, points, report = replay(
-        boxes, params, settings, full_labels=full, truth=truth, seed=args.seed, path=args.boxes
-    )
+        boxes, params, settings, full_labels=full, truth=truth, seed=args.seed, path=args.boxes,
+        weak_real=weak_real,
+    )  # fmt: skip
     write_outputs(args.out, table, points, report)
     log.info("wrote %s", Path(args.out) / "replay.csv")
     print(json.dumps(report["best"]))

@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
+from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.model import generative as gen
-from clumpscout.model.aggregate import Params
 from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import prepare
 from clumpscout.model.retirement import retire_mask
 from clumpscout.model.risk import clump_location_variance, clump_sigma_prob, subject_risk
@@ -219,11 +220,26 @@ class Assessment:
     counts: gen.SoftCounts | None = field(default=None, repr=False)
 
 
-def assess(boxes: pd.DataFrame, skills: LiveSkills, params: Params, path=None) -> Assessment:
+#: P(a weakly marked label is what the project counts) without a gold standard (the
+#: calibration's default map, docs/decisions.md#no-gold-default)
+WEAK_REAL = float(_config.defaults("calibration")["weak_real"])
+
+
+def assess(
+    boxes: pd.DataFrame,
+    skills: LiveSkills,
+    params: Params,
+    path=None,
+    weak_real: float = WEAK_REAL,
+) -> Assessment:
     """The generative model on the subjects of ``boxes`` with fixed volunteer skills.
 
     Every subject of the table is assessed with all its rows (one partition, the posterior,
-    the risk); see the module docstring. ``path`` names the table in errors.
+    the risk); see the module docstring. ``path`` names the table in errors. The labels'
+    ``p_fp`` is the calibrated probability that a label is not what the project counts
+    (:func:`clumpscout.model.calibration.default_calibration`'s map with ``weak_real``; the
+    model's own posterior is ``p_empty``), and weak objects no label holds count
+    ``weak_real`` each in the open objects.
     """
     if params.model != "generative":
         raise InputError("live retirement needs aggregate.model: generative", path=path)
@@ -231,14 +247,24 @@ def assess(boxes: pd.DataFrame, skills: LiveSkills, params: Params, path=None) -
     engine = _GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    return _assess_batch(engine, prep, b, sk, params)
+    return _assess_batch(engine, prep, b, sk, params, weak_real)
 
 
-def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Assessment:
+def calibrated_p_fp(p_empty, p_weak, weak_real: float = WEAK_REAL) -> np.ndarray:
+    """``1 − (1 − p_empty)(1 − (1 − w) p_weak)``: the label is not what the project counts,
+    a weakly marked label counting as real with probability w (docs/decisions.md#no-gold-default)."""
+    p_weak = np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
+    return 1.0 - (1.0 - np.asarray(p_empty, dtype=np.float64)) * (1.0 - (1.0 - weak_real) * p_weak)
+
+
+def _assess_batch(
+    engine, prep, b: Batch, sk: GenSkills, params: Params, weak_real: float = WEAK_REAL
+) -> Assessment:
     n_s = len(b.subjects)
     fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
     box_cluster, _, cl_subj, n_cl_subj, labels, box_d = engine._partition(b, fac, sk.sigma2)
     post = engine._posterior(b, box_cluster, box_d, cl_subj, labels, sk)
+    p_fp = calibrated_p_fp(post.p_fp, post.p_weak, weak_real)
     n_cl = len(cl_subj)
     tp = box_cluster >= 0
     box_s2 = np.where(tp, sk.sigma2[b.box_vol], np.nan)
@@ -276,11 +302,11 @@ def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Asse
             "n_fn": n_fn,
             "n_sigma": n_sigma,
             "risk": risk,
-            "flips": label_flips(post.p_fp, cl_subj, n_s),
+            "flips": label_flips(p_fp, cl_subj, n_s),
             "strong0": pop.rho * np.exp(g_strong),
             "lone": lone_real,
-            "weak0": pop.rho_w * np.exp(g_weak),
-            "weak1": weak1,
+            "weak0": weak_real * pop.rho_w * np.exp(g_weak),
+            "weak1": weak_real * weak1,
             "t_bar": np.full(n_s, t_bar),
             "a_weak": np.full(n_s, pop.q_w * t_bar),
         }
@@ -297,8 +323,9 @@ def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Asse
             "y2": y2,
             "x": 0.5 * (x1 + x2),
             "y": 0.5 * (y1 + y2),
-            "p_fp": post.p_fp,
+            "p_fp": p_fp,
             "p_weak": post.p_weak,
+            "p_empty": post.p_fp,
             "n_marks": np.bincount(box_cluster[tp], minlength=n_cl).astype(np.int64),
         }
     )
@@ -316,26 +343,31 @@ class Decision:
 
 
 def retire(
-    boxes: pd.DataFrame, skills: LiveSkills, policy: Policy, params: Params | None = None
+    boxes: pd.DataFrame,
+    skills: LiveSkills,
+    policy: Policy,
+    params: Params | None = None,
+    weak_real: float = WEAK_REAL,
 ) -> Decision:
     """Retire one subject now or ask for more classifications (see the module docstring).
 
-    >>> import numpy as np, pandas as pd
-    >>> from clumpscout.model.live import LiveSkills, Policy, retire
-    >>> from clumpscout.model.aggregate import Params
-    >>> boxes = pd.DataFrame({
-    ...     "classification_id": [1, 2, 3], "subject_id": 7, "volunteer": ["a", "b", "c"],
-    ...     "x1": [np.nan] * 3, "y1": [np.nan] * 3, "x2": [np.nan] * 3, "y2": [np.nan] * 3,
-    ...     "image_width": 100.0, "image_height": 100.0})
-    >>> d = retire(boxes, LiveSkills.prior(Params()), Policy("caesar", 3))
-    >>> d.retire, d.numbers["n_empty"], len(d.labels)
-    (True, 3, 0)
+        >>> import numpy as np, pandas as pd
+        >>> from clumpscout.model.live import LiveSkills, Policy, retire
+        >>> from clumpscout import config as _config
+    from clumpscout.model.params import Params
+        >>> boxes = pd.DataFrame({
+        ...     "classification_id": [1, 2, 3], "subject_id": 7, "volunteer": ["a", "b", "c"],
+        ...     "x1": [np.nan] * 3, "y1": [np.nan] * 3, "x2": [np.nan] * 3, "y2": [np.nan] * 3,
+        ...     "image_width": 100.0, "image_height": 100.0})
+        >>> d = retire(boxes, LiveSkills.prior(Params()), Policy("caesar", 3))
+        >>> d.retire, d.numbers["n_empty"], len(d.labels)
+        (True, 3, 0)
     """
     params = Params() if params is None else params
     ids = pd.unique(boxes["subject_id"])
     if len(ids) != 1:
         raise InputError(f"retire() takes one subject's boxes, got {len(ids)} subjects")
-    a = assess(boxes, skills, params)
+    a = assess(boxes, skills, params, weak_real=weak_real)
     go = bool(decide(policy, a.subjects, params)[0])
     numbers = {k: a.subjects[k].iloc[0].item() for k in a.subjects.columns if k != "subject_id"}
     numbers["open_objects"] = float(open_objects(a.subjects, policy.horizon)[0])
