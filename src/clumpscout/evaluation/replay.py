@@ -74,7 +74,7 @@ from clumpscout.model.live import (
     decide,
 )
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import _ranges, prepare
+from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges, prepare
 
 log = logging.getLogger(__name__)
 
@@ -175,16 +175,7 @@ def arrival_table(boxes: pd.DataFrame, path=None) -> pd.DataFrame:
 class _Prefixes:
     """Builds the boxes table of "subject s after its first n classifications" fast."""
 
-    _COLS = [
-        "classification_id",
-        "volunteer",
-        "x1",
-        "y1",
-        "x2",
-        "y2",
-        "image_width",
-        "image_height",
-    ]
+    _COLS = [c for c in REQUIRED_COLUMNS if c != "subject_id"]
 
     def __init__(self, boxes: pd.DataFrame, cls: pd.DataFrame):
         rank = cls.set_index("classification_id")["n"]
