@@ -17,6 +17,7 @@ include: "workflow/rules/compare.smk"
 include: "workflow/rules/images.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/ledger.smk"
+include: "workflow/rules/project.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -52,6 +52,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "figures": ("clumpscout.figures.paper", "the paper's figures"),
     "headline": ("clumpscout.evaluation.headline", "headline numbers table"),
     "ledger": ("clumpscout.data.ledger", "account for every input click"),
+    "catalogue": (
+        "clumpscout.catalogue",
+        "catalogue.csv / .ecsv (one row per label) and images.csv (one row per image)",
+    ),
 }
 
 
