@@ -214,7 +214,7 @@ def write_project_report(
         doc["png"] = str(stem.with_name(stem.name + ".png"))
         sections.append(doc)
         table = pd.read_csv(stem.with_name(stem.name + ".csv"), dtype=str, keep_default_na=False)
-        if len(table.columns):
+        if len(table.columns) and len(table):
             tables[doc["section"]] = table.to_html(index=False, border=0, escape=True)
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -192,6 +192,7 @@ def build_probability(inp, params):
     if p.size:
         ax.hist(p, bins=np.linspace(0, 1, 41), color="tab:blue", ec="white", lw=0.4)
         ax.set_yscale("log")
+        ax.set_ylim(bottom=0.7)
         ax.axvline(KEEP, color="k", ls="--", lw=1)
         ax.text(KEEP, 1.0, f" {KEEP:g}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
     else:
@@ -309,6 +310,21 @@ def pick_by_count(counts: pd.DataFrame, k: int) -> list[int]:
     return sorted(int(s) for s in c.loc[pos, "subject_id"])
 
 
+def _aspect(marks: pd.DataFrame, files: Mapping[int, Path]) -> float:
+    """Height / width of the example images (the first image file's, else the median of the
+    sizes the marks carry; 0.75 when nothing says), kept within [0.3, 1.5]."""
+    from PIL import Image
+
+    for f in files.values():
+        with Image.open(f) as im:
+            return float(np.clip(im.height / im.width, 0.3, 1.5))
+    if {"image_width", "image_height"} <= set(marks.columns):
+        r = (marks["image_height"] / marks["image_width"]).dropna()
+        if len(r):
+            return float(np.clip(r.median(), 0.3, 1.5))
+    return 0.75
+
+
 def build_examples(inp, params):
     from PIL import Image
 
@@ -329,7 +345,8 @@ def build_examples(inp, params):
     files = find_subject_images(params.get("subject_images"), ids, names)
     ncol = 2 if len(ids) > 1 else 1
     nrow = max(1, -(-len(ids) // ncol))
-    fig = new_figure(5.2 * ncol, 4.2 * nrow, params["dpi"])
+    aspect = _aspect(a[a["subject_id"].isin(ids)], files)
+    fig = new_figure(5.2 * ncol, (5.0 * aspect + 0.45) * nrow, params["dpi"])
     axes = np.atleast_1d(fig.subplots(nrow, ncol, squeeze=False)).ravel()
     rows = []
     for ax in axes[len(ids) :]:
@@ -387,8 +404,9 @@ def build_examples(inp, params):
         ax.set_yticks([])
         row = counts[counts["subject_id"] == sid].iloc[0]
         n_cls = int(b["classification_id"].nunique()) if "classification_id" in b else None
+        k = int(row["kept"])
         ax.set_title(
-            f"image {sid}: {int(row['kept'])} {w['objects']} "
+            f"image {sid}: {k} {w['object'] if k == 1 else w['objects']} "
             f"(range {row['count_low']:.0f}–{row['count_high']:.0f})",
             fontsize=9,
         )
@@ -415,9 +433,14 @@ def build_examples(inp, params):
         "draw them underneath)"
     )
     kept_colour = "yellow" if files else "green"
+    shapes = "shape" in a and bool(a["shape"].fillna("point").ne("point").any())
+    points = "shape" not in a or bool(a["shape"].fillna("point").eq("point").any())
+    marks_are = " and ".join(
+        [*(["crosses"] if points else []), *(["thin boxes"] if shapes else [])]
+    )
     caption = (
         f"{len(ids)} example images, picked evenly over the range of counts, each drawn on "
-        f"{on_image}{how}. Cyan crosses: the volunteers' marks; {kept_colour} boxes: labels "
+        f"{on_image}{how}. Cyan {marks_are}: the volunteers' marks; {kept_colour} boxes: labels "
         f"with p_fp < {KEEP:g} (counted as {w['objects']}); red dashed boxes: labels with "
         f"p_fp ≥ {KEEP:g}. Titles: the count and its range."
     )
@@ -449,6 +472,7 @@ def build_volunteers(inp, params):
         _no_data(ax1)
     ax1.set_xlabel("classifications per volunteer")
     ax1.set_ylabel("volunteers")
+    ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
     rate = "fp_rate" in v
     if n.size:
         y = v["fp_rate"] if rate else v["p_fp"]
@@ -552,7 +576,7 @@ def build_dropped(inp, params):
     except (OSError, ValueError) as exc:
         raise InputError(f"clicks report: cannot read ({exc})", path=path) from exc
     t = dropped_table(report)
-    fig = new_figure(7.0, max(2.2, 0.9 + 0.32 * max(len(t), 1)), params["dpi"])
+    fig = new_figure(7.0, max(1.8, 0.9 + 0.32 * len(t)) if len(t) else 0.6, params["dpi"])
     ax = fig.subplots()
     if len(t):
         y = np.arange(len(t))
@@ -568,8 +592,7 @@ def build_dropped(inp, params):
         ax.set_xlabel("dropped")
     else:
         _no_data(ax, "nothing was dropped")
-        ax.set_xticks([])
-        ax.set_yticks([])
+        ax.set_axis_off()
     action = "kept" if (report.get("flagged") or {}).get("action", "none") == "none" else "dropped"
     kept_cls = int(report.get("classifications_kept", 0))
     kept_marks = int(report.get("clicks_kept", 0))
@@ -692,12 +715,11 @@ def build_methods(inp, params):
     }
     counts = method_counts(subjects["subject_id"], tables)
     ref = counts["default model"] if "default model" in counts else None
-    fig = new_figure(7.0, 4.6, params["dpi"])
+    others = [m for m in counts.columns if m != "default model"] if ref is not None else []
+    fig = new_figure(8.0, 1.2 + 0.55 * max(len(others), 1), params["dpi"])
     ax = fig.subplots()
-    hi = max(1, int(counts.to_numpy().max())) if counts.size else 1
-    markers = "osD^v"
     rows = []
-    for i, name in enumerate(counts.columns):
+    for name in counts.columns:
         c = counts[name]
         row = {
             "method": name,
@@ -707,22 +729,26 @@ def build_methods(inp, params):
         if ref is not None:
             row["mean |difference| from the default"] = round(float((c - ref).abs().mean()), 2)
             row["images with the same count"] = int((c == ref).sum())
-            if name != "default model":
-                ax.plot(ref, c, markers[i % 5], ms=4, alpha=0.6, mfc="none", label=name)
         rows.append(row)
-    ax.plot([0, hi], [0, hi], color="0.5", lw=0.8, ls=":")
-    ax.set_xlabel(f"{w['objects']} per image, default model (p_fp < {KEEP:g})")
-    ax.set_ylabel(f"{w['objects']} per image, other method")
-    if ax.get_legend_handles_labels()[0]:
-        ax.legend(fontsize=8)
+    for i, name in enumerate(others):
+        d, m = np.unique((counts[name] - ref).to_numpy(int), return_counts=True)
+        ax.scatter(d, np.full(d.size, i), s=12 + 160 * m / max(int(m.max()), 1), alpha=0.7)
+    if others:
+        ax.axvline(0, color="0.5", lw=0.8, ls=":")
+        ax.set_yticks(range(len(others)), others)
+        ax.set_ylim(len(others) - 0.5, -0.5)
+        ax.set_xlabel(f"{w['objects']} per image: other method − default model (p_fp < {KEEP:g})")
+    else:
+        _no_data(ax)
     table = pd.DataFrame(rows)
     n_base = params.get("n_base")
     caption = (
         f"The default model beside the other methods this workflow runs on the same marks: "
         f"the paper's model (the published likelihood the workflow also reproduces; labels with "
         f"p_fp < {KEEP:g}) and three clusterings without probabilities (single linkage, DBSCAN, "
-        f"MeanShift; every cluster a label), each image's count against the default model's "
-        f"(dotted: equal counts)"
+        f"MeanShift; every cluster a label): per method, how many images it counts how many "
+        f"{w['objects']} more (right) or fewer (left) than the default model (dot area: "
+        f"images; dotted: the same count)"
         + (f", on the first {n_base} classifications of each image." if n_base else ".")
         + " Only this section shows other methods; every other section shows the default model."
     )
