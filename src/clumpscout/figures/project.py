@@ -341,7 +341,7 @@ def build_examples(inp, params):
     )
     counts = count_table(subjects, labels)
     ids = pick_by_count(counts, int(params.get("n_examples", 4)))
-    names = subject_file_names(params.get("subjects_export"))
+    names = subject_file_names(inp.get("subjects_export") or params.get("subjects_export"))
     files = find_subject_images(params.get("subject_images"), ids, names)
     ncol = 2 if len(ids) > 1 else 1
     nrow = max(1, -(-len(ids) // ncol))
