@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from matplotlib.colors import LogNorm
+from matplotlib.colors import LogNorm, Normalize
 from matplotlib.patches import Rectangle
-from matplotlib.ticker import FuncFormatter, MaxNLocator
+from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 
 from clumpscout.counts import KEEP, count_table
 from clumpscout.errors import InputError
@@ -462,6 +462,7 @@ def build_volunteers(inp, params):
     if n.size and n.max() <= 30:  # few: one bar per number of classifications
         k, m = np.unique(n, return_counts=True)
         ax1.bar(k, m, width=0.8, color="tab:blue")
+        ax1.set_xlim(0.4, k.max() + 0.6)
         ax1.xaxis.set_major_locator(MaxNLocator(integer=True))
     elif n.size:
         edges = np.unique(np.round(np.logspace(0, np.log10(n.max() + 1), 25)))
@@ -476,12 +477,14 @@ def build_volunteers(inp, params):
     rate = "fp_rate" in v
     if n.size:
         y = v["fp_rate"] if rate else v["p_fp"]
-        norm = LogNorm(vmin=1, vmax=max(int(n.max()), 2))
+        top = max(int(n.max()), 2)
+        norm = Normalize(vmin=1, vmax=top) if top <= 30 else LogNorm(vmin=1, vmax=top)
         sc = ax2.scatter(
             v["p_fn"], y, s=8 + 4 * np.sqrt(n), c=n, norm=norm, cmap="viridis", alpha=0.7, lw=0
         )
         cb = fig.colorbar(sc, ax=ax2, label="classifications")
         cb.ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        cb.ax.yaxis.set_minor_formatter(NullFormatter())
         cb.ax.tick_params(labelsize=8)
     else:
         _no_data(ax2)
