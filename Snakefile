@@ -18,6 +18,7 @@ include: "workflow/rules/images.smk"
 include: "workflow/rules/figures.smk"
 include: "workflow/rules/ledger.smk"
 include: "workflow/rules/replay.smk"
+include: "workflow/rules/project.smk"
 include: "workflow/rules/report.smk"
 
 

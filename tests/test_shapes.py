@@ -768,7 +768,8 @@ def test_rectangle_workflow_real_run(examples):
         assert len(labels) == 21, model
         ledger = pd.read_csv(res / f"ledger/{model}.csv")
         assert ledger["balanced"].all() and ledger["kept_clicks"].iloc[0] == 63
-    assert (res / "figures/agg_examples.png").is_file()
+    assert (res / "project_report/example_images.png").is_file()
+    assert (res / "catalogue.csv").is_file() and (res / "report.html").is_file()
 
 
 def test_shape_names_are_the_documented_ones():

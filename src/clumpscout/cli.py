@@ -60,6 +60,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "clumpscout.evaluation.replay",
         "early retirement replayed on the classifications in arrival order",
     ),
+    "catalogue": (
+        "clumpscout.catalogue",
+        "catalogue.csv / .ecsv (one row per label) and images.csv (one row per image)",
+    ),
 }
 
 

@@ -82,3 +82,142 @@ def write_report(
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(items, text, title or "clumpscout report"), encoding="utf-8")
     return out
+
+
+# ------------------------------------------------------------------------ project report
+
+_PROJECT_CSS = (
+    "body{font-family:sans-serif;max-width:70em;margin:auto;padding:1em;line-height:1.4}"
+    "img{max-width:100%}section{margin-bottom:3em}"
+    "table{border-collapse:collapse;margin:0.8em 0;font-size:0.9em}"
+    "th,td{border:1px solid #ccc;padding:0.25em 0.6em;text-align:left}"
+    "th{background:#f0f0f0}.caption{max-width:60em}"
+)
+
+
+def _tools(clicks: str | Path | None) -> str:
+    """The tools of the kept marks, ``0 (Adults)``, from clicks.parquet ('' if unknown)."""
+    if not clicks or not Path(clicks).exists():
+        return ""
+    import pandas as pd
+    import pyarrow.parquet as pq
+
+    cols = [c for c in ("tool", "tool_label") if c in pq.read_schema(clicks).names]
+    if "tool" not in cols:
+        return ""
+    t = pd.read_parquet(clicks, columns=cols).dropna(subset=["tool"]).drop_duplicates()
+    parts = []
+    for row in t.sort_values("tool").itertuples(index=False):
+        label = getattr(row, "tool_label", None)
+        parts.append(
+            f"{int(row.tool)}" + (f" ({label})" if isinstance(label, str) and label else "")
+        )
+    return ", ".join(dict.fromkeys(parts))
+
+
+def project_intro(about: Mapping, report: Mapping, tools: str = "") -> tuple[str, list[str]]:
+    """The project report's title and introduction (paragraphs of plain text), from the
+    config (``about``: project.smk's ``project_about``) and the clicks report."""
+    from clumpscout.figures.project import plural, probability_sentence
+
+    obj = str(about.get("object_name") or "object")
+    objs = plural(obj)
+    name = str(about.get("project_name") or "Project")
+    title = f"{name}: {objs} counted from the volunteers' marks"
+    if about.get("source") == "clicks":
+        where = "a flattened table of the volunteers' marks"
+    elif about.get("source") == "simulate":
+        where = "a simulated project"
+    else:
+        where = "a Zooniverse classification export"
+        if about.get("workflow_id") is not None:
+            where += f", workflow {about['workflow_id']}"
+            if about.get("workflow_version") is not None:
+                where += f" (version {about['workflow_version']})"
+        if about.get("task"):
+            where += f", task {about['task']}"
+    if tools:
+        where += f", tool{'s' if ',' in tools else ''} {tools}"
+    n_cls = int(report.get("classifications_kept", 0) or 0)
+    n_img = int(report.get("subjects", 0) or 0)
+    n_vol = int(report.get("volunteers", 0) or 0)
+    n_marks = int(report.get("clicks_kept", 0) or 0)
+    paras = [
+        f"What the volunteers of {name} marked, combined into one catalogue of {objs}. "
+        f"Input: {where}: {n_cls:,} classifications of {n_img:,} images by {n_vol:,} "
+        f"volunteers, {n_marks:,} marks.",
+        f"Every image's marks are combined by the default consensus model "
+        f"({about.get('model', 'generative')}), with up to {about.get('n')} classifications "
+        f"per image: marks that several volunteers put at one place become one label. "
+        + probability_sentence({"object": obj, "objects": objs}, bool(about.get("gold"))),
+        "To take away, beside this report: catalogue.csv and catalogue.ecsv (one row per "
+        "label: image, position, size, probability, marks) and images.csv (one row per image: "
+        "expected count and its range, classifications used, retired or not).",
+    ]
+    return title, paras
+
+
+def render_project(
+    sections: Iterable[Mapping], title: str, intro: Iterable[str], tables: Mapping[str, str]
+) -> str:
+    """The project report's HTML: ``sections`` are the section JSON documents (title,
+    caption) with ``png`` (path) added; ``tables`` maps a section name to its table's
+    HTML."""
+    sections = list(sections)
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        f"<title>{html.escape(title)}</title>",
+        f"<style>{_PROJECT_CSS}</style>",
+        "</head><body>",
+        f"<h1>{html.escape(title)}</h1>",
+        *(f"<p>{html.escape(p)}</p>" for p in intro),
+        "<nav><ol>",
+        *(
+            f'<li><a href="#{html.escape(s["section"])}">{html.escape(s["title"])}</a></li>'
+            for s in sections
+        ),
+        "</ol></nav>",
+    ]
+    for i, s in enumerate(sections, 1):
+        parts.append(f'<section id="{html.escape(s["section"])}">')
+        parts.append(f"<h2>{i}. {html.escape(s['title'])}</h2>")
+        parts.append(_embed(Path(s["png"])))
+        parts.append(f'<p class="caption">{html.escape(s["caption"])}</p>')
+        parts.append(tables.get(s["section"], ""))
+        parts.append("</section>")
+    parts.append("</body></html>")
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def write_project_report(
+    stems: Iterable[str | Path],
+    out: str | Path,
+    *,
+    about: Mapping,
+    clicks: str | Path | None = None,
+    clicks_report: str | Path | None = None,
+) -> Path:
+    """Write the project report: one section per ``<stem>.{png,csv,json}`` written by
+    :func:`clumpscout.figures.project.build`, in the order given."""
+    import json
+
+    import pandas as pd
+
+    from clumpscout.io import atomic_path
+
+    report = json.loads(Path(clicks_report).read_text()) if clicks_report else {}
+    title, intro = project_intro(about, report, _tools(clicks))
+    sections, tables = [], {}
+    for stem in map(Path, stems):
+        doc = json.loads(stem.with_name(stem.name + ".json").read_text())
+        doc["png"] = str(stem.with_name(stem.name + ".png"))
+        sections.append(doc)
+        table = pd.read_csv(stem.with_name(stem.name + ".csv"), dtype=str, keep_default_na=False)
+        if len(table.columns) and len(table):
+            tables[doc["section"]] = table.to_html(index=False, border=0, escape=True)
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with atomic_path(out) as tmp:
+        Path(tmp).write_text(render_project(sections, title, intro, tables), encoding="utf-8")
+    return out

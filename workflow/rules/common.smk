@@ -228,6 +228,8 @@ def final_targets():
             )
         ),
         *[f"{FIG}/{name}.{ext}" for name in fig_targets for ext in ("png", "pdf")],
+        *[f"{PROJ}/{name}.{ext}" for name in PROJECT_NAMES for ext in ("png", "pdf")],
+        *rules.catalogue.output,
         f"{RESULTS}/headline.csv",
         f"{RESULTS}/headline.html",
         REPORT,

@@ -18,7 +18,7 @@ fig_targets = []
 
 
 for _fig in FIGURE_REGISTRY.FIGURES:
-    if not FIGURE_REGISTRY.available(_fig, FIG_REFERENCES):
+    if PROJECT or not FIGURE_REGISTRY.available(_fig, FIG_REFERENCES):
         continue
 
     rule:

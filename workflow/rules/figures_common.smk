@@ -25,6 +25,9 @@ FIG_REFERENCES = [
 FIG_WORDING = FIGURE_REGISTRY.wording(
     config["source"], section("simulate").get("kind"), FIGCFG.get("project")
 )
+# a project that is not Clump Scout gets the project report (project.smk) instead of the
+# paper's figures (decisions.md#project-report)
+PROJECT = FIG_WORDING == "generic"
 
 
 def fig_cfg(*keys):
