@@ -247,24 +247,26 @@ def test_sections_record_their_numbers_and_sources(tmp_path, gold):
 
 
 def test_replay_section_from_a_replay_table(tmp_path):
+    """The workflow's replay.csv (no regime column, a ``full`` row, count_mae NaN without a
+    truth): the cheapest setting that loses at most 1 % of the full-data objects."""
     replay = tmp_path / "replay.csv"
     pd.DataFrame(
         {
-            "regime": ["observed"] * 3,
-            "policy": ["fixed", "fixed", "agreement"],
-            "setting": ["n=5", "n=10", "k=3"],
-            "effort": [0.5, 1.0, 0.6],
-            "lost": [3, 0, 1],
-            "purity": [0.9, 0.95, 0.94],
-            "completeness": [0.8, 1.0, 0.97],
-            "count_mae": [1.5, 0.0, 0.08],
+            "policy": ["full", "fixed", "fixed", "generative", "caesar"],
+            "setting": [float("nan"), 5, 10, 0.1, 3],
+            "effort": [1.0, 0.5, 1.0, 0.6, 0.4],
+            "lost": [0.0, 0.03, 0.0, 0.008, 0.2],
+            "purity": [0.9, 0.9, 0.95, 0.94, 0.9],
+            "completeness": [1.0, 0.8, 1.0, 0.97, 0.7],
+            "count_mae": [float("nan")] * 5,
         }
     ).to_csv(replay, index=False)
     doc = project.build("retirement", {"replay": str(replay)}, tmp_path / "r", {"dpi": 40})
     t = pd.read_csv(tmp_path / "r.csv")
-    assert t["saved"].tolist() == [0.5, 0.0, 0.4]
-    # cheapest setting within 0.1 of the smallest count error (0.0): agreement k=3 (0.6)
-    assert doc["cheapest_near_best"]["setting"] == "k=3"
+    assert t["saved"].tolist() == [0.0, 0.5, 0.0, 0.4, 0.6]
+    # within 1 % lost: fixed 10 (effort 1.0) and generative 0.1 (0.6); the cheaper wins
+    assert doc["cheapest_within_loss"]["policy"] == "generative"
+    assert "40% of the classifications saved" in doc["caption"]
 
 
 def test_method_counts_by_hand():

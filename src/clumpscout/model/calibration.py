@@ -74,7 +74,7 @@ class CalibrationSettings:
     """The ``calibration:`` section of the config (see config.yaml)."""
 
     folds: int = 5
-    weak_real: float = 0.5
+    weak_real: float = 0.75
     C: float = 1.0
     match_iou: float = 0.5
     expert_majority: float = 0.0  # gold from expert clicks (clumpscout.data.gold)
@@ -363,7 +363,7 @@ def _finish(
 def default_calibration(
     labels: pd.DataFrame,
     subjects: pd.DataFrame,
-    weak_real: float = 0.5,
+    weak_real: float = 0.75,
     risk_weights: tuple = (1.0, 1.0, 2.0),
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The tables without a gold standard (module docstring; docs/decisions.md#no-gold-default)."""
