@@ -361,7 +361,10 @@ def test_penguin_watch_figures_read_the_default_model(penguin):
     sections = sorted((penguin / "project_report").glob("*.json"))
     names = {p.stem for p in sections}
     assert {"objects_per_image", "label_probability", "example_images", "volunteers"} <= names
-    assert "retirement" not in names  # no replay in this workflow
+    # the workflow replays the export in arrival order: the report says what retiring saves
+    assert "retirement" in names
+    ret = json.loads((penguin / "project_report" / "retirement.json").read_text())
+    assert ret["inputs"]["replay"].endswith("replay/replay.csv")
     for p in sections:
         doc = json.loads(p.read_text())
         for key, path in doc["inputs"].items():
