@@ -163,13 +163,13 @@ def open_objects(state: pd.DataFrame, horizon: int) -> np.ndarray:
     )
 
 
-def label_flips(p_fp, label_subject, n_subjects: int) -> np.ndarray:
-    """Per subject ``Σ_l min(p_fp,l, 1 − p_fp,l)``. ``p_fp`` is whatever the model calls a
-    label's probability of being spurious (a calibrated one slots in here)."""
+def label_flips(p_fp, label_subject, n_subjects: int, weight=1.0) -> np.ndarray:
+    """Per subject ``Σ_l c_l min(p_l, 1 − p_l)``: ``p`` the model's probability that nothing
+    is there (p_empty), ``c_l`` (``weight``) the probability that a real label is an object
+    the project counts (:func:`counted_weight`; 1: every real label counts)."""
     p = np.asarray(p_fp, dtype=np.float64)
-    return np.bincount(
-        np.asarray(label_subject, np.int64), weights=np.minimum(p, 1.0 - p), minlength=n_subjects
-    )
+    w = np.minimum(p, 1.0 - p) * np.broadcast_to(np.asarray(weight, dtype=np.float64), p.shape)
+    return np.bincount(np.asarray(label_subject, np.int64), weights=w, minlength=n_subjects)
 
 
 def decide(policy: Policy, state: pd.DataFrame, params: Params) -> np.ndarray:
@@ -257,6 +257,11 @@ def calibrated_p_fp(p_empty, p_weak, weak_real: float = WEAK_REAL) -> np.ndarray
     return 1.0 - (1.0 - np.asarray(p_empty, dtype=np.float64)) * (1.0 - (1.0 - weak_real) * p_weak)
 
 
+def counted_weight(p_weak, weak_real: float = WEAK_REAL) -> np.ndarray:
+    """P(a real label is an object the project counts) = 1 − (1 − w) p_weak."""
+    return 1.0 - (1.0 - weak_real) * np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
+
+
 def _assess_batch(
     engine, prep, b: Batch, sk: GenSkills, params: Params, weak_real: float = WEAK_REAL
 ) -> Assessment:
@@ -302,7 +307,12 @@ def _assess_batch(
             "n_fn": n_fn,
             "n_sigma": n_sigma,
             "risk": risk,
-            "flips": label_flips(p_fp, cl_subj, n_s),
+            # labels whose evidence could still flip (p_empty), each weighted by the chance
+            # that it is an object the project counts: the map's own uncertainty (a weak
+            # label's weight) does not shrink with more classifications
+            "flips": label_flips(
+                post.p_fp, cl_subj, n_s, weight=counted_weight(post.p_weak, weak_real)
+            ),
             "strong0": pop.rho * np.exp(g_strong),
             "lone": lone_real,
             "weak0": weak_real * pop.rho_w * np.exp(g_weak),
