@@ -14,7 +14,7 @@ def count_table(subjects: pd.DataFrame, labels: pd.DataFrame) -> pd.DataFrame:
     """One row per subject of ``subjects`` (in its order): ``labels``, ``kept`` (labels
     with p_fp < 0.5), ``expected_count`` and the count range ``count_low``, ``count_high``.
 
-    The subjects' own ``count_low`` / ``count_high`` (a gold-standard calibration) when
+    The subjects' own ``count_low`` / ``count_high`` (clumpscout.model.calibration) when
     both are there; else count_low = labels with p_fp < 0.5 and p_weak < 0.5 (objects
     most volunteers marked), count_high = labels with p_fp < 0.5. ``expected_count`` is
     the subjects' own, else Σ (1 − p_fp) over the labels."""

@@ -140,7 +140,8 @@ def build_counts(inp, params):
         columns=["quantity", "value"],
     )
     rng = (
-        "the model's own count range (from the gold-standard calibration)"
+        "the model's own count range: at the low end only the labels most volunteers marked, "
+        "at the high end every marked label (count_low, count_high in images.csv)"
         if own
         else (
             f"from the labels with p_fp < {KEEP:g}, at the low end only those most volunteers "
