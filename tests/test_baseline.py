@@ -100,6 +100,7 @@ def _assert_meanshift_equal(xy, offsets, bws):
     return k1
 
 
+@pytest.mark.slow  # ~25 s: 300 random subjects against scikit-learn (the full suite runs it)
 def test_numba_port_equals_scikit_learn_meanshift():
     """300 seeded random subjects (a single click and duplicated clicks among them)."""
     xy, offsets, bws = _random_subjects(2026, 300, max_clicks=25)

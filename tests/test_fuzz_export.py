@@ -635,6 +635,7 @@ FUZZ_SETTINGS = settings(
 )
 
 
+@pytest.mark.slow  # ~13 s of hypothesis cases (the full suite runs it)
 @FUZZ_SETTINGS
 @given(case=fuzz_cases("valid"))
 def test_hostile_exports_never_crash(case):
