@@ -82,8 +82,8 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else (cfg_seed or 0)
     # the gold standard is checked before the (numba-compiling) aggregation is imported
     gold = None if args.gold is None else read_gold(args.gold)
-    from clumpscout.model.aggregator import Aggregator  # noqa: PLC0415
-    from clumpscout.model.prepare import read_boxes  # noqa: PLC0415
+    from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.prepare import read_boxes
 
     boxes = read_boxes(args.boxes)
     agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)

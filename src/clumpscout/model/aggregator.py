@@ -519,9 +519,6 @@ def _clump_index_in_subject(s: Clustering) -> np.ndarray:
 def _labels_frame(prep, b, state, rk, final, clump_in_subj) -> pd.DataFrame:
     """One cycle's labels (subject px), with ``final``: the subject finished in this cycle."""
     gs = b.subjects[state.cluster_subject]
-    w = prep.subj_width[gs]
-    h = prep.subj_height[gs]
-    lab = state.labels
     n_cl = len(state.cluster_subject)
     tp = state.box_cluster >= 0
     n_marks = np.bincount(state.box_cluster[tp], minlength=n_cl)
@@ -530,17 +527,11 @@ def _labels_frame(prep, b, state, rk, final, clump_in_subj) -> pd.DataFrame:
         weights=prep.box_unusual[b.box_idx[tp]].astype(float),
         minlength=n_cl,
     )
-    x1, y1, x2, y2 = lab[:, 0] * w, lab[:, 1] * h, lab[:, 2] * w, lab[:, 3] * h
     return pd.DataFrame(
         {
             "subject_id": prep.subject_ids[gs],
             "clump": clump_in_subj,
-            "x1": x1,
-            "y1": y1,
-            "x2": x2,
-            "y2": y2,
-            "x": 0.5 * (x1 + x2),
-            "y": 0.5 * (y1 + y2),
+            **prep.boxes_px(gs, state.labels),
             "p_fp": rk["p_fp"],
             "p_sigma": rk["p_sigma"],
             "n_marks": n_marks.astype(np.int64),

@@ -322,17 +322,10 @@ def _assess_batch(
         }
     )
     gs = b.subjects[cl_subj]
-    w, h = prep.subj_width[gs], prep.subj_height[gs]
-    x1, y1, x2, y2 = labels[:, 0] * w, labels[:, 1] * h, labels[:, 2] * w, labels[:, 3] * h
     lab = pd.DataFrame(
         {
             "subject_id": sid[cl_subj],
-            "x1": x1,
-            "y1": y1,
-            "x2": x2,
-            "y2": y2,
-            "x": 0.5 * (x1 + x2),
-            "y": 0.5 * (y1 + y2),
+            **prep.boxes_px(gs, labels),
             "p_fp": p_fp,
             "p_weak": post.p_weak,
             "p_empty": post.p_fp,

@@ -74,6 +74,13 @@ class Prepared:
     vol_n_classifications: np.ndarray
     report: dict = field(default_factory=dict)
 
+    def boxes_px(self, subjects: np.ndarray, xyxy: np.ndarray) -> dict[str, np.ndarray]:
+        """Normalised boxes of the given (global) subjects in subject pixels: x1, y1, x2, y2
+        and the centre x, y (the labels tables' columns)."""
+        w, h = self.subj_width[subjects], self.subj_height[subjects]
+        x1, y1, x2, y2 = xyxy[:, 0] * w, xyxy[:, 1] * h, xyxy[:, 2] * w, xyxy[:, 3] * h
+        return {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "x": 0.5 * (x1 + x2), "y": 0.5 * (y1 + y2)}
+
 
 def read_boxes(path) -> pd.DataFrame:
     """The boxes table from Parquet; an unreadable file is an :class:`InputError`."""
