@@ -77,12 +77,56 @@ def _markable_objects(clumps, distractors, p, n_gal) -> dict:
     return obj
 
 
+#: (classification, object) pairs weighed at once by :func:`_object_marks` (bounds its memory)
+PAIR_BLOCK = 4_000_000
+
+
 def _object_marks(cls_gal, cls_vol, sk, obj, p, rng) -> dict:
-    """The real objects each classification marks, and the tool used for each."""
-    soft = max(p["visibility_softness"], 1e-6)
+    """The real objects each classification marks, and the tool used for each.
+
+    The (classification, object) pairs are weighed in blocks of about
+    :data:`PAIR_BLOCK` (memory bounded by the block, not the project); the uniform
+    draws of consecutive blocks are the one stream a single draw would give, so the
+    marks do not depend on the block size.
+    """
     n_obj = np.diff(obj["ptr"])[cls_gal]
-    pc = np.repeat(np.arange(len(cls_gal)), n_obj)
-    po = np.repeat(obj["ptr"][cls_gal], n_obj) + _local_index(n_obj)
+    bounds = _pair_blocks(n_obj, PAIR_BLOCK)
+    hits = [
+        _weigh_pairs(c0, c1, n_obj, cls_gal, cls_vol, sk, obj, p, rng)
+        for c0, c1 in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    pc, po, pv, kind = (np.concatenate([h[i] for h in hits]) for i in range(4))
+    p_unu = np.where(
+        obj["unusual"][po],
+        sk["p_unusual_given_unusual"][pv],
+        np.where(kind == 2, 0.5, sk["p_unusual_given_normal"][pv]),
+    )
+    return {
+        "cls": pc,
+        "x": obj["x"][po],
+        "y": obj["y"][po],
+        "unusual": rng.random(len(pc)) < p_unu,
+        "source": kind,
+        "truth": obj["truth"][po],
+    }
+
+
+def _pair_blocks(n_obj: np.ndarray, block: int) -> np.ndarray:
+    """Classification boundaries [0, ..., n] of blocks of about ``block`` pairs each."""
+    csum = np.cumsum(n_obj)
+    total = int(csum[-1]) if len(csum) else 0
+    cuts = np.searchsorted(csum, np.arange(block, total, block), side="right")
+    bounds = np.unique(np.r_[0, cuts, len(n_obj)])
+    return bounds if len(bounds) > 1 else np.zeros(2, np.int64)
+
+
+def _weigh_pairs(c0, c1, n_obj, cls_gal, cls_vol, sk, obj, p, rng):
+    """(classification, object, volunteer, kind) of the pairs of classifications
+    c0..c1-1 that the volunteer marks."""
+    soft = max(p["visibility_softness"], 1e-6)
+    n = n_obj[c0:c1]
+    pc = np.repeat(np.arange(c0, c1), n)
+    po = np.repeat(obj["ptr"][cls_gal[c0:c1]], n) + _local_index(n)
     pv = cls_vol[pc]
     kind = obj["kind"][po]
     vis = obj["vis"]
@@ -98,20 +142,7 @@ def _object_marks(cls_gal, cls_vol, sk, obj, p, rng) -> dict:
     if "hit_scale" in sk:  # spammers mark real objects less often
         prob = prob * sk["hit_scale"][pv]
     hit = rng.random(len(pc)) < prob
-    pc, po, pv, kind = pc[hit], po[hit], pv[hit], kind[hit]
-    p_unu = np.where(
-        obj["unusual"][po],
-        sk["p_unusual_given_unusual"][pv],
-        np.where(kind == 2, 0.5, sk["p_unusual_given_normal"][pv]),
-    )
-    return {
-        "cls": pc,
-        "x": obj["x"][po],
-        "y": obj["y"][po],
-        "unusual": rng.random(len(pc)) < p_unu,
-        "source": kind,
-        "truth": obj["truth"][po],
-    }
+    return pc[hit], po[hit], pv[hit], kind[hit]
 
 
 def _spurious_clicks(cls_gal, cls_vol, sk, gal, rng) -> dict:
@@ -193,23 +224,34 @@ def _bulge_clicks(cls_gal, cls_vol, sk, gal, fwhm, floor, rng) -> dict:
 
 def _click_frame(t0: dict, t1: dict) -> pd.DataFrame:
     """T0 and T1 clicks in one frame, sorted by classification then task (stable: the T1
-    click order is kept)."""
-    out = {k: np.r_[t0[k], t1[k]] for k in t0}
-    order = np.lexsort((out["task"], out["cls"]))
-    out = {k: v[order] for k, v in out.items()}
-    src = out["source"]
-    is_clump = (src == 0) & (out["task"] == 1)
-    is_dist = np.isin(src, (1, 2, 3)) & (out["task"] == 1)
-    return pd.DataFrame(
-        {
-            "cls": out["cls"],
-            "task": out["task"],
-            "x": out["x"],
-            "y": out["y"],
-            "tool": np.where(out["task"] == 1, out["unusual"].astype(np.int64), 0),
-            "source": SOURCE_NAMES[src],
-            "double": out["double"],
-            "clump": np.where(is_clump, out["truth"], -1),
-            "distractor": np.where(is_dist, out["truth"], -1),
-        }
-    )
+    click order is kept). Empties ``t0`` and ``t1`` column by column as it goes (the
+    frame holds the only copy of the clicks)."""
+    cls = np.r_[t0.pop("cls"), t1.pop("cls")]
+    task = np.r_[t0.pop("task"), t1.pop("task")]
+    order = np.lexsort((task, cls))
+    out = {"cls": cls[order], "task": task[order]}
+    del cls, task
+    for k in ("x", "y", "unusual", "source", "double", "truth"):
+        out[k] = np.r_[t0.pop(k), t1.pop(k)][order]
+    del order
+    is_t1 = out["task"] == 1
+    src = out.pop("source")
+    is_clump = (src == 0) & is_t1
+    is_dist = np.isin(src, (1, 2, 3)) & is_t1
+    truth = out.pop("truth")
+    out["tool"] = np.where(is_t1, out.pop("unusual").astype(np.int64), 0)
+    out["source"] = _source_names(src)
+    out["clump"] = np.where(is_clump, truth, -1)
+    out["distractor"] = np.where(is_dist, truth, -1)
+    cols = ("cls", "task", "x", "y", "tool", "source", "double", "clump", "distractor")
+    return pd.DataFrame({c: out.pop(c) for c in cols}, copy=False)
+
+
+def _source_names(codes: np.ndarray) -> pd.Series:
+    """The :data:`SOURCE_NAMES` of source codes, as a string column (built by Arrow from
+    the codes, without a Python string per click)."""
+    import pyarrow as pa
+
+    names = pa.array(SOURCE_NAMES.tolist())
+    arr = pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int8)), names)
+    return pd.Series(arr.cast(pa.large_string()).to_pandas(), copy=False)

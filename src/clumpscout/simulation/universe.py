@@ -509,7 +509,8 @@ def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=No
     sess_hex = sx.hex_strings(q["n_sessions"], 32, rng)
     table = pd.DataFrame(
         {"classification_id": q["cls_id"], "vol": q["vol"], "gal": q["sub"],
-         "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]}
+         "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]},
+        copy=False,
     )  # fmt: skip
     sx.write_classifications(
         out / "classifications.csv", table, clicks, names, uids, ips, vmeta, logged_in,
@@ -605,7 +606,6 @@ def write_common_truth(out: Path, p, objects, q, clicks, ex, ids, sid, start) ->
     """Write truth_objects.csv, volunteers_truth.csv and truth_clicks.parquet; returns
     the objects with ``n_viewers`` (volunteer classifications of the subject) and
     ``n_marked`` (those that clicked the object)."""
-    from clumpscout.io import write_parquet
     from clumpscout.simulation.export import write_table_csv
 
     obj = objects.copy()
@@ -618,16 +618,11 @@ def write_common_truth(out: Path, p, objects, q, clicks, ex, ids, sid, start) ->
     )  # fmt: skip
     write_table_csv(vt, out / "volunteers_truth.csv", {})
     if p["write_click_truth"]:
-        ct = pd.concat(
-            [
-                _click_truth(clicks, q["cls_id"], q["sub"], sid, False),
-                _click_truth(ex["clicks"], ex["cls_id"], ex["sub"], sid, True),
-            ],
-            ignore_index=True,
+        write_click_truth(
+            out / "truth_clicks.parquet",
+            [(clicks, q["cls_id"], q["sub"], False), (ex["clicks"], ex["cls_id"], ex["sub"], True)],
+            sid,
         )
-        for c in ("task", "source"):
-            ct[c] = ct[c].astype("category")
-        write_parquet(ct, out / "truth_clicks.parquet")
     else:
         (out / "truth_clicks.parquet").unlink(missing_ok=True)  # no stale truth
     return obj
@@ -692,13 +687,12 @@ def _galaxy_report(gal, clumps, distractors, clumpy, n_dropped) -> dict:
 def objects_report(objects, vols, cls_vol, clicks, task: int = 1) -> dict:
     """Real objects by kind, the share of spurious clump-task clicks and the spammers."""
     t = clicks["task"].to_numpy() == task
-    src = clicks["source"].to_numpy()[t]
-    spurious = np.isin(src, ("spurious", "star", "bulge"))
+    spurious = clicks["source"].isin(("spurious", "star", "bulge")).to_numpy(bool)[t]
     rep: dict[str, Any] = {
         "truth_objects_by_kind": {
             str(k): int(v) for k, v in objects["kind"].value_counts().sort_index().items()
         },
-        "clump_task_clicks_spurious_share": float(spurious.mean()) if len(src) else 0.0,
+        "clump_task_clicks_spurious_share": float(spurious.mean()) if len(spurious) else 0.0,
     }
     if "spammer" in vols.columns:
         spam = vols["spammer"].to_numpy(bool)
@@ -760,19 +754,82 @@ def _volunteer_truth(
     return out[out["n_classifications"] > 0].reset_index(drop=True)
 
 
-def _click_truth(clicks, cls_id, cls_gal, sid, expert):
+#: rows per row group of truth_clicks.parquet (pyarrow's default, so that the streamed file
+#: is the one a whole-table write would give)
+CLICK_TRUTH_ROW_GROUP = 1024 * 1024
+
+
+def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int = CLICK_TRUTH_ROW_GROUP):
+    """Write truth_clicks.parquet: the rows of :func:`_click_truth` of each part (clicks,
+    classification ids, classification subjects, expert), one after the other, with
+    ``task`` and ``source`` categorical, streamed one row group at a time (memory: a
+    row group, not the project). The bytes are those of writing the whole table with
+    :func:`clumpscout.io.write_parquet`."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from clumpscout.io import atomic_path
+
+    groups = [_click_groups(c["cls"].to_numpy(), c["task"].to_numpy()) for c, *_ in parts]
+    cats = _click_truth_categories([c for c, *_ in parts])
+    ends = np.cumsum([0] + [len(c) for c, *_ in parts])
+    total = int(ends[-1])
+    writer = None
+    with atomic_path(path) as tmp:
+        try:
+            for a in range(0, max(total, 1), row_group):
+                b = min(total, a + row_group)
+                pieces = []
+                for (clicks, cls_id, cls_gal, expert), grp, lo, hi in zip(
+                    parts, groups, ends[:-1], ends[1:], strict=True
+                ):
+                    i0, i1 = max(a, lo) - lo, min(b, hi) - lo
+                    if i1 > i0 or (total == 0 and not pieces):
+                        sl = slice(int(i0), int(max(i1, i0)))
+                        pieces.append(
+                            _click_truth(clicks.iloc[sl], cls_id, cls_gal, sid, expert, grp[sl])
+                        )
+                ct = pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
+                for c in ("task", "source"):
+                    ct[c] = ct[c].astype(cats[c])
+                table = pa.Table.from_pandas(ct, preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table)
+        finally:
+            if writer is not None:
+                writer.close()
+
+
+def _click_groups(cls: np.ndarray, task: np.ndarray) -> np.ndarray:
+    """Index of each click within its classification and task (clicks sorted by both)."""
+    key = cls * 2 + task
+    first = np.r_[True, key[1:] != key[:-1]]
+    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(cls)), 0))
+    return np.arange(len(cls)) - grp_start
+
+
+def _click_truth_categories(frames: list) -> dict:
+    """The categories of ``task`` and ``source`` over every click (as a whole-table
+    ``astype("category")`` gives them)."""
+    task = np.unique(np.concatenate([f["task"].to_numpy() for f in frames]))
+    src = pd.concat([f["source"].drop_duplicates() for f in frames], ignore_index=True)
+    return {
+        "task": pd.Series(np.where(task == 0, "T0", "T1")).astype("category").dtype,
+        "source": src.astype("category").dtype,
+    }
+
+
+def _click_truth(clicks, cls_id, cls_gal, sid, expert, click_index):
     c = clicks["cls"].to_numpy()
     task = clicks["task"].to_numpy()
-    key = c * 2 + task
-    first = np.r_[True, key[1:] != key[:-1]]
-    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(c)), 0))
     return pd.DataFrame(
         {
             "classification_id": cls_id[c],
             "subject_id": sid[cls_gal[c]],
             "expert": np.full(len(c), expert),
             "task": np.where(task == 0, "T0", "T1"),
-            "click": np.arange(len(c)) - grp_start,
+            "click": click_index,
             "x": clicks["x"].to_numpy().round(2),
             "y": clicks["y"].to_numpy().round(2),
             "tool": clicks["tool"].to_numpy(),

@@ -296,9 +296,57 @@ def plan_sessions(
     return ev_vol[order], t[order], ev_sess[order]
 
 
+#: volunteers planning at least this many classifications keep a bitmap of the pool
+#: slots whose subject they have seen (:func:`_serve_subjects`); the others are few-subject
+#: volunteers whose seen subjects are found by scanning each subject's viewers
+BITMAP_MIN_PLANNED = 32
+_ONES = np.uint64(0xFFFFFFFFFFFFFFFF)
+
+
+@numba.njit(cache=True)
+def _lowest_set(word):  # pragma: no cover
+    """Index of the lowest set bit of a non-zero uint64."""
+    i = 0
+    while (word >> np.uint64(i)) & np.uint64(1) == np.uint64(0):
+        i += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _first_clear(bits, lo, hi):  # pragma: no cover
+    """First position in [lo, hi) whose bit is clear in the bitmap ``bits``, else -1."""
+    if lo >= hi:
+        return -1
+    w = lo >> 6
+    last = (hi - 1) >> 6
+    free = ~bits[w] & (_ONES << np.uint64(lo & 63))
+    while True:
+        if w == last:
+            rem = hi - (w << 6)
+            if rem < 64:
+                free &= (np.uint64(1) << np.uint64(rem)) - np.uint64(1)
+            if free == np.uint64(0):
+                return -1
+            return (w << 6) + _lowest_set(free)
+        if free != np.uint64(0):
+            return (w << 6) + _lowest_set(free)
+        w += 1
+        free = ~bits[w]
+
+
+@numba.njit(cache=True)
+def _set_bit(bits, row, k, on):  # pragma: no cover
+    w = k >> 6
+    b = np.uint64(1) << np.uint64(k & 63)
+    if on:
+        bits[row, w] |= b
+    else:
+        bits[row, w] &= ~b
+
+
 @numba.njit(cache=True)
 def _serve_subjects(
-    ev_vol, ev_u, queue, need, seen, cnt, retire, pool, state, ev0
+    ev_vol, ev_u, queue, need, seen, cnt, retire, pool, state, ev0, bit_row, bits
 ):  # pragma: no cover
     """Replay the Zooniverse subject queue in time order (see module docstring).
 
@@ -311,6 +359,13 @@ def _serve_subjects(
     position]) is updated in place so that a later phase can continue it;
     ``ev0`` is the global index of ``ev_vol[0]``. Returns the subject of each
     event, -1 where the volunteer found no unseen subject (or none was left).
+
+    Volunteer v with ``bit_row[v]`` >= 0 keeps row ``bits[bit_row[v]]``: bit k is
+    set iff v has seen the subject in pool slot k, so that the first unseen slot
+    is found a word (64 slots) at a time, and a volunteer who has seen the whole
+    pool is known at once (the many-subject volunteers of a large project would
+    otherwise rescan the pool at every classification). The others scan the pool
+    slot by slot, checking each subject's viewers; both give the same slot.
     """
     n_sub = need.shape[0]
     n_ev = ev_vol.shape[0]
@@ -325,33 +380,50 @@ def _serve_subjects(
         if start >= size:
             start = size - 1
         slot = -1
-        for t in range(size):
-            k = start + t
-            if k >= size:
-                k -= size
-            s = pool[k]
-            dup = False
-            for r in range(cnt[s]):
-                if seen[s, r] == v:
-                    dup = True
+        row = bit_row[v]
+        if row >= 0:
+            slot = _first_clear(bits[row], start, size)
+            if slot < 0:
+                slot = _first_clear(bits[row], 0, start)
+        else:
+            for t in range(size):
+                k = start + t
+                if k >= size:
+                    k -= size
+                s = pool[k]
+                dup = False
+                for r in range(cnt[s]):
+                    if seen[s, r] == v:
+                        dup = True
+                        break
+                if not dup:
+                    slot = k
                     break
-            if not dup:
-                slot = k
-                break
         if slot < 0:
             continue
         s = pool[slot]
         seen[s, cnt[s]] = v
         cnt[s] += 1
         out[e] = s
+        if row >= 0:
+            _set_bit(bits, row, slot, True)
         if cnt[s] >= need[s]:
             retire[s] = ev0 + e
+            for r in range(cnt[s]):  # slot is vacated: its viewers have not seen the next
+                if bit_row[seen[s, r]] >= 0:
+                    _set_bit(bits, bit_row[seen[s, r]], slot, False)
             if nxt < n_sub:
                 pool[slot] = queue[nxt]
                 nxt += 1
             else:
-                pool[slot] = pool[size - 1]
                 size -= 1
+                if slot != size:  # the last slot's subject moves into the vacated one
+                    m = pool[size]
+                    pool[slot] = m
+                    for r in range(cnt[m]):
+                        if bit_row[seen[m, r]] >= 0:
+                            _set_bit(bits, bit_row[seen[m, r]], size, False)
+                            _set_bit(bits, bit_row[seen[m, r]], slot, True)
     state[0] = size
     state[1] = nxt
     return out
@@ -378,6 +450,11 @@ def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=No
     pool[:size] = queue[:size]
     state = np.array([size, size], np.int64)
     need = need.astype(np.int64)
+    # bitmaps of the pool slots seen, for the cohort's many-subject volunteers only
+    many = np.flatnonzero(vols["n_planned"].to_numpy() >= BITMAP_MIN_PLANNED)
+    bit_row = np.full(len(vols), -1, np.int64)
+    bit_row[many] = np.arange(len(many))
+    bits = np.zeros((len(many), -(-len(pool) // 64)), np.uint64)
 
     parts = []
     n_events = n_skipped = n_sess = 0
@@ -394,13 +471,14 @@ def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=No
             window = (t_last, t_last + 3 * 86400.0)
             n_plan = np.zeros(len(vols), np.int64)
             n_plan[late.index.to_numpy()] = late["n_planned"].to_numpy()
+            bit_row = np.r_[bit_row, np.full(len(late), -1, np.int64)]
         else:
             n_plan = vols["n_planned"].to_numpy()
         rate = None if phase else 0.5 * n_sub / (p["duration_days"] * 86400.0)
         ev_vol, ev_t, ev_sess = plan_sessions(n_plan, p, rng, window, max_rate=rate)
         ev_sub = _serve_subjects(
             ev_vol.astype(np.int64), rng.random(len(ev_vol)), queue, need, seen, cnt, retire,
-            pool, state, n_events,
+            pool, state, n_events, bit_row, bits,
         )  # fmt: skip
         parts.append({"vol": ev_vol, "sub": ev_sub, "t": ev_t, "sess": ev_sess + n_sess})
         n_events += len(ev_vol)
