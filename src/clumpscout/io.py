@@ -9,11 +9,13 @@ same table gives the same bytes.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO, TextIO
 
 import pandas as pd
 
@@ -41,6 +43,43 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         with contextlib.suppress(FileNotFoundError):
             tmp_path.unlink()
         raise
+
+
+#: compressed-file name endings and their codecs: those pyarrow's CSV reader decompresses
+#: on its own when given such a path (a ``.csv.gz`` Zooniverse export is read as it is)
+COMPRESSION_SUFFIXES = {".gz": "gzip", ".bz2": "bz2", ".lz4": "lz4", ".zst": "zstd"}
+
+
+def compression_of(path: str | os.PathLike) -> str | None:
+    """The codec of a compressed file name (:data:`COMPRESSION_SUFFIXES`), else None."""
+    return COMPRESSION_SUFFIXES.get(Path(path).suffix)
+
+
+def open_bytes(path: str | os.PathLike) -> BinaryIO:
+    """``path`` opened for reading bytes, decompressed on the fly when its name ends in
+    one of :data:`COMPRESSION_SUFFIXES`. Damaged compressed data raise :class:`OSError`."""
+    codec = compression_of(path)
+    if codec is None:
+        return open(path, "rb")
+    import pyarrow as pa
+
+    return io.BufferedReader(pa.input_stream(str(path), compression=codec))
+
+
+@contextlib.contextmanager
+def open_text_out(path: str | os.PathLike, compression: str | None = None) -> Iterator[TextIO]:
+    """``path`` opened for writing UTF-8 text (newlines as written), through the
+    ``compression`` codec of pyarrow when given (e.g. "zstd")."""
+    if compression is None:
+        with open(path, "w", newline="", encoding="utf-8") as fh:
+            yield fh
+        return
+    import pyarrow as pa
+
+    with io.TextIOWrapper(
+        pa.output_stream(str(path), compression=compression), encoding="utf-8", newline=""
+    ) as fh:
+        yield fh
 
 
 def _umask() -> int:

@@ -116,11 +116,20 @@ def universe(name):
     return f"{RESULTS}/universe/{name}"
 
 
+# the simulated classification export: zstd-compressed with simulate.compress_classifications
+# (the name clumpscout.simulation.universe.classifications_name gives; extract reads either)
+SIM_CLASSIFICATIONS = (
+    "classifications.csv.zst"
+    if config["simulate"]["compress_classifications"]
+    else "classifications.csv"
+)
+
+
 # Inputs: the simulated universe's files or the user's export files (checked above; as
 # rule inputs, a changed path re-runs what reads it).
 def input_classifications():
     if SIMULATED:
-        return universe("classifications.csv")
+        return universe(SIM_CLASSIFICATIONS)
     if FLAT:
         return config["export"]["clicks"]
     return config["export"]["classifications"]

@@ -3,14 +3,18 @@
 
 rule simulate:
     output:
-        classifications=universe("classifications.csv"),
+        classifications=universe(SIM_CLASSIFICATIONS),
         subjects_export=universe("subjects_export.csv"),
         galaxies=universe("galaxies.csv"),
         truth=universe("truth_clumps.csv"),
         experts=universe("expert_classifications.csv"),
         volunteers=universe("volunteers_truth.csv"),
         distractors=universe("truth_distractors.csv"),
-        truth_clicks=universe("truth_clicks.parquet"),
+        truth_clicks=(
+            universe("truth_clicks.parquet")
+            if config["simulate"]["write_click_truth"]
+            else []
+        ),
         report=universe("simulate_report.json"),
     log:
         f"{RESULTS}/logs/simulate.log",

@@ -24,6 +24,7 @@ import pyarrow.csv as pacsv
 
 from clumpscout import config as _config
 from clumpscout.errors import InputError
+from clumpscout.io import open_bytes
 
 try:  # optional speed-up: identical results (see _loads)
     import orjson as _orjson
@@ -183,8 +184,11 @@ def read_header(path: str | Path, strip: bool = True) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise InputError("no such file", path=path)
-    with open(path, "rb") as fh:
-        head = fh.readline(1 << 22)
+    try:
+        with open_bytes(path) as fh:
+            head = fh.readline(1 << 22)
+    except OSError as exc:  # damaged compressed data
+        raise InputError(f"cannot read the file: {exc}", path=path) from None
     if head.startswith(codecs.BOM_UTF8):
         head = head[len(codecs.BOM_UTF8) :]
     if not head.strip():
@@ -236,7 +240,7 @@ def locate_csv_problem(
     """
     row = -1
     try:
-        with open(path, "rb") as fh, _no_field_limit():
+        with open_bytes(path) as fh, _no_field_limit():
             for row, rec in enumerate(csv.reader(_decoded_lines(fh))):
                 if row == 0:
                     expected_fields = expected_fields or len(rec)
@@ -255,7 +259,7 @@ def _unterminated_quote(path: str | Path) -> int:
     """The row whose quoted field never ends (it runs to the end of the file), else -1."""
     row = -1
     try:
-        with open(path, "rb") as fh, _no_field_limit():
+        with open_bytes(path) as fh, _no_field_limit():
             for _ in csv.reader(_decoded_lines(fh), strict=True):
                 row += 1
     except csv.Error as exc:
@@ -311,6 +315,8 @@ def read_columns(
         raise _csv_error(path, exc, n_fields, block) from None
     except KeyError as exc:  # pyarrow read the header otherwise
         raise _no_column(path, exc) from None
+    except OSError as exc:  # damaged compressed data
+        raise InputError(f"cannot read the file: {exc}", path=path) from None
     return tab.rename_columns(cols)
 
 
@@ -332,6 +338,8 @@ def iter_column_batches(path: str | Path, columns: Iterable[str], n_fields: int,
         raise _csv_error(path, exc, n_fields, block) from None
     except KeyError as exc:
         raise _no_column(path, exc) from None
+    except OSError as exc:  # damaged compressed data
+        raise InputError(f"cannot read the file: {exc}", path=path) from None
 
 
 def _first_bad(mask: np.ndarray) -> int:

@@ -29,6 +29,7 @@ import pyarrow.csv as pacsv
 
 from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
 from clumpscout.errors import InputError
+from clumpscout.io import open_bytes
 from clumpscout.logs import progress
 
 log = logging.getLogger(__name__)
@@ -173,7 +174,7 @@ def header_spelling(path: str | Path, names) -> list[str]:
     surrounding blanks (the first of repeated names); ``names`` when the header is unreadable."""
     limit = csv.field_size_limit(1 << 62)
     try:
-        with open(path, "rb") as fh:
+        with open_bytes(path) as fh:
             text = fh.readline(1 << 22).decode("utf-8").removeprefix("\ufeff")
         header = next(csv.reader(io.StringIO(text, newline="")), [])
     except (OSError, UnicodeDecodeError, csv.Error):

@@ -407,7 +407,10 @@ def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
     ]
     subjects = sim.subjects_frame(sid, q, rng["export"], {"_sample": np.zeros(n, np.int64)})
     with timed("simulate: writing the Zooniverse exports", sim.log):
-        ids = sim.write_exports(out, rng["export"], start, subjects, q, clicks, ex, layout, meta)
+        ids = sim.write_exports(
+            out, rng["export"], start, subjects, q, clicks, ex, layout, meta,
+            sim.classifications_name(p),
+        )  # fmt: skip
     with timed("simulate: writing the truth", sim.log):
         table = _objects_table(sid, objects)
         _write_truth(out, sid, objects, table, c)

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from clumpscout.io import atomic_path
+from clumpscout.io import atomic_path, compression_of, open_text_out
 from clumpscout.logs import progress
 
 WORKFLOW_ID = 11803
@@ -322,7 +322,8 @@ def write_classifications(
     expert: bool = False,
     layout: ExportLayout = CLUMP_SCOUT,
 ) -> None:
-    """Write a classification export.
+    """Write a classification export (compressed when ``path`` ends in a suffix of
+    :data:`clumpscout.io.COMPRESSION_SUFFIXES`, e.g. ``.zst``).
 
     ``table``: one row per classification in output order with classification_id,
     vol (volunteer index), gal (subject index), t_end, t_start (seconds since
@@ -344,7 +345,7 @@ def write_classifications(
     sdata = [_csv_quote(d) for d in subject_data]
     sids = subject_ids.tolist()
     vp, mid, dims = vol_meta["viewport"], vol_meta["mid"], vol_meta["dims"]
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as fh:
+    with atomic_path(path) as tmp, open_text_out(tmp, compression_of(path)) as fh:
         fh.write(",".join(CLASSIFICATION_COLUMNS) + "\n")
         for c0 in progress(range(0, n, CHUNK), "writing classifications", -(-n // CHUNK)):
             c1 = min(n, c0 + CHUNK)

@@ -390,7 +390,9 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     extra = {c: gal[c].to_numpy() for c in ("ra", "dec", "sample", "_sample")}
     subjects = subjects_frame(gal["subject_id"].to_numpy(), q, rng["export"], extra)
     with timed("simulate: writing the Zooniverse exports", log):
-        ids = write_exports(out, rng["export"], start, subjects, q, clicks, ex)
+        ids = write_exports(
+            out, rng["export"], start, subjects, q, clicks, ex, name=classifications_name(p)
+        )
 
     with timed("simulate: writing the truth", log):
         sid = gal["subject_id"].to_numpy()
@@ -489,8 +491,18 @@ def subjects_frame(sid: np.ndarray, q: dict, rng, extra: dict | None = None) -> 
     return pd.DataFrame(cols)
 
 
-def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=None) -> dict:
-    """Write classifications.csv, subjects_export.csv and expert_classifications.csv.
+def classifications_name(p: dict) -> str:
+    """The file name of the simulated classification export: classifications.csv, or
+    classifications.csv.zst with ``compress_classifications``."""
+    return "classifications.csv.zst" if p["compress_classifications"] else "classifications.csv"
+
+
+def write_exports(
+    out, rng, start, subjects, q, clicks, ex, layout=None, meta=None, name="classifications.csv"
+) -> dict:
+    """Write the classification export ``name`` (:func:`classifications_name`; the other
+    spelling is removed, so no stale export remains), subjects_export.csv and
+    expert_classifications.csv.
 
     ``layout``: the project's :class:`~clumpscout.simulation.export.ExportLayout`
     (default Clump Scout); ``meta``: subject metadata JSON (default: galaxies').
@@ -512,8 +524,11 @@ def write_exports(out, rng, start, subjects, q, clicks, ex, layout=None, meta=No
          "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]},
         copy=False,
     )  # fmt: skip
+    for other in ("classifications.csv", "classifications.csv.zst"):
+        if other != name:
+            (out / other).unlink(missing_ok=True)
     sx.write_classifications(
-        out / "classifications.csv", table, clicks, names, uids, ips, vmeta, logged_in,
+        out / name, table, clicks, names, uids, ips, vmeta, logged_in,
         sess_hex, sub_data, sid, start, layout=layout,
     )  # fmt: skip
     sx.write_subjects_export(out / "subjects_export.csv", subjects, sub_meta, start, layout)
@@ -586,19 +601,34 @@ def galaxy_objects(sid: np.ndarray, clumps: pd.DataFrame, distractors: pd.DataFr
     return obj
 
 
+#: clicks handled at once when counting the marks of each object (memory: a block)
+MARK_BLOCK = 1_000_000
+
+
 def _marks_per_object(obj: pd.DataFrame, clicks: pd.DataFrame, cls_sub: np.ndarray):
-    """Distinct classifications that clicked each object (real-object clicks only)."""
+    """Distinct classifications that clicked each object (real-object clicks only).
+
+    ``clicks`` are sorted by classification, so blocks of whole classifications
+    (about :data:`MARK_BLOCK` clicks each) are counted one at a time."""
     n = np.zeros(len(obj), np.int64)
     key = pd.MultiIndex.from_arrays([obj["_gal"].to_numpy(), obj["clump"], obj["distractor"]])
-    hit = (clicks["clump"].to_numpy() >= 0) | (clicks["distractor"].to_numpy() >= 0)
-    cl = clicks.loc[hit, ["cls", "clump", "distractor"]].drop_duplicates()
-    if len(cl):
-        idx = key.get_indexer(
-            pd.MultiIndex.from_arrays(
-                [cls_sub[cl["cls"].to_numpy()], cl["clump"], cl["distractor"]]
+    cls = clicks["cls"].to_numpy()
+    clump = clicks["clump"].to_numpy()
+    dist = clicks["distractor"].to_numpy()
+    cuts = np.searchsorted(cls, cls[np.arange(MARK_BLOCK, len(cls), MARK_BLOCK)], side="left")
+    bounds = np.unique(np.r_[0, cuts, len(cls)])
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        hit = (clump[a:b] >= 0) | (dist[a:b] >= 0)
+        cl = pd.DataFrame(
+            {"cls": cls[a:b][hit], "clump": clump[a:b][hit], "distractor": dist[a:b][hit]}
+        ).drop_duplicates()
+        if len(cl):
+            idx = key.get_indexer(
+                pd.MultiIndex.from_arrays(
+                    [cls_sub[cl["cls"].to_numpy()], cl["clump"], cl["distractor"]]
+                )
             )
-        )
-        n += np.bincount(idx[idx >= 0], minlength=len(obj))
+            n += np.bincount(idx[idx >= 0], minlength=len(obj))
     return n
 
 
@@ -907,6 +937,7 @@ def run(args: argparse.Namespace) -> int:
 __all__ = [
     "DEFAULTS",
     "SAMPLES",
+    "classifications_name",
     "cutout_geometry",
     "draw_clicks",
     "load_config",
