@@ -639,3 +639,200 @@ def test_config_yaml_simulate_section_is_complete(repo):
     assert paper["simulate"]["n_expert_subjects"] == 1000
     assert paper["subsample"]["n"] == list(range(3, 21))
     resolve_config(paper["simulate"])
+
+
+# --------------------------------------------------------------------------- scale
+
+
+def _reference_queue(ev_vol, ev_u, queue, need, size):
+    """The subject queue of the module docstring, by hand: each classification takes the
+    first pool subject, cyclically from a random start, that its volunteer has not seen; a
+    retiring subject's slot takes the next queued subject, or (queue empty) the last slot's
+    subject. Returns (subject per event or -1, index of the retiring event per subject)."""
+    pool, nxt = [int(s) for s in queue[:size]], size
+    seen = [set() for _ in need]
+    retire = [-1] * len(need)
+    out = []
+    for e, (v, u) in enumerate(zip(ev_vol.tolist(), ev_u.tolist(), strict=True)):
+        n = len(pool)
+        slot = None
+        if n:
+            start = min(int(u * n), n - 1)
+            slot = next(
+                ((start + t) % n for t in range(n) if v not in seen[pool[(start + t) % n]]), None
+            )
+        if slot is None:
+            out.append(-1)
+            continue
+        s = pool[slot]
+        seen[s].add(v)
+        out.append(s)
+        if len(seen[s]) >= need[s]:
+            retire[s] = e
+            if nxt < len(queue):
+                pool[slot] = int(queue[nxt])
+                nxt += 1
+            else:
+                pool[slot] = pool[-1]
+                pool.pop()
+    return np.array(out), np.array(retire)
+
+
+@pytest.mark.parametrize(
+    ("n_sub", "pool_size", "heavy_events"),
+    [(40, 6, 30), (400, 150, 260)],  # a one-word and a three-word bitmap of the pool
+)
+def test_subject_queue_matches_the_rule_by_hand(n_sub, pool_size, heavy_events):
+    """The queue kernel gives, event by event, the subjects of the plain rule, whether the
+    volunteers keep a bitmap of the pool slots they have seen or not, across two phases,
+    with many classifications that find no unseen subject and a shrinking pool at the end."""
+    from clumpscout.simulation.volunteers import _serve_subjects
+
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        need = rng.integers(2, 6, n_sub).astype(np.int64)
+        queue = rng.permutation(n_sub).astype(np.int64)
+        counts = np.r_[np.full(4, heavy_events), rng.integers(1, 4, n_sub)]
+        # volunteer 0 starts with a burst longer than the pool: it sees every pooled subject
+        ev_vol = np.r_[
+            np.zeros(pool_size + 10, np.int64),
+            rng.permutation(np.repeat(np.arange(len(counts)), counts)),
+        ].astype(np.int64)
+        ev_u = rng.random(len(ev_vol))
+        want, want_retire = _reference_queue(ev_vol, ev_u, queue, need, pool_size)
+        assert (want < 0).sum() > 10 and want_retire.min() >= 0  # saturated, then all retired
+        for rows in ("none", "all", "heavy"):
+            bit_row = np.full(len(counts), -1, np.int64)
+            pick = {"none": [], "all": np.arange(len(counts)), "heavy": np.arange(4)}[rows]
+            bit_row[pick] = np.arange(len(pick))
+            bits = np.zeros((len(pick), -(-pool_size // 64)), np.uint64)
+            seen = np.full((n_sub, int(need.max())), -1, np.int64)
+            cnt = np.zeros(n_sub, np.int64)
+            retire = np.full(n_sub, -1, np.int64)
+            pool = queue[:pool_size].copy()
+            state = np.array([pool_size, pool_size], np.int64)
+            half = len(ev_vol) // 2
+            got = np.r_[
+                _serve_subjects(ev_vol[:half], ev_u[:half], queue, need, seen, cnt, retire,
+                                pool, state, 0, bit_row, bits),
+                _serve_subjects(ev_vol[half:], ev_u[half:], queue, need, seen, cnt, retire,
+                                pool, state, half, bit_row, bits),
+            ]  # fmt: skip
+            np.testing.assert_array_equal(got, want, err_msg=f"seed {seed}, bitmaps {rows}")
+            np.testing.assert_array_equal(retire, want_retire)
+
+
+def test_block_sizes_change_no_byte(tmp_path, universe, monkeypatch):
+    """The clicks, the marks per object and the text of the CSV files are made block by
+    block; tiny blocks give the same files (the click truth: the same table, other row
+    groups)."""
+    from clumpscout.simulation import clicks as sim_clicks
+    from clumpscout.simulation import export as sim_export
+    from clumpscout.simulation import universe as sim_universe
+
+    monkeypatch.setattr(sim_clicks, "PAIR_BLOCK", 997)
+    monkeypatch.setattr(sim_universe, "MARK_BLOCK", 500)
+    monkeypatch.setattr(sim_universe, "CLICK_TRUTH_ROW_GROUP", 1000)
+    monkeypatch.setattr(sim_export, "CHUNK", 500)
+    simulate_universe(SMALL, 11, tmp_path)
+    for name in OUTPUTS:
+        if name != "truth_clicks.parquet":
+            assert _sha(tmp_path / name) == _sha(universe / name), name
+    got = pd.read_parquet(tmp_path / "truth_clicks.parquet")
+    pd.testing.assert_frame_equal(got, pd.read_parquet(universe / "truth_clicks.parquet"))
+    import pyarrow.parquet as pq
+
+    assert pq.ParquetFile(tmp_path / "truth_clicks.parquet").metadata.num_row_groups > 3
+
+
+def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
+    """truth_clicks.parquet, written a row group at a time, has the bytes of writing the
+    whole table at once (same row groups), a row group straddling the two parts included."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from clumpscout.simulation.universe import _click_groups, _click_truth, write_click_truth
+
+    rng = np.random.default_rng(0)
+
+    def clicks(n, n_cls, sources):
+        cls, task = np.sort(rng.integers(0, n_cls, n)), rng.integers(0, 2, n)
+        order = np.lexsort((task, cls))
+        return pd.DataFrame(
+            {"cls": cls[order], "task": task[order], "x": rng.uniform(0, 400, n),
+             "y": rng.uniform(0, 400, n), "tool": rng.integers(0, 2, n),
+             "source": rng.choice(sources, n), "double": rng.random(n) < 0.1,
+             "clump": rng.integers(-1, 9, n), "distractor": rng.integers(-1, 9, n)}
+        )  # fmt: skip
+
+    sid = 90_000_000 + np.arange(300)
+    parts = [
+        (clicks(2321, 900, ["clump", "spurious", "bulge"]), 10 + np.arange(900),
+         rng.integers(0, 300, 900), False),
+        (clicks(700, 50, ["clump", "star"]), 5000 + np.arange(50), rng.integers(0, 300, 50),
+         True),
+    ]  # fmt: skip
+    write_click_truth(tmp_path / "stream.parquet", parts, sid, row_group=500)
+    whole = pd.concat(
+        [_click_truth(c, i, g, sid, e, _click_groups(c["cls"].to_numpy(), c["task"].to_numpy()))
+         for c, i, g, e in parts],
+        ignore_index=True,
+    )  # fmt: skip
+    for c in ("task", "source"):
+        whole[c] = whole[c].astype("category")
+    table = pa.Table.from_pandas(whole, preserve_index=False)
+    pq.write_table(table, tmp_path / "whole.parquet", compression="zstd", row_group_size=500)
+    assert (tmp_path / "stream.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    # the click index restarts in every classification and task
+    assert whole.groupby(["classification_id", "task"], observed=True)["click"].apply(
+        lambda s: list(s) == list(range(len(s)))
+    ).all()
+
+
+def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
+    """compress_classifications writes classifications.csv.zst (and no plain file): the same
+    bytes once decompressed, and extract and the ledger read it as they read the plain one.
+    Damaged compressed data are an error naming the file."""
+    import pyarrow as pa
+
+    from clumpscout.data.ledger_export import read_export_marks
+    from clumpscout.data.zooniverse import extract_clicks
+    from clumpscout.errors import InputError
+
+    out = tmp_path / "u"
+    (out).mkdir()
+    (out / "classifications.csv").write_text("stale")
+    simulate_universe(dict(SMALL, compress_classifications=True), 11, out)
+    assert not (out / "classifications.csv").exists()
+    zst = out / "classifications.csv.zst"
+    plain = (universe / "classifications.csv").read_bytes()
+    assert pa.input_stream(str(zst)).read() == plain
+    assert zst.stat().st_size < len(plain) / 5
+    for name in OUTPUTS:
+        if name not in ("classifications.csv", "simulate_report.json"):
+            assert _sha(out / name) == _sha(universe / name), name
+    a, rep_a = extract_clicks(universe / "classifications.csv", universe / "subjects_export.csv")
+    b, rep_b = extract_clicks(zst, out / "subjects_export.csv")
+    pd.testing.assert_frame_equal(a, b)
+    same = {"classifications_csv", "subjects_csv", "seconds"}  # paths and time differ
+    assert {k: v for k, v in rep_a.items() if k not in same} == {
+        k: v for k, v in rep_b.items() if k not in same
+    }
+    pd.testing.assert_frame_equal(
+        read_export_marks(universe / "classifications.csv", "T1"), read_export_marks(zst, "T1")
+    )
+    # a gzip export (as a user may keep a download) reads too
+    import gzip
+
+    gz = tmp_path / "classifications.csv.gz"
+    gz.write_bytes(gzip.compress(plain))
+    from clumpscout.data.export_csv import read_header
+
+    assert read_header(gz) == EXPORT_COLUMNS
+    bad = tmp_path / "bad.csv.zst"
+    bad.write_bytes(zst.read_bytes()[: zst.stat().st_size // 2])
+    with pytest.raises(InputError, match="bad.csv.zst"):
+        extract_clicks(bad, universe / "subjects_export.csv")
+    (tmp_path / "junk.csv.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(InputError, match="junk.csv.gz"):
+        extract_clicks(tmp_path / "junk.csv.gz", universe / "subjects_export.csv")

@@ -536,3 +536,18 @@ def test_config_command_checks_a_file(tmp_path, capsys):
     assert capsys.readouterr().out.endswith("config.yaml: ok\n")
     assert config.main(["--defaults"]) == 0
     assert yaml.safe_load(capsys.readouterr().out) == config.defaults()
+
+
+@pytest.mark.slow
+def test_compressed_universe_is_what_extract_reads_and_click_truth_is_optional(tmp_path):
+    """simulate.compress_classifications: the simulate rule writes classifications.csv.zst and
+    extract and the ledger read it; write_click_truth false: no truth_clicks.parquet output."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("simulate:\n  compress_classifications: true\n  write_click_truth: false\n")
+    r = _run([*SNAKEMAKE, "-n", "-d", str(tmp_path / "run"), "-s", str(REPO / "Snakefile"),
+              "--configfile", str(REPO / "config.yaml"), str(cfg)])  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    blocks = {b.split(":", 1)[0].strip(): b for b in r.stdout.split("\nrule ")[1:]}
+    out = blocks["simulate"].split("output:", 1)[1].splitlines()[0]
+    assert "universe/classifications.csv.zst" in out and "truth_clicks" not in out
+    assert "universe/classifications.csv.zst" in blocks["extract"].split("output:")[0]

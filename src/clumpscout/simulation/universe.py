@@ -789,11 +789,12 @@ def _volunteer_truth(
 CLICK_TRUTH_ROW_GROUP = 1024 * 1024
 
 
-def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int = CLICK_TRUTH_ROW_GROUP):
+def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int | None = None):
     """Write truth_clicks.parquet: the rows of :func:`_click_truth` of each part (clicks,
     classification ids, classification subjects, expert), one after the other, with
     ``task`` and ``source`` categorical, streamed one row group at a time (memory: a
-    row group, not the project). The bytes are those of writing the whole table with
+    row group, not the project). With the default ``row_group``
+    (:data:`CLICK_TRUTH_ROW_GROUP`) the bytes are those of writing the whole table with
     :func:`clumpscout.io.write_parquet`."""
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -804,6 +805,7 @@ def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int =
     cats = _click_truth_categories([c for c, *_ in parts])
     ends = np.cumsum([0] + [len(c) for c, *_ in parts])
     total = int(ends[-1])
+    row_group = row_group or CLICK_TRUTH_ROW_GROUP
     writer = None
     with atomic_path(path) as tmp:
         try:
