@@ -784,9 +784,11 @@ def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
     pq.write_table(table, tmp_path / "whole.parquet", compression="zstd", row_group_size=500)
     assert (tmp_path / "stream.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
     # the click index restarts in every classification and task
-    assert whole.groupby(["classification_id", "task"], observed=True)["click"].apply(
-        lambda s: list(s) == list(range(len(s)))
-    ).all()
+    assert (
+        whole.groupby(["classification_id", "task"], observed=True)["click"]
+        .apply(lambda s: list(s) == list(range(len(s))))
+        .all()
+    )
 
 
 def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):

@@ -9,7 +9,8 @@ three experts; they write (docs/decisions.md#simulated-exports)
 * ``classifications.csv``: a Zooniverse classification export (workflow 11803
   "Clump Scout", version 64.136; task T0 = bulge, T1 = clumps with tool 0
   "Normal clump" and tool 1 "Unusual clump"), same columns and JSON shapes as a
-  real export (see :mod:`clumpscout.simulation.export`);
+  real export (see :mod:`clumpscout.simulation.export`); zstd-compressed as
+  ``classifications.csv.zst`` with ``compress_classifications`` [false];
 * ``subjects_export.csv``: the matching Zooniverse subject export;
 * ``expert_classifications.csv``: the experts' classifications, same format,
   ``expert`` column = ``expert``;
@@ -24,10 +25,13 @@ three experts; they write (docs/decisions.md#simulated-exports)
   classifications of the subject, n_marked = those that clicked the object), so
   that labels can be scored against the clumps and against any real object;
 * ``volunteers_truth.csv``: every volunteer's (and expert's) skills and activity;
-* ``truth_clicks.parquet`` (``write_click_truth``): the origin of every click;
+* ``truth_clicks.parquet`` (``write_click_truth`` [true]): the origin of every click;
 * ``simulate_report.json``: realised totals and every count of things dropped.
 
-The same config and seed give byte-identical files. ``kind: counting`` draws a
+The same config and seed give byte-identical files. Time and memory grow linearly
+with the project: the subject queue finds a volunteer's unseen subject a word of a bitmap
+at a time, and the clicks, the click truth and the text of every file are made in blocks
+(docs/decisions.md#simulated-exports says which files the workflow reads). ``kind: counting`` draws a
 point-marking project without galaxies instead, written as the same files
 (:mod:`clumpscout.simulation.counting`). All sizes are in subject
 pixels of the 400 x 400 subject image (x right, y down, origin at the top-left

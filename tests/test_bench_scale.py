@@ -1,0 +1,157 @@
+"""benchmarks/bench_scale.py and benchmarks/_replicate.py: the Snakemake log read by hand
+(known start and end times), replicated projects with k times everything, and a smoke run
+of the whole benchmark (slow)."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from datetime import datetime
+
+import numpy as np
+import pandas as pd
+import pytest
+from conftest import REPO
+
+from clumpscout.data.zooniverse import extract_clicks
+from clumpscout.simulation.universe import simulate_universe
+
+
+def _module(name):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod  # a dataclass needs its module registered
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _stamp(seconds: int) -> str:
+    t = datetime(2026, 11, 27, 9, 0, 0).timestamp() + seconds
+    return datetime.fromtimestamp(t).strftime("[%a %b %d %H:%M:%S %Y]")
+
+
+def _job(t, rule, jobid, inputs, outputs, wildcards=""):
+    lines = [_stamp(t), f"localrule {rule}:"]
+    if inputs:
+        lines.append(f"    input: {', '.join(inputs)}")
+    lines.append(f"    output: {', '.join(outputs)}")
+    lines.append(f"    jobid: {jobid}")
+    if wildcards:
+        lines.append(f"    wildcards: {wildcards}")
+    lines.append("    resources: tmpdir=/tmp")
+    return lines
+
+
+def _done(t, rule, jobid):
+    return [_stamp(t), f"Finished jobid: {jobid} (Rule: {rule})", "1 of 6 steps (17%) done"]
+
+
+# A DAG with known times (seconds after 09:00:00): simulate 0-10, extract 10-40 and
+# extract_experts 10-15 side by side, boxes 40-45, subsample n3 45-47 and n20 45-50,
+# aggregate n3 47-107 and n20 50-80.
+LOG = "\n".join(
+    ["Building DAG of jobs...", "Execute 1 jobs..."]
+    + _job(0, "simulate", 3, [], ["u/c.csv", "u/s.csv"])
+    + _done(10, "simulate", 3)
+    + _job(10, "extract", 2, ["u/c.csv", "u/s.csv"], ["clicks.parquet"])
+    + _job(10, "extract_experts", 7, ["u/s.csv"], ["expert.parquet"])
+    + _done(15, "extract_experts", 7)
+    + _done(40, "extract", 2)
+    + _job(40, "boxes", 1, ["clicks.parquet"], ["boxes.parquet"])
+    + _done(45, "boxes", 1)
+    + _job(45, "subsample", 4, ["boxes.parquet"], ["n3.parquet"], "n=3")
+    + _job(45, "subsample", 5, ["boxes.parquet"], ["n20.parquet"], "n=20")
+    + _done(47, "subsample", 4)
+    + _job(47, "aggregate", 8, ["n3.parquet", "expert.parquet"], ["a3"], "model=paper, n=3")
+    + _done(50, "subsample", 5)
+    + _job(50, "aggregate", 9, ["n20.parquet"], ["a20"], "model=paper, n=20")
+    + _done(80, "aggregate", 9)
+    + _done(107, "aggregate", 8)
+    + ["Complete log(s): x"]
+)
+
+
+def test_the_log_gives_each_job_its_times_and_the_dag_its_critical_path():
+    mod = _module("bench_scale")
+    jobs = mod.parse_log(LOG)
+    secs = {j.name: j.seconds for j in jobs}
+    assert secs == {
+        "simulate": 10, "extract": 30, "extract_experts": 5, "boxes": 5,
+        "subsample[n=3]": 2, "subsample[n=20]": 5,
+        "aggregate[model=paper, n=3]": 60, "aggregate[model=paper, n=20]": 30,
+    }  # fmt: skip
+    s = mod.dag_summary(jobs)
+    assert s["wall_s"] == 107
+    assert s["serial_prefix_s"] == 47  # the first subsample job ends at 47 s
+    assert s["prefix_job_s"] == {"simulate": 10, "extract": 30, "boxes": 5, "subsample": 5}
+    assert s["rule_seconds"] == 147
+    # simulate 10 + extract 30 + boxes 5 + subsample n3 2 + aggregate n3 60
+    assert s["critical_path_s"] == 107
+    assert s["critical_path"] == ["simulate", "extract", "boxes", "subsample[n=3]",
+                                  "aggregate[model=paper, n=3]"]  # fmt: skip
+    assert s["ideal_speedup"] == pytest.approx(147 / 107)
+    assert s["longest_job"] == "aggregate[model=paper, n=3]" and s["longest_job_s"] == 60
+    rules = {r["rule"]: r for r in mod.per_rule(jobs, [{"job": "aggregate_paper_n3", "max_rss_mb": 700.0},
+                                                       {"job": "aggregate_paper_n20", "max_rss_mb": 900.0}])}  # fmt: skip
+    assert rules["aggregate"]["jobs"] == 2 and rules["aggregate"]["s_sum"] == 90
+    assert rules["aggregate"]["max_rss_mb"] == 900.0 and "max_rss_mb" not in rules["boxes"]
+
+
+def test_k_copies_of_a_project_are_k_times_the_project(tmp_path):
+    """Three copies of an export extract to three times every count, with three times the
+    subjects, volunteers and classifications (distinct ids); the box table and the gold
+    standard likewise."""
+    rep = _module("_replicate")
+    u = tmp_path / "u"
+    simulate_universe({"n_subjects": 60, "n_expert_subjects": 10}, 5, u)
+    cls, subj = rep.replicate_export(u / "classifications.csv", u / "subjects_export.csv", 3,
+                                     tmp_path / "k3")  # fmt: skip
+    one, r1 = extract_clicks(u / "classifications.csv", u / "subjects_export.csv")
+    three, r3 = extract_clicks(cls, subj)
+    assert len(three) == 3 * len(one)
+    for col in ("subject_id", "volunteer", "classification_id", "user_id"):
+        assert three[col].nunique() == 3 * one[col].nunique(), col
+    for key in ("classifications_kept", "clicks_kept", "subjects", "volunteers"):
+        assert r3[key] == 3 * r1[key], key
+    # copy 2 of a click: the same mark under the copy's ids
+    sid = one["subject_id"].iloc[0]
+    a = one[one["subject_id"] == sid].sort_values(["x", "y"])
+    b = three[three["subject_id"] == sid + 2 * rep.SUBJECT_STEP].sort_values(["x", "y"])
+    np.testing.assert_array_equal(a["x"].to_numpy(), b["x"].to_numpy())
+    assert (b["volunteer"] == a["volunteer"].to_numpy() + "-copy2").all()
+    assert (b["classification_id"].to_numpy() == a["classification_id"].to_numpy()
+            + 2 * rep.CLASSIFICATION_STEP).all()  # fmt: skip
+    subjects = pd.read_csv(subj)
+    assert len(subjects) == 3 * 60 and subjects["subject_id"].is_unique
+    assert subjects["locations"].str.contains(str(sid + rep.SUBJECT_STEP)).sum() == 1
+    boxes = tmp_path / "clicks3.parquet"
+    one.to_parquet(tmp_path / "clicks.parquet")
+    rep.replicate_boxes(tmp_path / "clicks.parquet", 3, boxes)
+    got = pd.read_parquet(boxes)
+    assert len(got) == 3 * len(one) and got["volunteer"].nunique() == 3 * one["volunteer"].nunique()
+    pd.DataFrame({"subject_id": [sid], "x": [1.0], "y": [2.0]}).to_csv(
+        tmp_path / "g.csv", index=False
+    )
+    gold = pd.read_csv(rep.replicate_gold(tmp_path / "g.csv", 3, tmp_path / "g3.csv"))
+    assert gold["subject_id"].tolist() == [sid + j * rep.SUBJECT_STEP for j in range(3)]
+
+
+@pytest.mark.slow  # a few minutes: a whole tiny DAG, then extract and both models twice
+def test_bench_scale_smoke(tmp_path):
+    mod = _module("bench_scale")
+    out = tmp_path / "bench"
+    args = ["--out", str(out), "--cores", "2", "--copies", "1", "2", "--subjects", "300",
+            "--subsample-n", "20", "--max-rss-gb", "6"]  # fmt: skip
+    assert mod.main(args) == 0
+    text = (out / "bench_scale.md").read_text()
+    assert "serial prefix" in text and "critical path" in text
+    import json
+
+    res = json.loads((out / "bench_scale.json").read_text())
+    s = res["dags"][0]["summary"]
+    assert 0 < s["serial_prefix_s"] < s["wall_s"] and s["critical_path_s"] <= s["rule_seconds"]
+    rows = {(r["stage"], r["k"]): r for r in res["copies"]}
+    assert all(r["status"] == "ok" for r in rows.values())
+    assert set(rows) == {(st, k) for st in ("extract", "aggregate generative", "aggregate paper")
+                         for k in (1, 2)}  # fmt: skip
