@@ -288,12 +288,15 @@ def whole_dag(out: Path, cores: int, subjects: int, n: list[int] | None, max_rss
         cfg = yaml.safe_load((project / "config.yaml").read_text())
         cfg["subsample"]["n"] = n
         (project / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", "progress"]
+    # no --quiet: with it the log lacks the "Finished jobid" lines the job times come from
+    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores)]
     res = run_measured(cmd, cwd=project, max_rss_gb=max_rss_gb)
     if res["returncode"] != 0:
         raise SystemExit(f"the DAG on {cores} cores failed:\n{res['stderr_tail']}")
     logs = sorted((project / ".snakemake" / "log").glob("*.snakemake.log"))
     jobs = parse_log(logs[-1].read_text())
+    if not jobs:
+        raise SystemExit(f"no finished jobs in {logs[-1]}")
     return {
         "cores": cores,
         "project": str(project),
