@@ -20,6 +20,7 @@ if not FLAT:
                 )
             ),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
+            numba_cache=ancient(rules.numba_cache.output[0]),
         output:
             table=f"{RESULTS}/replay/replay.csv",
             points=f"{RESULTS}/replay/retirement.parquet",
