@@ -136,6 +136,8 @@ class AggregationResult:
 
     def write(self, out_dir) -> None:
         """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and report.json."""
+        from clumpscout.ecsv import write_ecsv
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_parquet(self.labels, out / "labels.parquet")
@@ -143,7 +145,7 @@ class AggregationResult:
         write_parquet(self.volunteers, out / "volunteers.parquet")
         write_parquet(self.assignments, out / "assignments.parquet")
         with atomic_path(out / "clumps.ecsv") as tmp:
-            self.clumps_table().write(tmp, format="ascii.ecsv", overwrite=True)
+            write_ecsv(self.clumps_table(), tmp)
         write_json(self.report, out / "report.json")
 
 
