@@ -716,10 +716,16 @@ class _GenerativeEngine(_Engine):
                 vp=sk.vp,
                 rho_w=sk.pop.rho_w,
             )
-        weak = (det_w, gen.detection_exposure(*cls, q_w)) if sk.pop.rho_w > 0 else None
+        # post is the posterior under sk: its per-subject numbers are those of these arguments
+        # (q_w unchanged unless refitted)
+        same_q = q_w == sk.pop.q_w
+        weak = None
+        if sk.pop.rho_w > 0:
+            unrec = post.unrecognised_w if same_q else None
+            weak = (det_w, gen.detection_exposure(*cls, q_w, per_subject=unrec))
         pop = gen.estimate_population(
             total,
-            strong=(det_s, gen.detection_exposure(*cls, 1.0)),
+            strong=(det_s, gen.detection_exposure(*cls, 1.0, per_subject=post.g_strong)),
             weak=weak,
             q_w=q_w,
             p0_fn=p.p0_fn,
