@@ -56,6 +56,16 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
         df.reset_index(drop=True).to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
 
 
+def write_table(table, path: str | os.PathLike) -> None:
+    """Write a pyarrow Table to Parquet atomically with :func:`write_parquet`'s options (a
+    Table read from a file that :func:`write_parquet` wrote, filtered, gives the bytes
+    :func:`write_parquet` gives for the same rows as a DataFrame)."""
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` to CSV atomically (no index)."""
     with atomic_path(path) as tmp:

@@ -559,11 +559,15 @@ def _map_in_order(fn, jobs, workers: int):
         yield from map(fn, jobs)
         return
     import multiprocessing
+    import os
     from collections import deque
     from concurrent.futures import ProcessPoolExecutor
 
-    ctx = multiprocessing.get_context("spawn")  # the reading threads are not forked
+    # forked (a spawned process would run the Snakemake script again), and before the
+    # first job is drawn, so before the CSV reader's threads start reading
+    ctx = multiprocessing.get_context("fork")
     with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pool.submit(os.getpid).result()  # starts every worker process now
         pending: deque = deque()
         for job in jobs:
             pending.append(pool.submit(fn, job))
