@@ -469,21 +469,25 @@ def test_editing_the_export_reader_replans_exactly_the_rules_that_run_it(tmp_pat
     with it), and not simulate, whose code reads no export."""
     from test_e2e import make_project, snakemake, tiny_config
 
-    def planned(project) -> set[str]:
-        r = snakemake(project, target, "-n", "--quiet", "rules")
-        return {
-            parts[0]
-            for parts in map(str.split, r.stdout.splitlines())
-            if len(parts) == 2 and parts[1].isdigit() and parts[0] not in {"total", "job"}
-        }
-
     project = make_project(tmp_path / "p", tiny_config())
     target = "results/boxes/boxes.parquet"
     snakemake(project, "--cores", "2", target)
-    assert planned(project) == set()
+    assert _planned(project, target) == set()
     module = project / "src/clumpscout/data/zooniverse.py"
     module.write_text(module.read_text() + "\n# edited\n")
-    assert planned(project) == {"extract", "subjects", "boxes"}
+    assert _planned(project, target) == {"extract", "subjects", "boxes"}
+
+
+def _planned(project, *args) -> set[str]:
+    """The rules a dry run of ``args`` in ``project`` plans."""
+    from test_e2e import snakemake
+
+    r = snakemake(project, *args, "-n", "--quiet", "rules")
+    return {
+        parts[0]
+        for parts in map(str.split, r.stdout.splitlines())
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in {"total", "job"}
+    }
 
 
 # ------------------------------------------------------------------ the report in the DAG
@@ -557,18 +561,10 @@ def test_a_rerun_warm_up_reruns_nothing_downstream(tmp_path):
     ancient() input of the aggregations), while a missing warm-up output is rebuilt first."""
     from test_e2e import make_project, snakemake, tiny_config
 
-    def planned(*args) -> set[str]:
-        r = snakemake(project, *args, "-n", "--quiet", "rules")
-        return {
-            parts[0]
-            for parts in map(str.split, r.stdout.splitlines())
-            if len(parts) == 2 and parts[1].isdigit() and parts[0] not in {"total", "job"}
-        }
-
     project = make_project(tmp_path / "p", tiny_config())
     target = "results/aggregate/generative/n3/labels.parquet"
     snakemake(project, "--cores", "2", target)
     log = (project / "results/logs/aggregate/generative/n3.log").read_text()
     assert "numba: 0 kernel(s) compiled" in log
-    assert planned(target) == set()
-    assert planned(target, "--forcerun", "numba_cache") == {"numba_cache"}
+    assert _planned(project, target) == set()
+    assert _planned(project, target, "--forcerun", "numba_cache") == {"numba_cache"}

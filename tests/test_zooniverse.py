@@ -739,9 +739,7 @@ def _many_rows(n=240):
     return rows
 
 
-def test_blocks_parsed_by_several_processes_give_the_same_clicks_and_report(
-    tmp_path, monkeypatch
-):
+def test_blocks_parsed_by_several_processes_give_the_same_clicks_and_report(tmp_path, monkeypatch):
     import clumpscout.data.export_csv as export_csv
 
     monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
