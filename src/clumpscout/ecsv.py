@@ -6,11 +6,13 @@ at a time (~5 µs a cell: 10-25 s for the labels of one paper-scale aggregation)
 the cells of 1-d integer, boolean and float64 columns converted in one pass through
 ``tolist()``: Python's ``str`` of an int, a bool or a float gives the same text as numpy's
 for the scalar (both print the shortest repr that round-trips, ``nan``, ``inf``), so the
-file is unchanged; other columns (text, objects, several dimensions) go the usual way.
+file is unchanged; other columns (text, objects, several dimensions) go the usual way. A
+table of such columns only (the labels) is also joined into lines without the csv module.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -47,6 +49,22 @@ def _cell_text(col) -> list[str]:
 
 
 class _FastEcsvData(_ecsv.EcsvData):
+    def write(self, lines):
+        """The data lines; a table of 1-d numeric and boolean columns only is joined here:
+        its cells never hold the delimiter, a quote or a line end, so the csv module would
+        quote nothing but the empty (masked) cells, which astropy writes as ``""``."""
+        if self.splitter.delimiter != " " or not all(_fast_kind(c) for c in self.cols):
+            return super().write(lines)
+        if callable(self.start_line):
+            raise TypeError("Start_line attribute cannot be callable for write()")
+        while len(lines) < (self.start_line or 0):
+            lines.append(itertools.cycle(self.write_spacer_lines))
+        cols = []
+        for col in self.str_vals():
+            cols.append([v if v else '""' for v in col] if "" in col else col)
+        lines.extend(map(" ".join, zip(*cols, strict=True)))
+        return None
+
     def str_vals(self):
         for col in self.cols:
             try:
