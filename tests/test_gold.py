@@ -404,3 +404,61 @@ def test_gold_figures_read_the_cross_fitted_outputs(tmp_path):
     # without expert verdicts the figure says so instead of failing
     st0 = plot_gold_reliability(agg.labels_.drop(columns="gold_real"), tmp_path / "none")
     assert st0["labels"] == 0
+
+
+# ------------------------------------------------------------------ the live map
+
+
+def _live_rows(n_subjects=300, weak_rate=0.3, depths=(5, 10, 20), seed=0):
+    """The toy's labels seen at several numbers of classifications: a strong label holds
+    70 % of the viewers' marks, a weak one 15 % (at least 2); both p_empty ~ 0."""
+    labels, _, _ = _toy(n_subjects=n_subjects, weak_rate=weak_rate, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    parts = []
+    for n in depths:
+        weak = labels["weak"].to_numpy()
+        marks = np.where(weak, np.maximum(2, rng.binomial(n, 0.15)), rng.binomial(n, 0.7))
+        parts.append(labels.assign(n=n, n_marks=np.maximum(marks, 2)))
+    rows = pd.concat(parts, ignore_index=True)
+    X = cal.live_features(rows["p_fp"], rows["p_weak"], rows["n_marks"], rows["n"])
+    return rows, X
+
+
+@pytest.mark.parametrize("weak_rate", [0.2, 0.6])
+def test_live_map_recovers_the_weak_labels_real_rate_at_every_depth(weak_rate):
+    rows, X = _live_rows(weak_rate=weak_rate)
+    m = cal.LiveMap.fit(X, rows["real"].to_numpy(), groups=rows["subject_id"].to_numpy())
+    weak = rows["weak"].to_numpy()
+    r = rows.loc[weak & (rows["n"] == 20).to_numpy(), "real"].mean()
+    se = np.sqrt(r * (1 - r) / (weak & (rows["n"] == 20).to_numpy()).sum())
+    p = m.p_real(rows["p_fp"], rows["p_weak"], rows["n_marks"], rows["n"])
+    for n in (5, 10, 20):
+        at = (rows["n"] == n).to_numpy()
+        assert abs(p[weak & at].mean() - r) < 2 * se + 0.02, (n, p[weak & at].mean(), r)
+        assert p[~weak & at].min() > 0.9  # strong labels are real at every depth
+    # the counted shares: every strong label counts, weak ones at their rate
+    assert m.counted[0] > 0.99 and abs(m.counted[1] - r) < 2 * se + 0.02
+    assert m.kind == "gold" and m.info["subjects"] == 300
+
+
+def test_live_map_uncertainty_counts_gold_subjects_not_rows():
+    # the same rows twice within each gold subject: the map is no surer (clustered by
+    # subject); twice as separate subjects: its variance halves
+    rows, X = _live_rows(n_subjects=200, depths=(10,), seed=5)
+    y, g = rows["real"].to_numpy(), rows["subject_id"].to_numpy()
+    one = cal.LiveMap.fit(X, y, C=1e4, groups=g)
+    same = cal.LiveMap.fit(np.vstack([X, X]), np.r_[y, y], C=1e4, groups=np.r_[g, g])
+    apart = cal.LiveMap.fit(np.vstack([X, X]), np.r_[y, y], C=1e4, groups=np.r_[g, g + 10**6])
+    v = np.diag(one.cov)
+    free = v > 1e-8  # features the toy holds constant (p_empty, the unusual share) aside
+    assert free.sum() >= 4
+    np.testing.assert_allclose(np.diag(same.cov)[free], v[free], rtol=0.05)
+    np.testing.assert_allclose(np.diag(apart.cov)[free], v[free] / 2, rtol=0.05)
+
+
+def test_default_live_map_by_hand():
+    m = cal.LiveMap.default(0.25)
+    # (1 - p_empty)(1 - (1 - w) p_weak): 0.9 x (1 - 0.75 x 0.4) = 0.63
+    assert m.p_real([0.1], [0.4], [3], [10])[0] == pytest.approx(0.63)
+    assert m.kept_probability([0.1, 0.5], [0.4, 0.4], [3, 3], [10, 10]).tolist() == [1.0, 0.0]
+    assert m.counted == (1.0, 0.25) and m.kind == "default"

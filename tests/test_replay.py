@@ -4,6 +4,7 @@ one-subject decision (clumpscout.model.live)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,17 @@ import pytest
 from clumpscout.errors import InputError
 from clumpscout.evaluation import replay as rp
 from clumpscout.model.aggregate import Params
-from clumpscout.model.live import LiveSkills, Policy, at_least, decide, open_objects, retire
+from clumpscout.model.calibration import LiveMap
+from clumpscout.model.live import (
+    LiveSkills,
+    Policy,
+    decide,
+    horizon_posterior,
+    label_flips,
+    new_kept_labels,
+    open_objects,
+    retire,
+)
 
 T0 = pd.Timestamp("2020-01-01", tz="UTC")
 LABEL_COLS = ["subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp"]
@@ -51,27 +62,90 @@ def no_labels():
     return pd.DataFrame({c: pd.Series(dtype=float) for c in LABEL_COLS})
 
 
-def test_at_least_matches_the_binomial_by_hand():
-    # p = 1/2, 3 viewers: P(>= 1) = 1 - 1/8, P(>= 2) = 1 - 1/8 - 3/8
-    assert at_least(1, 0.5, 3) == pytest.approx(7 / 8)
-    assert at_least(2, 0.5, 3) == pytest.approx(1 / 2)
-    assert at_least(2, 0.9, 0) == 0.0 and at_least(1, 0.9, 0) == 0.0
+class _MarksMap:
+    """A stand-in label map: a label counts when it holds at least ``k`` marks."""
+
+    counted = (1.0, 1.0)
+
+    def __init__(self, k):
+        self.k = k
+
+    def p_real(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None):
+        return (np.asarray(n_marks, dtype=float) >= self.k).astype(float)
+
+    def kept_probability(self, *args):
+        return self.p_real(*args)
 
 
-def test_open_objects_by_hand():
-    # 5 classifications to come (horizon 8, n 3), t = 1/2, a = 0.2:
-    # flips 0.1 + 0.4 P(>=2; 1/2, 5) + 0.3 P(>=1; 1/2, 5) + 1.0 P(>=2; 0.2, 5) + 0.5 P(>=1; 0.2, 5)
-    st = pd.DataFrame(
-        {"n": [3], "flips": [0.1], "strong0": [0.4], "lone": [0.3], "weak0": [1.0]}
-        | {"weak1": [0.5], "t_bar": [0.5], "a_weak": [0.2]}
+def test_horizon_posterior_by_hand():
+    # p_empty 0.2, p_weak 0.5; 1 mark of 2 viewers; 1 viewer to come; t = 0.8, a = 0.2.
+    # Rate prior mean 0.5 x 0.8 + 0.5 x 0.2 = 0.5, strength 2: Beta(1 + 1, 1 + 1), so the
+    # next viewer marks it with 1/2. P(K=0) = 0.2 + 0.8 / 2 = 0.6, P(K=1) = 0.4.
+    pk, pe, pw = horizon_posterior([0.2], [0.5], [1], [2], [1], [0.8], [0.2], 1)
+    np.testing.assert_allclose(pk[0], [0.6, 0.4])
+    np.testing.assert_allclose(pe[0], [0.2 / 0.6, 0.0])
+    # weak : strong odds 1 x (1 - 0.2) / (1 - 0.8) = 4 without a mark, 1 x 0.2 / 0.8 with one
+    np.testing.assert_allclose(pw[0], [0.8, 0.2])
+
+
+def test_label_flips_by_hand():
+    # the label above with the default map at w = 0.5: P(real) now = 0.8 (1 - 0.5 x 0.5)
+    # = 0.6: kept. After no mark: (1 - 1/3)(1 - 0.5 x 0.8) = 0.4: dropped (P 0.6); after a
+    # mark: 1 x (1 - 0.5 x 0.2) = 0.9: kept. So it changes sides with probability 0.6.
+    lab = pd.DataFrame(
+        {"p_empty": [0.2], "p_weak": [0.5], "n_marks": [1], "n": [2], "frac_unusual": [0.0]}
     )
-    p2_half = 1 - 1 / 32 - 5 / 32
-    p1_half = 1 - 1 / 32
-    p2_a = 1 - 0.8**5 - 5 * 0.2 * 0.8**4
-    p1_a = 1 - 0.8**5
-    want = 0.1 + 0.4 * p2_half + 0.3 * p1_half + 1.0 * p2_a + 0.5 * p1_a
-    assert open_objects(st, 8)[0] == pytest.approx(want)
-    assert open_objects(st, 3)[0] == pytest.approx(0.1)  # nothing more to come
+    lab["p_fp"] = 0.4
+    got = label_flips(lab, [1.0], [0.8], [0.2], LiveMap.default(0.5))
+    assert got[0] == pytest.approx(0.6)
+    assert label_flips(lab, [0.0], [0.8], [0.2], LiveMap.default(0.5))[0] == 0.0  # no future
+
+
+def _betabinom(k, m, a, b):
+    """The beta-binomial pmf from its formula: C(m, k) B(k + a, m - k + b) / B(a, b)."""
+
+    def lbeta(x, y):
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+    return math.comb(m, k) * math.exp(lbeta(k + a, m - k + b) - lbeta(a, b))
+
+
+def test_new_kept_labels_by_hand():
+    # 5 classifications to come (n 3, horizon 8), t = 1/2, a = 0.2, rate prior strength 2:
+    # an object's marking rate is Beta(2 rate + marks, 2 (1 - rate) + misses) given the
+    # marks (0 or 1) of the 3 viewers so far. strong0: Beta(1, 4): P(K >= 2 of 5) = 5/18
+    # (P(0) = B(1, 9) / B(1, 4) = 4/9, P(1) = 5 B(2, 8) / B(1, 4) = 5/18).
+    assert sum(_betabinom(k, 5, 1.0, 4.0) for k in (2, 3, 4, 5)) == pytest.approx(5 / 18)
+    st = pd.DataFrame(
+        {"n": [3], "strong0": [0.4], "lone": [0.3], "weak0": [1.0], "weak1": [0.5]}
+        | {"t_bar": [0.5], "a_weak": [0.2], "q_w": [0.4], "prior_weak": [0.0]}
+    )
+
+    def at_least(j, a, b):  # P(K >= j) of 5 viewers to come
+        return sum(_betabinom(k, 5, a, b) for k in range(j, 6))
+
+    # a map that keeps every label of >= 2 marks: strong0 needs 2 more marks, lone 1 more
+    want = (
+        0.4 * 5 / 18
+        + 0.3 * at_least(1, 2.0, 3.0)  # lone: Beta(1 + 1, 1 + 2)
+        + 1.0 * at_least(2, 0.4, 4.6)  # weak0: Beta(0.4, 1.6 + 3)
+        + 0.5 * at_least(1, 1.4, 3.6)  # weak1: Beta(0.4 + 1, 1.6 + 2)
+    )
+    assert new_kept_labels(st, [5], _MarksMap(2))[0] == pytest.approx(want)
+    # a map that wants 5 marks: strong0 needs all 5 viewers, lone 4 of them
+    want5 = (
+        0.4 * at_least(5, 1.0, 4.0)
+        + 0.3 * at_least(4, 2.0, 3.0)
+        + 1.0 * at_least(5, 0.4, 4.6)
+        + 0.5 * at_least(4, 1.4, 3.6)
+    )
+    assert new_kept_labels(st, [5], _MarksMap(5))[0] == pytest.approx(want5)
+    assert new_kept_labels(st, [0], _MarksMap(2))[0] == 0.0  # nothing more to come
+
+
+def test_open_objects_adds_flips_and_new_labels():
+    st = pd.DataFrame({"flips": [0.25, 0.0], "new_kept": [0.5, 0.0]})
+    assert open_objects(st).tolist() == [0.75, 0.0]
 
 
 def test_arrival_order_ranks_classifications_by_created_at():

@@ -63,8 +63,10 @@ FEATURES = (
 )
 #: subject features of the map to the expected misses (see :func:`miss_features`)
 MISS_FEATURES = ("log_n_fn", "log_n_fn_weak")
-#: logits are clipped to ± this (p = 1e-300 and p = 1e-30 say the same)
-_LOGIT_CLIP = 30.0
+#: logits are clipped to ± this: p_empty = 1e-3 and 1e-30 say the same (the label is real), and
+#: a map linear in an unclipped logit would set two such labels far apart; the batch EM and
+#: the live assessment of one label differ by orders of magnitude out there
+_LOGIT_CLIP = 5.0
 #: fewest gold subjects with which a map is fitted; fewer: the default map, with a warning
 MIN_GOLD_SUBJECTS = 10
 
@@ -126,7 +128,7 @@ def markers_weak_share(labels: pd.DataFrame, assignments: pd.DataFrame | None) -
 def label_features(
     labels: pd.DataFrame, n_viewers: pd.Series, assignments: pd.DataFrame | None = None
 ) -> np.ndarray:
-    """(labels × :data:`FEATURES`): logit p_empty, logit p_weak (NaN: −30), the share of
+    """(labels × :data:`FEATURES`): logit p_empty, logit p_weak (NaN: the lower clip), the share of
     the subject's classifications that marked the label, ln(marks), the markers' share of
     weak marks (:func:`markers_weak_share`) and the share of marks made with the project's
     "unusual" tool (0 where there is none)."""
@@ -204,18 +206,25 @@ def _scale(X: np.ndarray) -> tuple:
     return X.mean(axis=0), np.where(sd > 0, sd, 1.0)
 
 
+def fit_real_map(X: np.ndarray, real: np.ndarray, C: float = 1.0) -> CalibrationMap:
+    """P(real | x) from labels' features ``X`` and their verdict ``real`` (matched to an
+    expert object): an L2-penalised logistic regression on standardised features; with one
+    class only, its rate with half a pseudo-label of the other (Jeffreys)."""
+    real = np.asarray(real, dtype=bool)
+    if len(real) and real.all() != real.any():
+        lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
+        lr.fit(X, real)
+        return CalibrationMap("marks", real=lr)
+    return CalibrationMap("constant", constant_real=(real.sum() + 0.5) / (len(real) + 1.0))
+
+
 def fit_marks_map(
     X: np.ndarray, real: np.ndarray, Z: np.ndarray, missed: np.ndarray, C: float = 1.0
 ) -> CalibrationMap:
     """The maps from expert marks: labels' features ``X`` with ``real`` (matched), subjects'
     miss features ``Z`` with ``missed`` (expert objects no label is matched to)."""
     real = np.asarray(real, dtype=bool)
-    if len(real) and real.all() != real.any():
-        lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
-        lr.fit(X, real)
-        m = CalibrationMap("marks", real=lr)
-    else:  # one class only: its rate with half a pseudo-label of the other (Jeffreys)
-        m = CalibrationMap("constant", constant_real=(real.sum() + 0.5) / (len(real) + 1.0))
+    m = fit_real_map(X, real, C)
     missed = np.asarray(missed, dtype=float)
     if missed.sum() > 0 and len(missed) > 1:
         pr = make_pipeline(StandardScaler(), PoissonRegressor(alpha=1.0 / (C * len(missed))))
@@ -564,3 +573,161 @@ def _held_out_summary(d: _GoldData, p_real: np.ndarray, missed: np.ndarray) -> d
         out["purity_05"] = tp / max(int(kept.sum()), 1)
         out["completeness_05"] = tp / max(int(d.real.sum() + d.missed.sum()), 1)
     return out
+
+
+# ------------------------------------------------------------------ the live map
+#: features of the live map: a label of a subject after any number of its classifications
+#: (the retirement decision and its replay; docs/decisions.md#live-retirement)
+LIVE_FEATURES = (
+    "logit_p_empty",
+    "logit_p_weak",
+    "mark_fraction",
+    "log_marks",
+    "log_viewers",
+    "frac_unusual",
+)
+
+
+def live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual=None) -> np.ndarray:
+    """(labels × :data:`LIVE_FEATURES`) of labels assessed after ``n_viewers``
+    classifications of their subject: logit p_empty, logit p_weak (NaN: the lower clip), marks /
+    viewers, ln marks, ln viewers and the share of marks made with the "unusual" tool."""
+    marks = np.asarray(n_marks, dtype=float)
+    views = np.maximum(np.nan_to_num(np.asarray(n_viewers, dtype=float), nan=1.0), 1.0)
+    views = np.broadcast_to(views, marks.shape)
+    unusual = (
+        np.zeros(len(marks))
+        if frac_unusual is None
+        else np.nan_to_num(np.asarray(frac_unusual, dtype=float))
+    )
+    return np.column_stack(
+        [
+            _logit(p_empty),
+            _logit(p_weak),
+            marks / views,
+            np.log(np.maximum(marks, 1.0)),
+            np.log(views),
+            unusual,
+        ]
+    )
+
+
+def _logit_raw(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-15, 1 - 1e-15)
+    return np.log(p) - np.log1p(-p)
+
+
+def _clustered_covariance(pipe, X: np.ndarray, y: np.ndarray, groups, C: float) -> np.ndarray:
+    """Sandwich covariance H⁻¹ (Σ_g s_g s_gᵀ) H⁻¹ of a fitted scikit-learn ``StandardScaler``
+    + ``LogisticRegression`` pipeline (intercept first), H the Hessian of its penalised
+    objective (C · log loss + ½ |w|², the intercept unpenalised) and s_g the score summed
+    over the rows of group g: rows of one group (the prefixes of one gold subject) are not
+    independent, so the plain inverse Hessian would be far too sure of the map."""
+    scaler = pipe[0]
+    xt = np.column_stack([np.ones(len(X)), scaler.transform(X)])
+    p = pipe.predict_proba(X)[:, 1]
+    w = p * (1.0 - p)
+    hess = C * (xt.T * w) @ xt + np.diag([0.0] + [1.0] * (xt.shape[1] - 1))
+    scores = C * (y.astype(float) - p)[:, None] * xt
+    codes = pd.factorize(np.asarray(groups))[0]
+    per_group = np.zeros((codes.max() + 1, xt.shape[1]))
+    np.add.at(per_group, codes, scores)
+    meat = per_group.T @ per_group
+    inv = np.linalg.pinv(hess)
+    return inv @ meat @ inv
+
+
+def _rate(hits: np.ndarray, prior: float) -> float:
+    """A share with one pseudo-observation at ``prior`` (stable on a handful of labels)."""
+    return float((np.sum(hits) + prior) / (len(hits) + 1.0))
+
+
+@dataclass
+class LiveMap:
+    """P(a label is what the project counts | its live features), for a subject after any
+    number of its classifications (docs/decisions.md#live-retirement).
+
+    Without a gold standard (``fitted`` None) it is the default map
+    (docs/decisions.md#no-gold-default): ``(1 − p_empty)(1 − (1 − weak_real) p_weak)``.
+    :meth:`fit` learns it from gold subjects' labels at every number of classifications
+    (their prefixes), so that a label seen by 5 volunteers is judged as a label seen by 5,
+    not by 20: a logistic regression on :data:`LIVE_FEATURES`.
+
+    ``counted`` (strong, weak): the share of real strongly / weakly marked labels the
+    project counts, which the retirement policy gives the objects no label holds yet
+    (default map: 1 and ``weak_real``).
+    """
+
+    weak_real: float = 0.75
+    fitted: CalibrationMap | None = None
+    counted: tuple = (1.0, 0.75)
+    info: dict = field(default_factory=dict)
+    #: covariance of the fitted logistic coefficients (intercept first, standardised
+    #: features), clustered by gold subject; None: no uncertainty (the default map)
+    cov: np.ndarray | None = None
+
+    @classmethod
+    def default(cls, weak_real: float = 0.75) -> LiveMap:
+        return cls(weak_real=float(weak_real), counted=(1.0, float(weak_real)))
+
+    @property
+    def kind(self) -> str:
+        return "default" if self.fitted is None else "gold"
+
+    @classmethod
+    def fit(
+        cls,
+        X: np.ndarray,
+        real: np.ndarray,
+        C: float = 1.0,
+        weak_real: float = 0.75,
+        groups: np.ndarray | None = None,
+    ) -> LiveMap:
+        """The map fitted on labels' live features ``X`` (:func:`live_features`) and their
+        verdict ``real``; ``groups`` (e.g. the gold subject of each row) only counts them
+        in ``info``. The counted shares are those of the real labels (p_empty < 0.5) by
+        class (p_weak < 0.5 or not), each with one pseudo-label at the default's value."""
+        real = np.asarray(real, dtype=bool)
+        fitted = fit_real_map(X, real, C)
+        found = X[:, 0] < 0.0  # logit p_empty < 0
+        weak = X[:, 1] >= 0.0
+        counted = (_rate(real[found & ~weak], 1.0), _rate(real[found & weak], weak_real))
+        info = {"labels": int(len(real)), "real": int(real.sum())}
+        if groups is not None:
+            info["subjects"] = int(len(np.unique(groups)))
+        cov = None
+        if fitted.real is not None:
+            groups = np.arange(len(real)) if groups is None else np.asarray(groups)
+            cov = _clustered_covariance(fitted.real, X, real, groups, C)
+        return cls(weak_real=float(weak_real), fitted=fitted, counted=counted, info=info, cov=cov)
+
+    def p_real(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None) -> np.ndarray:
+        """P(counted) per label (the arguments as in :func:`live_features`)."""
+        p_empty = np.asarray(p_empty, dtype=float)
+        if self.fitted is None:
+            w = np.nan_to_num(np.asarray(p_weak, dtype=float))
+            return (1.0 - p_empty) * (1.0 - (1.0 - self.weak_real) * w)
+        if not len(p_empty):
+            return np.zeros(0)
+        return self.fitted.p_real(live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual))
+
+    def kept_probability(
+        self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None
+    ) -> np.ndarray:
+        """P(a map fitted on more gold would keep the label, p_fp < 0.5): Φ(logit P(real) /
+        its standard error) under the coefficients' uncertainty (:attr:`cov`); without
+        one (the default map), 1 where P(real) > 0.5 and 0 elsewhere."""
+        p = self.p_real(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        if self.cov is None or not len(p):
+            return (p > 0.5).astype(float)
+        x = live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        scaler = self.fitted.real[0]
+        xt = np.column_stack([np.ones(len(x)), scaler.transform(x)])
+        sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", xt, self.cov, xt), 1e-12))
+        return special.ndtr(_logit_raw(p) / sd)
+
+    def counted_weight(self, p_weak) -> np.ndarray:
+        """P(a real label is one the project counts) = c_s (1 − p_weak) + c_w p_weak."""
+        w = np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
+        c_strong, c_weak = self.counted
+        return c_strong * (1.0 - w) + c_weak * w
