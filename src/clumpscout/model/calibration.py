@@ -701,6 +701,17 @@ class LiveMap:
             cov = _clustered_covariance(fitted.real, X, real, groups, C)
         return cls(weak_real=float(weak_real), fitted=fitted, counted=counted, info=info, cov=cov)
 
+    def _design(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual) -> np.ndarray:
+        """(labels × 1 + features): 1 and the standardised live features (the fitted
+        scaler's, applied with numpy: this runs on millions of look-ahead rows)."""
+        x = live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        scaler = self.fitted.real[0]
+        return np.column_stack([np.ones(len(x)), (x - scaler.mean_) / scaler.scale_])
+
+    def _logit_real(self, xt: np.ndarray) -> np.ndarray:
+        lr = self.fitted.real[-1]
+        return xt @ np.concatenate([lr.intercept_, lr.coef_[0]])
+
     def p_real(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None) -> np.ndarray:
         """P(counted) per label (the arguments as in :func:`live_features`)."""
         p_empty = np.asarray(p_empty, dtype=float)
@@ -709,7 +720,10 @@ class LiveMap:
             return (1.0 - p_empty) * (1.0 - (1.0 - self.weak_real) * w)
         if not len(p_empty):
             return np.zeros(0)
-        return self.fitted.p_real(live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual))
+        if self.fitted.real is None:  # one class only in the gold: a constant
+            return np.full(len(p_empty), self.fitted.constant_real)
+        xt = self._design(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        return special.expit(self._logit_real(xt))
 
     def kept_probability(
         self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None
@@ -717,14 +731,12 @@ class LiveMap:
         """P(a map fitted on more gold would keep the label, p_fp < 0.5): Φ(logit P(real) /
         its standard error) under the coefficients' uncertainty (:attr:`cov`); without
         one (the default map), 1 where P(real) > 0.5 and 0 elsewhere."""
-        p = self.p_real(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
-        if self.cov is None or not len(p):
+        if self.cov is None or not len(np.atleast_1d(p_empty)):
+            p = self.p_real(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
             return (p > 0.5).astype(float)
-        x = live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
-        scaler = self.fitted.real[0]
-        xt = np.column_stack([np.ones(len(x)), scaler.transform(x)])
-        sd = np.sqrt(np.maximum(np.einsum("ij,jk,ik->i", xt, self.cov, xt), 1e-12))
-        return special.ndtr(_logit_raw(p) / sd)
+        xt = self._design(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        var = np.einsum("ij,ij->i", xt @ self.cov, xt)
+        return special.ndtr(self._logit_real(xt) / np.sqrt(np.maximum(var, 1e-12)))
 
     def counted_weight(self, p_weak) -> np.ndarray:
         """P(a real label is one the project counts) = c_s (1 − p_weak) + c_w p_weak."""

@@ -226,16 +226,18 @@ def new_label_kept(marks, views, prior_log_odds_weak, q_w, t_bar, label_map: Liv
     """The probability that a new label of ``marks`` marks from ``views`` viewers would be
     kept (:meth:`clumpscout.model.calibration.LiveMap.kept_probability`): p_empty ≈ 0 (two
     or more coinciding marks), p_weak from the prior odds of the weak class and the marks
-    (docs/model.md, live retirement)."""
+    (docs/model.md, live retirement); every argument but the map per row or one number."""
     marks = np.asarray(marks, dtype=np.float64)
     views = np.asarray(views, dtype=np.float64)
-    a = q_w * t_bar
+    q_w = np.clip(np.asarray(q_w, dtype=np.float64), 1e-12, 1.0)
+    t_bar = np.clip(np.asarray(t_bar, dtype=np.float64), 1e-12, 1 - 1e-12)
+    a = np.clip(q_w * t_bar, 0.0, 1 - 1e-12)
     log_odds = (
         prior_log_odds_weak
-        + marks * np.log(max(q_w, 1e-12))
-        + (views - marks) * (np.log1p(-min(a, 1 - 1e-12)) - np.log1p(-min(t_bar, 1 - 1e-12)))
+        + marks * np.log(q_w)
+        + (views - marks) * (np.log1p(-a) - np.log1p(-t_bar))
     )
-    p_weak = special.expit(log_odds)
+    p_weak = np.broadcast_to(special.expit(log_odds), marks.shape)
     kept = label_map.kept_probability(
         np.zeros(marks.size), p_weak.ravel(), marks.ravel(), views.ravel()
     )
@@ -256,25 +258,35 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
     n_s = len(state)
     m = np.broadcast_to(np.asarray(m, dtype=np.int64), (n_s,))
     n = state["n"].to_numpy(dtype=np.int64)
-    out = np.zeros(n_s)
-    keys = state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64)
-    groups = pd.DataFrame(keys).assign(m=m, n=n).groupby([0, 1, 2, "m", "n"], sort=False).indices
+    keys = pd.DataFrame(state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64))
+    keys = keys.assign(m=m, n=n)
+    group, uniq = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
+    g = uniq.to_frame(index=False).to_numpy(dtype=np.float64)  # t_bar, q_w, prior, m, n
+    t_bar, q_w, prior, mm, nn = (g[:, j] for j in range(5))
     terms = [("strong0", 0, False), ("lone", 1, False), ("weak0", 0, True), ("weak1", 1, True)]
-    for (t_bar, q_w, prior, mm, nn), rows in groups.items():
-        if mm <= 0:
-            continue
-        views = nn + mm
-        k = np.arange(mm + 1)
-        for col, k0, weak in terms:
-            rate = q_w * t_bar if weak else t_bar
-            alpha = RATE_PRIOR_STRENGTH * rate + k0
-            beta = RATE_PRIOR_STRENGTH * (1.0 - rate) + max(nn - k0, 0)
-            marks = k0 + k
-            kept = new_label_kept(marks, np.full(len(k), views), prior, q_w, t_bar, label_map)
-            pmf = stats.betabinom.pmf(k, mm, alpha, beta)
-            prob = float(np.sum(pmf * (marks >= 2) * kept))
-            out[rows] += state[col].to_numpy()[rows] * prob
-    return out
+    # one row per (group, term, K), K = 0..m of the group: every look-ahead in one map call
+    k_max = int(mm.max()) if len(mm) else 0
+    kk = np.arange(k_max + 1, dtype=np.float64)[None, :]
+    valid = kk <= mm[:, None]
+    prob = np.zeros((len(g), len(terms)))
+    for j, (_, k0, weak) in enumerate(terms):
+        rate = (q_w * t_bar if weak else t_bar)[:, None]
+        alpha = RATE_PRIOR_STRENGTH * rate + k0
+        beta = RATE_PRIOR_STRENGTH * (1.0 - rate) + np.maximum(nn - k0, 0.0)[:, None]
+        pmf = np.where(valid, stats.betabinom.pmf(kk, mm[:, None], alpha, beta), 0.0)
+        marks = k0 + kk + 0.0 * mm[:, None]
+        views = np.broadcast_to((nn + mm)[:, None], marks.shape)
+        kept = new_label_kept(
+            marks.ravel(),
+            views.ravel(),
+            np.repeat(prior, marks.shape[1]),
+            np.repeat(q_w, marks.shape[1]),
+            np.repeat(t_bar, marks.shape[1]),
+            label_map,
+        ).reshape(marks.shape)
+        prob[:, j] = np.sum(pmf * (marks >= 2) * kept * (mm[:, None] > 0), axis=1)
+    counts = state[[c for c, _, _ in terms]].to_numpy(dtype=np.float64)
+    return np.sum(counts * prob[group], axis=1)
 
 
 def open_objects(state: pd.DataFrame) -> np.ndarray:
