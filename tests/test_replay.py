@@ -29,9 +29,10 @@ T0 = pd.Timestamp("2020-01-01", tz="UTC")
 LABEL_COLS = ["subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp"]
 
 
-def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3):
+def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3, block=None):
     """Subjects of 100 x 100 px with two objects each, classified in round-robin order
-    (classification c of subject s arrives at minute c * n_subjects + s); each volunteer
+    (classification c of subject s arrives at minute c * n_subjects + s; with ``block``,
+    round-robin within blocks of that many subjects, one block after the other); each volunteer
     marks each object with probability 0.7 (box side 10, scatter 1 px) or submits nothing
     with ``empty_rate``, plus an occasional false box."""
     rng = np.random.default_rng(seed)
@@ -41,7 +42,10 @@ def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3):
         for s in range(n_subjects):
             cid += 1
             vol = f"v{(s + 3 * c) % 11}"
-            t = T0 + pd.Timedelta(minutes=c * n_subjects + s)
+            minute = c * n_subjects + s
+            if block:
+                minute = (s // block) * n_cls * block + c * block + s % block
+            t = T0 + pd.Timedelta(minutes=minute)
             marks = []
             if rng.random() > empty_rate:
                 for ox, oy in ((30.0, 30.0), (70.0, 60.0)):
@@ -381,3 +385,72 @@ def test_skills_from_an_aggregation_are_looked_up_by_name():
     assert got.lam[:2].tolist() == [v.loc["v3", "fp_rate"], v.loc["v0", "fp_rate"]]
     # the stranger gets the population mean shrunk by nothing: m_fn
     assert got.p_fn[2] == pytest.approx(sk.pop.m_fn)
+
+
+def _gold_toy():
+    """The toy on 24 subjects (in blocks of 4) with a gold standard on the first 12: the
+    experts count the object at (30, 30) and not the one at (70, 60), which volunteers mark
+    alike."""
+    from clumpscout.data.gold import gold_from_table
+
+    b = toy(24, 8, seed=4, block=4)
+    gold_ids = np.arange(100, 112)
+    gold = gold_from_table(pd.DataFrame({"subject_id": gold_ids, "x": 30.0, "y": 30.0}))
+    return b, gold
+
+
+def test_the_label_map_never_learns_from_later_classifications():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, horizon=8)
+    r = rp.run_replay(b, Params(), settings, gold=gold)
+    assert len(r.maps) >= 1 and len(r.map_after) == len(r.maps)
+    rows = rp.gold_rows(r.states, r.labels, gold, rp.CalibrationSettings())
+    for k, m in enumerate(r.maps):
+        # fitted on the gold prefixes completed before it took over, and only those
+        assert m.info["labels"] == int((rows["g"] < r.map_after[k]).sum())
+    # every state is judged by the last map that took over before its classification
+    g = r.states["g"].to_numpy()
+    want = np.searchsorted(r.map_after, g, side="right") - 1
+    np.testing.assert_array_equal(r.states["map"].to_numpy(), want)
+    # the first map waits for 10 complete gold subjects: before it nothing retires early
+    # under the generative policy (its open objects are infinite)
+    early = r.states["map"].to_numpy() < 0
+    assert early.any() and np.isinf(r.states.loc[early, "new_kept"]).all()
+
+
+def test_gold_subjects_run_to_the_end_and_are_not_scored():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, fixed_n=(3,), risk_tau=(), caesar_k=(), horizon=8)
+    settings = rp.Settings(**{**settings.__dict__, "generative_eps": (10.0,)})
+    r = rp.run_replay(b, Params(), settings, gold=gold)
+    pts = rp.retirement_points(r, Policy("fixed", 3.0), Params())
+    is_gold = pts["subject_id"].isin(gold.subjects).to_numpy()
+    assert (pts.loc[is_gold, "n_used"] == pts.loc[is_gold, "n_total"]).all()
+    assert (pts.loc[~is_gold, "n_used"] == 3).all()
+    # effort: 12 gold subjects x 8 + 12 others x 3 of 24 x 8 classifications
+    table, _ = rp.evaluate(r, Params(), settings, _labels_at(r, pts), None)
+    f3 = table.loc[table["policy"] == "fixed"].iloc[0]
+    assert f3["effort"] == pytest.approx((12 * 8 + 12 * 3) / (24 * 8))
+
+
+def test_replay_and_the_one_subject_decision_agree_with_a_gold_map():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, horizon=8)
+    params = Params()
+    r = rp.run_replay(b, params, settings, gold=gold)
+    cls = r.cls.set_index(["subject_id", "n"])["classification_id"]
+    pol = Policy("generative", 0.3, horizon=8)
+    judged = np.flatnonzero(r.states["map"].to_numpy() >= 0)
+    assert len(judged) > 10
+    for i in judged[::7]:
+        st = r.states.iloc[i]
+        sid, n, e = int(st["subject_id"]), int(st["n"]), int(st["epoch"])
+        ids = [cls[(sid, k)] for k in range(1, n + 1)]
+        boxes = b.loc[b["classification_id"].isin(ids)]
+        d = retire(boxes, r.skills[e], pol, params, label_map=r.label_map(i))
+        assert d.retire == bool(decide(pol, r.states.iloc[[i]], params)[0]), (sid, n)
+        assert d.numbers["open_objects"] == pytest.approx(
+            float(open_objects(r.states.iloc[[i]])[0]), rel=1e-9, abs=1e-12
+        )
+        mine = r.labels.loc[r.labels["state"] == i].sort_values("x1")
+        np.testing.assert_allclose(d.labels.sort_values("x1")["p_fp"], mine["p_fp"], rtol=1e-9)

@@ -15,8 +15,11 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    the skills of the moment, then the M step) on each subject's classifications so far.
    Before the first refit every volunteer has the population's prior.
 3. **Every prefix assessed.** After its n-th classification, each subject is assessed by
-   :func:`clumpscout.model.live.assess` with the skills of that moment: its labels (p_fp),
-   N_fp, N_fn, N_σ, the risk and the expected objects still open.
+   :func:`clumpscout.model.live.assess` with the skills of that moment: its labels, N_fp,
+   N_fn, N_σ and the risk; the labels' p_fp and the expected kept labels still open come
+   from the label map known at that moment (:class:`clumpscout.model.calibration.LiveMap`:
+   the default map, or with a gold standard of expert marks the map learned from the gold
+   subjects' prefixes that arrived before, :func:`fit_map_timeline`).
 4. **Policies.** For every policy setting of the ``replay:`` section, a subject retires at
    the first n the policy says so (else it uses all its classifications); the
    classifications after that are not used, and its labels are those of that moment.
@@ -25,13 +28,16 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    of the replay with p_fp < 0.5), ``lost_strong`` (the same among the full-data labels
    of strongly marked objects, p_weak < 0.5), ``purity_full`` (the replay's kept labels that contain
    a full-data label's centre), ``purity``, ``completeness`` and ``count_mae`` against the
-   truth when there is one (a label is true when it contains a real object's centre,
-   docs/decisions.md#true-label), ``mean_n``, ``labels``. The ``full`` row is the
-   full-data aggregation itself (:class:`clumpscout.model.aggregator.Aggregator` on every
-   classification).
+   truth when there is one (what the project counts; a label is true when it contains an
+   object's centre, docs/decisions.md#true-label), ``mean_n``, ``labels``. The ``full``
+   row is the full-data aggregation itself (:class:`clumpscout.model.aggregator.Aggregator`
+   on every classification, calibrated on the gold standard when there is one). Every
+   scored label is judged by the last label map (:func:`evaluate`); gold subjects are
+   never retired early and not scored, but their classifications count in ``effort``.
 
-Inputs: the boxes table (with ``created_at``), optionally the full-data labels (else the
-full aggregation is run) and a truth table (subject_id, x, y). Outputs (``--out``):
+Inputs: the boxes table (with ``created_at``), optionally the project's gold standard
+(``--gold``, as for ``clumpscout aggregate``), the full-data labels (else the full
+aggregation is run) and a truth table (subject_id, x, y). Outputs (``--out``):
 replay.csv, retirement.parquet (subject_id, policy, setting, n_used, n_total),
 replay.png (effort against objects lost and count error, every policy), replay.json
 (the best setting: least effort with ``lost <= max_lost`` and purity within
@@ -43,8 +49,8 @@ retired subject did not get would have gone to other subjects; docs/decisions.md
 
 Command line::
 
-    clumpscout replay --boxes boxes.parquet --out DIR [--config FILE] [--full-labels L]
-        [--truth T] [--seed N]
+    clumpscout replay --boxes boxes.parquet --out DIR [--config FILE] [--gold G]
+        [--full-labels L] [--truth T] [--seed N]
 """
 
 from __future__ import annotations
