@@ -462,3 +462,57 @@ def test_default_live_map_by_hand():
     assert m.p_real([0.1], [0.4], [3], [10])[0] == pytest.approx(0.63)
     assert m.kept_probability([0.1, 0.5], [0.4, 0.4], [3, 3], [10, 10]).tolist() == [1.0, 0.0]
     assert m.counted == (1.0, 0.25) and m.kind == "default"
+
+
+# ------------------------------------------------------------------ expert boxes
+
+
+def _box_toy(n=40):
+    """One label per subject, (10, 10, 30, 50) + 5 px per subject along x, marked by 15 of
+    20; the experts' box is 0.9 x as wide, 1.1 x as tall and its centre 1 px right and
+    2 px up (0.05 label widths, -0.05 label heights). IoU of the two: 0.66."""
+    sid = 2000 + np.arange(n)
+    x0 = 10.0 + 5.0 * np.arange(n)
+    labels = pd.DataFrame(
+        {"subject_id": sid, "clump": 0, "x1": x0, "y1": 10.0, "x2": x0 + 20, "y2": 50.0}
+    )
+    labels = labels.assign(x=x0 + 10, y=30.0, p_fp=1e-9, p_weak=1e-6, n_marks=15, frac_unusual=0.0)
+    cx, cy = x0 + 10 + 1.0, 30.0 - 2.0
+    experts = pd.DataFrame(
+        {"subject_id": sid, "x1": cx - 9, "y1": cy - 22, "x2": cx + 9, "y2": cy + 22}
+    )
+    subjects = pd.DataFrame(
+        {"subject_id": sid, "n_volunteers": 20, "n_fp": 0.0, "n_fn": 0.0, "n_fn_weak": 0.0}
+    )
+    return labels, subjects, gold_from_table(experts)
+
+
+def test_box_correction_by_hand():
+    labels, _, gold = _box_toy()
+    corr = cal.box_correction(labels.assign(p_empty=labels["p_fp"]), gold)
+    assert corr["log_width"] == pytest.approx(np.log(0.9))
+    assert corr["log_height"] == pytest.approx(np.log(1.1))
+    assert corr["dx"] == pytest.approx(1.0 / 20) and corr["dy"] == pytest.approx(-2.0 / 40)
+    fixed = cal.correct_boxes(labels, corr)
+    np.testing.assert_allclose(
+        fixed[["x1", "y1", "x2", "y2"]].to_numpy(), gold.marks[["x1", "y1", "x2", "y2"]]
+    )
+    np.testing.assert_allclose(fixed["x"], labels["x"] + 1.0)
+    # too few pairs: no correction
+    assert cal.box_correction(labels.assign(p_empty=labels["p_fp"]), gold, [2000, 2001]) is None
+
+
+def test_calibration_corrects_the_label_boxes_against_expert_boxes():
+    labels, subjects, gold = _box_toy()
+    out, _, report = calibrate(labels, subjects, gold, CalibrationSettings(seed=0))
+    corr = report["box_correction"]
+    assert corr["pairs"] == 40 and corr["log_width"] == pytest.approx(np.log(0.9))
+    # every fold measured the same offset on the others, so every box lands on the experts'
+    np.testing.assert_allclose(
+        out[["x1", "y1", "x2", "y2"]].to_numpy(), gold.marks[["x1", "y1", "x2", "y2"]]
+    )
+    off, _, report = calibrate(
+        labels, subjects, gold, CalibrationSettings(seed=0, box_correction=False)
+    )
+    assert report["box_correction"] is None
+    np.testing.assert_array_equal(off["x1"].to_numpy(), labels["x1"].to_numpy())

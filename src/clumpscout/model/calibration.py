@@ -48,7 +48,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.evaluation.matching import match_one_to_one, matched_pairs
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +80,7 @@ class CalibrationSettings:
     C: float = 1.0
     match_iou: float = 0.5
     expert_majority: float = 0.0  # gold from expert clicks (clumpscout.data.gold)
+    box_correction: bool = True  # expert boxes: correct the label boxes' systematic offset
     seed: int = 0
     #: (α_fp, α_fn, α_σ) of the subject risk, recomputed with the calibrated N_fp, N_fn
     risk_weights: tuple = (1.0, 1.0, 2.0)
@@ -442,6 +443,69 @@ def _gold_data(gold: Gold, labels, X, subjects, Z, s: CalibrationSettings) -> _G
     )
 
 
+#: fewest label-expert box pairs from which the box correction is measured
+MIN_BOX_PAIRS = 20
+#: a label and an expert box are a pair for the box correction at IoU ≥ this
+BOX_PAIR_IOU = 0.3
+
+
+def box_correction(labels: pd.DataFrame, gold: Gold, subjects=None) -> dict | None:
+    """How the experts' boxes sit relative to the labels they match (docs/decisions.md#gold-boxes):
+    the medians, over the one-to-one pairs at IoU ≥ :data:`BOX_PAIR_IOU` of the labels with
+    p_empty < 0.5 on the gold ``subjects`` (default: all), of ln(expert width / label width),
+    ln(expert height / label height) and the centre offsets in label widths and heights.
+    None without a box gold standard or with fewer than :data:`MIN_BOX_PAIRS` pairs."""
+    if gold is None or gold.kind != "marks" or gold.geometry != "box":
+        return None
+    subjects = gold.subjects if subjects is None else np.asarray(subjects)
+    lab = labels.loc[
+        labels["subject_id"].isin(subjects).to_numpy() & (labels["p_empty"] < 0.5).to_numpy()
+    ].reset_index(drop=True)
+    marks = gold.restrict(subjects).marks
+    li, oi, _ = matched_pairs(lab, marks, "box", BOX_PAIR_IOU)
+    if len(li) < MIN_BOX_PAIRS:
+        return None
+    a = lab[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)[li]
+    e = marks[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)[oi]
+    w, h = a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]
+    return {
+        "log_width": float(np.median(np.log((e[:, 2] - e[:, 0]) / w))),
+        "log_height": float(np.median(np.log((e[:, 3] - e[:, 1]) / h))),
+        "dx": float(np.median(((e[:, 0] + e[:, 2]) - (a[:, 0] + a[:, 2])) / 2 / w)),
+        "dy": float(np.median(((e[:, 1] + e[:, 3]) - (a[:, 1] + a[:, 3])) / 2 / h)),
+        "pairs": int(len(li)),
+    }
+
+
+def correct_boxes(labels: pd.DataFrame, corr: dict | None, rows=None) -> pd.DataFrame:
+    """``labels`` with the boxes of ``rows`` (default: all) moved and resized by ``corr``
+    (:func:`box_correction`); x, y follow the box centre."""
+    if corr is None or not len(labels):
+        return labels
+    out = labels.copy()
+    sel = np.ones(len(out), bool) if rows is None else np.asarray(rows)
+    b = out.loc[sel, ["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)
+    w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    cx = 0.5 * (b[:, 0] + b[:, 2]) + corr["dx"] * w
+    cy = 0.5 * (b[:, 1] + b[:, 3]) + corr["dy"] * h
+    w2, h2 = w * np.exp(corr["log_width"]), h * np.exp(corr["log_height"])
+    new = np.column_stack([cx - w2 / 2, cy - h2 / 2, cx + w2 / 2, cy + h2 / 2, cx, cy])
+    cols = ["x1", "y1", "x2", "y2", "x", "y"]
+    out.loc[sel, cols] = new if "x" in out.columns else new[:, :4]
+    return out
+
+
+def _with_fold_boxes(labels, raw, corr, lab_gold, rows) -> pd.DataFrame:
+    """``labels`` with the boxes of the gold labels ``lab_gold[rows]`` taken from ``raw``
+    corrected by ``corr`` (a cross-fitting fold's own correction)."""
+    idx = lab_gold[rows]
+    fixed = correct_boxes(raw.iloc[idx], corr)
+    out = labels.copy()
+    cols = [c for c in ("x1", "y1", "x2", "y2", "x", "y") if c in out.columns]
+    out.iloc[idx, [out.columns.get_loc(c) for c in cols]] = fixed[cols].to_numpy()
+    return out
+
+
 def _fit_on(d: _GoldData, keep: np.ndarray, kind: str, C: float) -> CalibrationMap:
     """The maps fitted on the gold subjects ``keep`` (a boolean mask over d.subjects)."""
     lab = keep[d.label_subject]
@@ -477,6 +541,9 @@ def calibrate(
     labels, subjects = _with_inputs(labels, subjects)
     X = label_features(labels, subjects.set_index("subject_id")["n_volunteers"], assignments)
     Z = miss_features(subjects)
+    raw = labels
+    corr = box_correction(raw, gold) if s.box_correction else None
+    labels = correct_boxes(raw, corr)
     d = _gold_data(gold, labels, X, subjects, Z, s)
     absent = np.setdiff1d(gold.subjects, subjects["subject_id"].to_numpy())
     not_aggregated = np.setdiff1d(np.setdiff1d(gold.subjects, absent), d.subjects)
@@ -519,12 +586,22 @@ def calibrate(
     srow = pd.Series(np.arange(len(subjects)), index=subjects["subject_id"].to_numpy())
     held_out_p = np.full(len(d.label_subject), np.nan)
     held_out_miss = np.full(len(d.subjects), np.nan)
+    held_out_real = None if d.real is None else np.zeros(len(d.label_subject), bool)
+    fold_corr = []
     for k, fold in enumerate(folds):
         in_fold = np.isin(d.subjects, fold)
-        m = _fit_on(d, ~in_fold, gold.kind, s.C)
+        dk = d
+        if corr is not None:  # the fold's boxes corrected as measured on the other folds
+            ck = box_correction(raw, gold, d.subjects[~in_fold]) or corr
+            fold_corr.append(ck)
+            labels = _with_fold_boxes(labels, raw, ck, lab_gold, in_fold[d.label_subject])
+            dk = _gold_data(gold, correct_boxes(raw, ck), X, subjects, Z, s)
+        m = _fit_on(dk, ~in_fold, gold.kind, s.C)
         lab = in_fold[d.label_subject]
         held_out_p[lab] = m.p_real(d.X[lab])
         held_out_miss[in_fold] = m.expected_missed(d.Z[in_fold])
+        if held_out_real is not None:
+            held_out_real[lab] = dk.real[lab]
         fold_of[lab_gold[lab]] = k
     p_real[lab_gold] = held_out_p
     missed[srow.reindex(d.subjects).to_numpy()] = held_out_miss
@@ -532,8 +609,9 @@ def calibrate(
     labels["p_gold_fold"] = fold_of
     # the experts' verdict beside the cross-fitted numbers (reliability and count figures)
     gold_real = np.full(len(labels), np.nan)
-    if d.real is not None:
-        gold_real[lab_gold] = d.real.astype(float)
+    if held_out_real is not None:
+        gold_real[lab_gold] = held_out_real.astype(float)
+        d.real = held_out_real
     labels["gold_real"] = gold_real
     subjects["gold"] = subjects["subject_id"].isin(d.subjects).to_numpy()
     subjects["gold_count"] = (
@@ -547,6 +625,8 @@ def calibrate(
             "features": list(FEATURES),
             "miss_features": list(MISS_FEATURES),
             "fit": full.info | {"kind": full.kind},
+            "box_correction": corr,
+            "box_correction_folds": fold_corr or None,
             "held_out": _held_out_summary(d, held_out_p, held_out_miss),
             "seconds": round(time.perf_counter() - t0, 3),
         }
