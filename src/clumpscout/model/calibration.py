@@ -477,21 +477,20 @@ def box_correction(labels: pd.DataFrame, gold: Gold, subjects=None) -> dict | No
     }
 
 
-def correct_boxes(labels: pd.DataFrame, corr: dict | None, rows=None) -> pd.DataFrame:
-    """``labels`` with the boxes of ``rows`` (default: all) moved and resized by ``corr``
-    (:func:`box_correction`); x, y follow the box centre."""
+def correct_boxes(labels: pd.DataFrame, corr: dict | None) -> pd.DataFrame:
+    """``labels`` with every box moved and resized by ``corr`` (:func:`box_correction`);
+    x, y follow the box centre."""
     if corr is None or not len(labels):
         return labels
     out = labels.copy()
-    sel = np.ones(len(out), bool) if rows is None else np.asarray(rows)
-    b = out.loc[sel, ["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)
+    b = out[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)
     w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
     cx = 0.5 * (b[:, 0] + b[:, 2]) + corr["dx"] * w
     cy = 0.5 * (b[:, 1] + b[:, 3]) + corr["dy"] * h
     w2, h2 = w * np.exp(corr["log_width"]), h * np.exp(corr["log_height"])
     new = np.column_stack([cx - w2 / 2, cy - h2 / 2, cx + w2 / 2, cy + h2 / 2, cx, cy])
-    cols = ["x1", "y1", "x2", "y2", "x", "y"]
-    out.loc[sel, cols] = new if "x" in out.columns else new[:, :4]
+    cols = ["x1", "y1", "x2", "y2", "x", "y"] if "x" in out.columns else ["x1", "y1", "x2", "y2"]
+    out[cols] = new[:, : len(cols)]
     return out
 
 
@@ -734,8 +733,7 @@ class LiveMap:
     not by 20: a logistic regression on :data:`LIVE_FEATURES`.
 
     ``counted`` (strong, weak): the share of real strongly / weakly marked labels the
-    project counts, which the retirement policy gives the objects no label holds yet
-    (default map: 1 and ``weak_real``).
+    project counts (reported; default map: 1 and ``weak_real``).
     """
 
     weak_real: float = 0.75
@@ -817,9 +815,3 @@ class LiveMap:
         xt = self._design(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
         var = np.einsum("ij,ij->i", xt @ self.cov, xt)
         return special.ndtr(self._logit_real(xt) / np.sqrt(np.maximum(var, 1e-12)))
-
-    def counted_weight(self, p_weak) -> np.ndarray:
-        """P(a real label is one the project counts) = c_s (1 − p_weak) + c_w p_weak."""
-        w = np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
-        c_strong, c_weak = self.counted
-        return c_strong * (1.0 - w) + c_weak * w

@@ -301,9 +301,8 @@ def open_objects(state: pd.DataFrame) -> np.ndarray:
 def apply_map(a: Assessment, label_map: LiveMap | None, horizon, label_subject=None) -> Assessment:
     """The assessment with its labels' ``p_fp`` from ``label_map`` (None: the default map)
     and the policy's numbers that depend on it: ``flips``, ``new_kept`` (the classifications
-    still to come: ``horizon`` − n per subject; ``horizon`` one number or one per subject)
-    and ``c_strong``, ``c_weak`` (the map's counted shares). ``label_subject``: each label's
-    row of ``a.subjects`` (default: by subject_id)."""
+    still to come: ``horizon`` − n per subject; ``horizon`` one number or one per subject).
+    ``label_subject``: each label's row of ``a.subjects`` (default: by subject_id)."""
     label_map = label_map or LiveMap.default(WEAK_REAL)
     st, lab = a.subjects.copy(), a.labels.copy()
     if label_subject is None:
@@ -325,7 +324,6 @@ def apply_map(a: Assessment, label_map: LiveMap | None, horizon, label_subject=N
     )
     st["flips"] = np.bincount(label_subject, weights=flips, minlength=len(st))
     st["new_kept"] = new_kept_labels(st, m.astype(np.int64), label_map)
-    st["c_strong"], st["c_weak"] = label_map.counted
     return Assessment(st, lab.drop(columns="n"), a.counts)
 
 
