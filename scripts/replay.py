@@ -9,6 +9,7 @@ def _run(sm):
     with metered():  # the numba compile seconds of the job (imports included), in its log
         from pathlib import Path
 
+        from clumpscout.data.gold import read_gold
         from clumpscout.evaluation import replay as rp
         from clumpscout.evaluation.regimes import truth_tables
         from clumpscout.model.params import Params
@@ -18,7 +19,8 @@ def _run(sm):
         settings = rp.Settings.from_dict(dict(sm.params.replay))
         truth = None
         if "truth" in sm.input.keys():
-            truth = truth_tables(Path(sm.input.truth).parent)[1]  # any real object
+            truth = truth_tables(Path(sm.input.truth).parent)[0]  # what the project counts
+        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
         boxes = read_boxes(sm.input.boxes)
         table, points, report = rp.replay(
             boxes,
@@ -27,7 +29,8 @@ def _run(sm):
             truth=truth,
             seed=int(sm.params.seed),
             path=sm.input.boxes,
-            weak_real=float(sm.params.calibration["weak_real"]),
+            gold=gold,
+            calibration=dict(sm.params.calibration),
         )
         rp.write_outputs(Path(sm.output.table).parent, table, points, report)
 

@@ -283,7 +283,9 @@ class _Engine:
         ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
         (relative) or ``em_max_iter`` nominal clusterings, keep the best state.
         ``paper_code`` (what the authors' code does): stop at the first nominal iteration
-        whose log-likelihood does not fall below the previous one, keep the last state.
+        whose log-likelihood does not fall below the previous one, keep the last state. The
+        first nominal iteration is compared with the initial clustering, which the authors'
+        loop skips (docs/decisions.md#em-stopping, #scale-invariance).
         """
         p = self.p
         rule = p.em_stop_rule
