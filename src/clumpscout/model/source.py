@@ -37,9 +37,10 @@ class BoxSource:
     columns: list[str]
 
     def blocks(
-        self, columns: list[str] | None = None, rows: int = BLOCK_ROWS
+        self, columns: list[str] | None = None, rows: int | None = None
     ) -> Iterator[tuple[int, pd.DataFrame]]:
-        """(first row, block) pairs; ``columns``: only those (that exist), None: all."""
+        """(first row, block) pairs of ``rows`` rows (default :data:`BLOCK_ROWS`);
+        ``columns``: only those (that exist), None: all."""
         raise NotImplementedError
 
     def frame(self) -> pd.DataFrame:
@@ -56,7 +57,8 @@ class FrameSource(BoxSource):
         self.n_rows = len(df)
         self.columns = [str(c) for c in df.columns]
 
-    def blocks(self, columns=None, rows=BLOCK_ROWS):
+    def blocks(self, columns=None, rows=None):
+        rows = rows or BLOCK_ROWS
         df = self.df if columns is None else self.df[[c for c in columns if c in self.columns]]
         for start in range(0, max(self.n_rows, 1), rows):
             yield start, df.iloc[start : start + rows].reset_index(drop=True)
@@ -79,9 +81,10 @@ class ParquetSource(BoxSource):
         self.n_rows = int(self._file.metadata.num_rows)
         self.columns = list(self._file.schema_arrow.names)
 
-    def blocks(self, columns=None, rows=BLOCK_ROWS):
+    def blocks(self, columns=None, rows=None):
         import pyarrow as pa
 
+        rows = rows or BLOCK_ROWS
         cols = None if columns is None else [c for c in columns if c in self.columns]
         schema = self._file.schema_arrow
         if cols is not None:
