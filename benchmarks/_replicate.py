@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 #: integer id columns shifted by ``c · stride`` in copy c

@@ -8,8 +8,9 @@ For every k, :mod:`_replicate` writes k independent copies of the boxes table (a
 gold standard) under ``--work`` once; every (k, model) is then one ``clumpscout aggregate``
 process (the command line, which reads the file block by block) run under
 ``/usr/bin/time -v``: peak RSS (its "Maximum resident set size"), wall time, and from
-report.json the cycles and their seconds. A run whose RSS passes ``--kill-gb`` is killed
-and reported as such. Prints a Markdown table (README's "Memory and time at scale"): bytes
+report.json the cycles and their seconds; ``rss.tsv`` beside the outputs samples the RSS
+every second (to read beside the log's timestamps: which phase peaks). A run whose RSS
+passes ``--kill-gb`` is killed and reported as such. Prints a Markdown table (README's "Memory and time at scale"): bytes
 per input row are (peak − the k = 1 base) / rows, so a project's need is base + rows × that.
 
 Timings depend on the machine's load (one run at a time, ``nice``); peak RSS does not.
@@ -79,11 +80,16 @@ def run_one(python: str, boxes: Path, gold: Path | None, config: Path, out: Path
         cmd += ["--gold", str(gold)]
     env = dict(os.environ, NUMBA_NUM_THREADS="1")
     t0 = time.perf_counter()
-    with open(out / "run.log", "w") as log:
+    with open(out / "run.log", "w") as log, open(out / "rss.tsv", "w") as trace:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         killed = False
+        trace.write("time\trss_mb\n")
         while proc.poll() is None:
-            if _rss_kb(proc.pid) > kill_gb * 1024**2:
+            rss = _rss_kb(proc.pid)
+            # the RSS over time, to put beside the log's timestamps (which phase peaks)
+            trace.write(f"{time.strftime('%H:%M:%S')}\t{rss / 1024:.0f}\n")
+            trace.flush()
+            if rss > kill_gb * 1024**2:
                 for k in _children(proc.pid):
                     os.kill(k, signal.SIGKILL)
                 killed = True
@@ -140,7 +146,9 @@ def main(argv=None) -> int:
             print(json.dumps(res), flush=True)
     base = {r["model"]: r for r in rows if r["k"] == min(a.ks) and not r["killed"]}
     print()
-    print("| k | model | rows | peak RSS (GB) | wall (s) | time / 1x | s per cycle | bytes per row above 1x |")
+    print(
+        "| k | model | rows | peak RSS (GB) | wall (s) | time / 1x | s per cycle | bytes per row above 1x |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         b = base.get(r["model"])

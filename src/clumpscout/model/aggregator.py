@@ -81,7 +81,6 @@ from clumpscout.model.calibration import CalibrationSettings, calibrate
 from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import Prepared, _ranges, prepare, split_by_tool
-from clumpscout.model.source import BoxSource, box_source
 from clumpscout.model.retirement import (
     RETIRED,
     RETIRED_EMPTY,
@@ -93,6 +92,7 @@ from clumpscout.model.retirement import (
     pre_batch_status,
     retire_mask,
 )
+from clumpscout.model.source import BoxSource, box_source
 
 log = logging.getLogger(__name__)
 

@@ -59,9 +59,10 @@ class FrameSource(BoxSource):
 
     def blocks(self, columns=None, rows=None):
         rows = rows or BLOCK_ROWS
-        df = self.df if columns is None else self.df[[c for c in columns if c in self.columns]]
+        cols = None if columns is None else [c for c in columns if c in self.columns]
         for start in range(0, max(self.n_rows, 1), rows):
-            yield start, df.iloc[start : start + rows].reset_index(drop=True)
+            block = self.df.iloc[start : start + rows]
+            yield start, (block if cols is None else block[cols]).reset_index(drop=True)
 
     def frame(self) -> pd.DataFrame:
         return self.df
