@@ -78,6 +78,23 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                 writer.close()
 
 
+def write_ecsv(table, path: str | os.PathLike, rows: int = 100_000) -> None:
+    """Write an astropy Table as ECSV atomically, ``rows`` rows at a time (astropy formats a
+    block's values as strings before writing them): the header once, then every block's data
+    lines, so the file has the bytes of ``table.write(path, format="ascii.ecsv")``."""
+    import io
+
+    with atomic_path(path) as tmp, open(tmp, "w") as fh:
+        for start in range(0, max(len(table), 1), rows):
+            buf = io.StringIO()
+            table[start : start + rows].write(buf, format="ascii.ecsv")
+            lines = buf.getvalue().splitlines(keepends=True)
+            if start > 0:  # drop the header: its comment lines and the column names
+                n_head = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+                lines = lines[n_head + 1 :]
+            fh.writelines(lines)
+
+
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` to CSV atomically (no index)."""
     with atomic_path(path) as tmp:

@@ -57,6 +57,10 @@ Outputs (:meth:`AggregationResult.write`):
   ``report.json`` (counts, per-cycle EM log-likelihoods, the model's population
   parameters, run-health diagnostics and ``warnings``, timings).
 
+Memory (docs/decisions.md#aggregation-memory): given a Parquet path, ``fit`` reads the table
+block by block into compact arrays and :meth:`AggregationResult.write` writes assignments
+block by block from it again (:class:`Assignments`), so the table is never held whole.
+
 Every random step takes a seed derived from ``seed``; the same input in any row order with
 the same seed gives the same outputs (docs/decisions.md#determinism).
 """
@@ -74,7 +78,7 @@ import pandas as pd
 from clumpscout import __version__
 from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
-from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_blocks
+from clumpscout.io import write_ecsv, write_json, write_parquet, write_parquet_blocks
 from clumpscout.logs import timed
 from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
@@ -152,8 +156,7 @@ class AggregationResult:
         write_parquet(self.subjects, out / "subjects.parquet")
         write_parquet(self.volunteers, out / "volunteers.parquet")
         self.assignment_codes.write(out / "assignments.parquet")
-        with atomic_path(out / "clumps.ecsv") as tmp:
-            self.clumps_table().write(tmp, format="ascii.ecsv", overwrite=True)
+        write_ecsv(self.clumps_table(), out / "clumps.ecsv")
         write_json(self.report, out / "report.json")
 
 

@@ -2,9 +2,10 @@
 
 :func:`prepare` turns the boxes table of ``clumpscout boxes`` (one row per click, x1, y1,
 x2, y2 in subject pixels, or one coordinate-less row for a classification that marked
-nothing) into the integer codes and normalised coordinates of :class:`Prepared` that the
-EM (:mod:`clumpscout.model.em`) works on. Coordinates are normalised by the image size for
-every distance (docs/decisions.md#box-geometry, #jaccard-distance).
+nothing) into the integer codes and coordinates of :class:`Prepared` that the EM
+(:mod:`clumpscout.model.em`) works on. Coordinates are normalised by the image size for
+every distance (docs/decisions.md#box-geometry, #jaccard-distance), batch by batch
+(:meth:`Prepared.normalised`).
 
 The annotation unit ``z_ij`` is one volunteer on one subject: two classifications of one
 subject by one volunteer (a duplicate the export reader normally removes) are merged and
@@ -13,6 +14,10 @@ counted in the report (docs/decisions.md#one-box-per-classification).
 Determinism (docs/decisions.md#determinism): rows are put into a canonical order (subject,
 volunteer, classification, coordinates) before anything else and volunteers are coded by
 sorted name, so the same input in any row order gives the same arrays.
+
+Memory (docs/decisions.md#aggregation-memory): the table is read one block at a time
+(:mod:`clumpscout.model.source`: a DataFrame or a Parquet file) into one compact array per
+column it needs; the boxes keep their pixel coordinates and int32 codes only.
 
 :func:`split_by_tool` rewrites the table so that every (subject, tool) pair is aggregated
 as a subject of its own (``aggregate.per_tool``, docs/decisions.md#per-tool).
