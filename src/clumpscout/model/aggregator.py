@@ -180,7 +180,7 @@ class Assignments:
 
     def _block(self, start: int, df: pd.DataFrame) -> pd.DataFrame:
         code = self.codes[start : start + len(df)]
-        out = df.reset_index(drop=True).copy()
+        out = df.reset_index(drop=True)  # a new frame (copy on write): the input is unchanged
         kind = np.full(len(df), "empty", dtype=object)
         kind[code >= 0] = "clump"
         kind[code == _DUMMY] = "dummy"

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from clumpscout.errors import InputError
 from clumpscout.model.source import BoxSource, box_source
@@ -324,6 +325,8 @@ def _read_rows(src: BoxSource, path) -> _Rows:
     rows = _Rows(src.n_rows, "created_at" in src.columns)
     for off, df in src.blocks(list(_READ_COLUMNS)):
         _read_block(rows, off, df, path)
+    del df
+    pa.default_memory_pool().release_unused()  # the blocks' Arrow buffers back to the system
     return rows
 
 
