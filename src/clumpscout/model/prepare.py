@@ -330,21 +330,28 @@ def _read_rows(src: BoxSource, path) -> _Rows:
     return rows
 
 
-def _canonical_order(rows: _Rows, sid_code: np.ndarray, n_vol: int, path) -> np.ndarray:
+def _canonical_order(rows: _Rows, sid_code: np.ndarray, n_vol: int, path):
     """Row order (subject, volunteer, classification), then the rows of each classification
     by (x1, y1, x2, y2, unusual), NaN last, ties in input order; checks one subject and
-    volunteer per classification on the way."""
-    key = sid_code * np.int64(n_vol) + rows.vol
+    volunteer per classification on the way. Returns ``(order, key, new_ann, new_cls)``:
+    the order, the rows' (subject, volunteer) key in that order (subject · max(n_vol, 1) +
+    volunteer) and where a new annotation and a new classification start."""
+    key = sid_code * np.int64(max(n_vol, 1)) + rows.vol
     order = np.lexsort((rows.cid, key))
-    n_runs = int(_change_points(key[order], rows.cid[order]).sum()) if len(order) else 0
-    del key
-    if n_runs != len(pd.unique(rows.cid)):
+    key = key[order]
+    s_cid = rows.cid[order]
+    new_ann = _change_points(key)
+    new_cls = new_ann.copy()
+    new_cls[1:] |= s_cid[1:] != s_cid[:-1]
+    del s_cid
+    if int(new_cls.sum()) != len(pd.unique(rows.cid)):
         _raise_split_classification(rows, path)
     c = rows.coords
+    # only rows of one classification (so of one key) move: key and the starts stay valid
     _sort_within_groups(
         order, rows.cid, c["x1"], c["y1"], c["x2"], c["y2"], rows.unusual.view(np.uint8)
     )
-    return order
+    return order, key, new_ann, new_cls
 
 
 def _raise_split_classification(rows: _Rows, path) -> None:
@@ -382,50 +389,48 @@ def prepare(boxes, path=None) -> Prepared:
     sid_code = sid_code.astype(np.int64)
     subject_ids = np.asarray(subject_ids, np.int64)
     n_subj = len(subject_ids)
-    order = _canonical_order(rows, sid_code, n_vol_total, path)
-    rows.sid = None  # only the error of _canonical_order names subject ids
+    subj_n_rows = np.bincount(sid_code, minlength=n_subj)
+    subj_order_key = _arrival_key(rows, sid_code, n_subj)
+    rows.time = None
+    # (the arrays of every row are freed as soon as they are used: this sets the peak)
+    order, key, new_ann, new_cls = _canonical_order(rows, sid_code, n_vol_total, path)
+    rows.sid = rows.cid = rows.vol = None
+    del sid_code
+    m = np.int64(max(n_vol_total, 1))
 
     # annotations z_ij = (subject, volunteer), classifications
-    s_sid = sid_code[order]
-    s_vol = rows.vol[order]
-    new_ann = _change_points(s_sid, s_vol)
-    new_cls = new_ann.copy()
-    new_cls[1:] |= rows.cid[order[1:]] != rows.cid[order[:-1]]
     ann_first = np.flatnonzero(new_ann)
     n_ann = len(ann_first)
     report["duplicate_classifications_merged"] = int(new_cls.sum() - n_ann)
-    cls_vol = s_vol[ann_first]
-    cls_subject = s_sid[ann_first]
-    vol_n_classifications = np.bincount(s_vol[new_cls], minlength=n_vol_total)
-    del s_vol, new_cls, ann_first
+    cls_key = key[ann_first]
+    cls_vol, cls_subject = cls_key % m, cls_key // m
+    vol_n_classifications = np.bincount(key[new_cls] % m, minlength=n_vol_total)
+    del key, new_cls, ann_first, cls_key
 
     # subjects
     subj_n_vol = np.bincount(cls_subject, minlength=n_subj)
     subj_cls_off = np.concatenate([[0], np.cumsum(subj_n_vol)]).astype(np.int64)
-    subj_row_off = np.concatenate([[0], np.cumsum(np.bincount(s_sid, minlength=n_subj))])
-    del s_sid
+    subj_row_off = np.concatenate([[0], np.cumsum(subj_n_rows)])
     first_row_of_subj = order[subj_row_off[:-1]]  # image size: the subject's first row
     subj_width = rows.width[first_row_of_subj]
     subj_height = rows.height[first_row_of_subj]
-    subj_order_key = _arrival_key(rows, order, subj_row_off, n_subj)
-    rows.time = None
 
     # boxes
-    valid_sorted = rows.valid[order]
     ann_of_row = np.cumsum(new_ann) - 1
     del new_ann
-    box_pos = np.flatnonzero(valid_sorted)
-    del valid_sorted
+    box_pos = np.flatnonzero(rows.valid[order])
+    rows.valid = None
     idx_t = _index_type(max(n, n_ann, n_vol_total))
     box_cls = ann_of_row[box_pos].astype(idx_t)
     del ann_of_row
     box_row = order[box_pos]
     del box_pos, order
-    subj_n_boxes = np.bincount(cls_subject[box_cls], minlength=n_subj)
+    box_subject = cls_subject[box_cls]
+    subj_n_boxes = np.bincount(box_subject, minlength=n_subj)
     subj_box_off = np.concatenate([[0], np.cumsum(subj_n_boxes)]).astype(np.int64)
-    _check_image_size(rows, box_row, sid_code, subj_width, subj_height, path)
+    _check_image_size(rows, box_row, box_subject, subj_width, subj_height, path)
     rows.width = rows.height = None
-    del sid_code
+    del box_subject
     box_px = np.empty((len(box_row), 4))
     for j, k in enumerate(("x1", "y1", "x2", "y2")):
         box_px[:, j] = rows.coords[k][box_row]
@@ -453,7 +458,7 @@ def prepare(boxes, path=None) -> Prepared:
         cls_vol=cls_vol.astype(idx_t),
         box_row=box_row.astype(idx_t),
         box_cls=box_cls,
-        box_vol=rows.vol[box_row].astype(idx_t),
+        box_vol=cls_vol[box_cls].astype(idx_t),  # the box's annotation's volunteer
         box_px=box_px,
         box_unusual=rows.unusual[box_row],
         volunteer_names=volunteer_names,
@@ -464,18 +469,18 @@ def prepare(boxes, path=None) -> Prepared:
     )
 
 
-def _arrival_key(rows: _Rows, order: np.ndarray, subj_row_off: np.ndarray, n_subj: int):
+def _arrival_key(rows: _Rows, sid_code: np.ndarray, n_subj: int):
     """Per subject, when its last classification came in (``created_at``), if known."""
     if rows.time is None:
         return np.zeros(n_subj, dtype=np.int64)
-    if n_subj == 0:
-        return np.zeros(0, dtype=np.int64)
-    return np.maximum.reduceat(rows.time[order], subj_row_off[:-1])
+    key = np.full(n_subj, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(key, sid_code, rows.time)
+    return key
 
 
-def _check_image_size(rows, box_row, sid_code, subj_width, subj_height, path) -> None:
+def _check_image_size(rows, box_row, box_subject, subj_width, subj_height, path) -> None:
     """Every box of a subject has the image size of the subject's first row."""
-    s = sid_code[box_row]
+    s = box_subject
     diff = (np.abs(rows.width[box_row] - subj_width[s]) > 0) | (
         np.abs(rows.height[box_row] - subj_height[s]) > 0
     )
