@@ -323,10 +323,11 @@ def _read_rows(src: BoxSource, path) -> _Rows:
     if missing:
         raise InputError(f"missing column(s): {', '.join(missing)}", path=path)
     rows = _Rows(src.n_rows, "created_at" in src.columns)
+    pool = pa.default_memory_pool()
     for off, df in src.blocks(list(_READ_COLUMNS)):
         _read_block(rows, off, df, path)
-    del df
-    pa.default_memory_pool().release_unused()  # the blocks' Arrow buffers back to the system
+        del df
+        pool.release_unused()  # the block's Arrow buffers back to the system, not cached
     return rows
 
 
