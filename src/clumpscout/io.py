@@ -73,6 +73,8 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                 if writer is None:
                     writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
                 writer.write_table(table)
+                del table
+                pa.default_memory_pool().release_unused()  # not cached between blocks
         finally:
             if writer is not None:
                 writer.close()

@@ -479,7 +479,7 @@ def _markers(prep: Prepared, box_assign: np.ndarray) -> pd.DataFrame:
             "subject_id": prep.subject_ids[prep.box_subject_of(clump)],
             "volunteer": vol,
             "cluster": pd.array(box_assign[clump].astype(np.int64), dtype="Int64"),
-            "assignment": np.full(len(clump), "clump", dtype=object),
+            "assignment": pd.Categorical.from_codes(np.zeros(len(clump), np.int8), ["clump"]),
         }
     )
 
