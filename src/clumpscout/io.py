@@ -9,6 +9,7 @@ same table gives the same bytes.
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import tempfile
@@ -74,6 +75,7 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                     writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
                 writer.write_table(table)
                 del table
+                gc.collect()  # a block's frames may be cyclic garbage: free them now
                 pa.default_memory_pool().release_unused()  # not cached between blocks
         finally:
             if writer is not None:
@@ -95,6 +97,8 @@ def write_ecsv(table, path: str | os.PathLike, rows: int = 100_000) -> None:
                 n_head = next(i for i, line in enumerate(lines) if not line.startswith("#"))
                 lines = lines[n_head + 1 :]
             fh.writelines(lines)
+            del buf, lines
+            gc.collect()  # a slice's table is cyclic garbage: free it before the next block
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
