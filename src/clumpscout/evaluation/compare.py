@@ -53,8 +53,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout.arrays import ranges as _ranges
 from clumpscout.errors import InputError
-from clumpscout.model.prepare import _ranges
 
 log = logging.getLogger(__name__)
 
@@ -140,8 +140,10 @@ def containment(labels: pd.DataFrame, points: pd.DataFrame) -> tuple[np.ndarray,
     l0, l1 = np.searchsorted(ls, common, "left"), np.searchsorted(ls, common, "right")
     p0, p1 = np.searchsorted(ps, common, "left"), np.searchsorted(ps, common, "right")
     n_pairs = (l1 - l0) * (p1 - p0)
+    if not len(common):
+        return label_hit, point_best
     block = np.cumsum(n_pairs) // _PAIRS_PER_BLOCK
-    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]]) if len(common) else []
+    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
     ends = [*starts[1:], len(common)]
     for a, b in zip(starts, ends, strict=True):
         # every (label, point) pair of each subject of the block, in sorted positions

@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
 from clumpscout.model.source import BoxSource, box_source
 
@@ -116,17 +117,8 @@ def read_boxes(path) -> pd.DataFrame:
         raise InputError(f"cannot read boxes table ({exc})", path=path) from None
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, e)`` for every (s, e), vectorised."""
-    starts = np.asarray(starts, np.int64)
-    lens = np.asarray(ends, np.int64) - starts
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    keep = lens > 0
-    starts, lens = starts[keep], lens[keep]
-    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    return offs + np.arange(total, dtype=np.int64)
+#: concatenated aranges (the name em.py and evaluation.replay import from here)
+_ranges = ranges
 
 
 def _change_points(*keys: np.ndarray) -> np.ndarray:
