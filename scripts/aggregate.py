@@ -13,18 +13,16 @@ def _run(sm):
         from clumpscout.data.gold import read_gold
         from clumpscout.model.aggregator import Aggregator
         from clumpscout.model.params import Params
-        from clumpscout.model.prepare import read_boxes
 
         params = Params.from_dict(dict(sm.params.aggregate))
         gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
-        boxes = read_boxes(sm.input.boxes)
         agg = Aggregator(
             params,
             seed=int(sm.params.seed),
             per_tool=bool(sm.params.per_tool),
             calibration=dict(sm.params.calibration),
         )
-        agg.fit(boxes, path=sm.input.boxes, gold=gold)
+        agg.fit(sm.input.boxes, gold=gold)  # the file is read block by block
         agg.write(Path(sm.output.labels).parent)
 
 

@@ -85,8 +85,23 @@ class _FastEcsv(_ecsv.Ecsv):
     data_class = _FastEcsvData
 
 
-def write_ecsv(table: Table, path: str | Path) -> None:
-    """Write ``table`` to ``path`` as ECSV, the bytes of ``table.write(path, format="ascii.ecsv")``."""
+def write_ecsv(table: Table, path: str | Path, rows: int = 100_000) -> None:
+    """Write ``table`` to ``path`` as ECSV, the bytes of ``table.write(path,
+    format="ascii.ecsv")``, ``rows`` rows at a time (the header once, then every block's data
+    lines), so a large table's cells are never all held as text at once."""
+    import gc
+    import io
+
     from astropy.io import ascii as _ascii
 
-    _ascii.write(table, str(path), format=_FastEcsv._format_name, overwrite=True)
+    with open(path, "w") as fh:
+        for start in range(0, max(len(table), 1), rows):
+            buf = io.StringIO()
+            _ascii.write(table[start : start + rows], buf, format=_FastEcsv._format_name)
+            lines = buf.getvalue().splitlines(keepends=True)
+            if start > 0:  # drop the header: its comment lines and the column names
+                n_head = next(i for i, line in enumerate(lines) if not line.startswith("#"))
+                lines = lines[n_head + 1 :]
+            fh.writelines(lines)
+            del buf, lines
+            gc.collect()  # a slice's table is cyclic garbage: free it before the next block
