@@ -7,7 +7,9 @@ whole process tree (``/usr/bin/time -v`` when available).
 
     python benchmarks/bench_dag_scale.py --sizes 10000 40000 85286 --out /tmp/scale
 
-Sizes are numbers of subjects; the largest (85,286 with resources/paper_scale.yaml's other
+Per size it also prints what limits a run on many cores: the serial prefix, the numba
+compile seconds per job (~0 after rule numba_cache) and the longest job
+(``_measure.critical_path_rows``). Sizes are numbers of subjects; the largest (85,286 with resources/paper_scale.yaml's other
 settings: n = 3..20, 1,000 expert subjects) is the paper-scale run. Cost should grow close to
 linearly with the number of subjects.
 """
@@ -24,6 +26,7 @@ import time
 from pathlib import Path
 
 import yaml
+from _measure import critical_path_rows
 
 REPO = Path(__file__).resolve().parents[1]
 COPY = ["Snakefile", "config.yaml", "workflow", "scripts", "src", "envs", "resources"]
@@ -97,6 +100,8 @@ def main() -> None:
         print(f"{'job':<40} {'s':>8} {'max_rss_MB':>11}")
         for row in sorted(rows, key=lambda r: -r["s"]):
             print(f"{row['job']:<40} {row['s']:>8.1f} {row['max_rss_mb']:>11.0f}")
+        for what, value in critical_path_rows(project / "results"):
+            print(f"{what:<58} {value}")
         peak = max((r["max_rss_mb"] for r in rows), default=float("nan"))
         summary.append((n, wall, peak))
     print("\nsubjects  wall_s  s_per_1k_subjects  peak_rule_rss_MB")

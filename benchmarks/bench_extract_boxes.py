@@ -208,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--box-side", type=float, default=20.0, help="box side (subject px)")
     p.add_argument("--generate-only", action="store_true")
     p.add_argument("--tracemalloc", action="store_true", help="also trace Python heap peak")
+    p.add_argument("--workers", type=int, default=1, help="extract's parsing processes")
     args = p.parse_args(argv)
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
@@ -236,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
         tracemalloc.start()
 
     t0, c0 = time.perf_counter(), cpu_s()
-    clicks, report = extract_clicks(cpath, spath)
+    clicks, report = extract_clicks(cpath, spath, workers=args.workers)
     t1, c1 = time.perf_counter(), cpu_s()
     subjects = build_subjects(None, spath, {}, box_side=args.box_side)
     boxes = make_boxes(clicks, subjects)

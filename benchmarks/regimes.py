@@ -15,10 +15,11 @@ absent) the script runs the workflow's Python API, stage by stage:
    galaxies.csv is no catalogue; then, as with ``source: export``, the subjects come from
    the subject export with ``export.box_side``) → ``clumpscout.data.boxes.make_boxes`` →
    ``clumpscout.data.subsample.draw_subsample`` to ``n`` classifications per subject;
-3. the gold standard (docs/decisions.md#gold-standard): the simulated experts mark
-   ``--gold-fraction`` (0.2) of the subjects (``simulate.n_expert_subjects``); their clicks
-   become a marks table (``clumpscout.data.gold.build_gold``); every score below is on the
-   other subjects (held out);
+3. the gold standard (docs/decisions.md#gold-standard): the simulated experts mark every
+   subject; their clicks become a marks table (``clumpscout.data.gold.build_gold``), of
+   which a seeded random ``--gold-fraction`` (0.2) of the subjects is the gold standard;
+   every score below is on the other subjects (held out), where the experts' own marks
+   are a third truth;
 4. the methods, all on the same subsample:
 
    - ``generative``: ``Aggregator(Params(model="generative"), seed).fit(boxes, gold=gold)``
@@ -41,7 +42,9 @@ Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluat
 on the held-out subjects: a label is true when its box contains the centre of a counted
 object of its subject. ``regimes.csv`` scores against what the project counts (the true
 clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any real object
-(clumps, faint features, foreground stars, bulges). Columns:
+(clumps, faint features, foreground stars, bulges) and ``regimes_experts.csv`` against the
+experts' marks of the held-out subjects (what a project can check: the calibration learns
+what its experts count, and the simulated experts miss some true clumps). Columns:
 
 - ``purity``, ``completeness``, ``p_star``: for the methods with a p_fp at the **optimal**
   threshold p*, the one maximising √(C² + P²) over 101 thresholds in [0, 1] (a label is kept
@@ -60,7 +63,11 @@ clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any re
 ``regimes_acceptance.csv`` (one row per regime, truth and model view) holds the acceptance
 checks of the gold-standard calibration, each as a value and an ``ok_*`` flag:
 ``ece`` ≤ 0.05; ``purity_05_margin`` and ``completeness_05_margin`` (against the better
-gold-tuned baseline) ≥ −0.01; ``count_mae`` ≤ the best gold-tuned baseline's; Σ N_fp and
+gold-tuned baseline) ≥ −0.01; ``curve_margin`` ≥ −0.01 (the model's best completeness
+at a threshold with at least a baseline's purity, minus that baseline's completeness, the
+worse of the two baselines: whether the model's purity-completeness curve passes the
+baselines' operating points, whatever threshold each sits at); ``count_mae`` ≤ the best
+gold-tuned baseline's; Σ N_fp and
 Σ N_fn within 20 % of the realised numbers; ``count_mae`` no worse than the model's own
 p_fp (``count_mae_p_empty``). ``regimes_report.json`` adds per regime the gold standard,
 the calibration report (held-out agreement with the experts), the tuned baseline settings,
@@ -72,7 +79,8 @@ before its calibration on the evidence (:data:`OLD_SETTINGS`: faint features in 
 galaxy whatever its resolution, few of them but marked by most volunteers, more spurious
 clicks and wider scatter; docs/calibration.md), next to ``paper``.
 
-Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_acceptance.csv,
+Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_experts.csv,
+regimes_acceptance.csv,
 regimes_curves.csv (the models' C/P curves and the baselines' points), regimes.png and
 regimes_any_object.png (purity vs completeness, a panel per regime), regimes_report.json
 (seeds, gold, tuned baselines, per-stage timings, realised universe totals), regimes.log;
@@ -133,7 +141,7 @@ COLUMNS = [
     "ece_any",
     "gold_subjects",
 ]
-TRUTHS = ("clumps", "any_object")
+TRUTHS = ("clumps", "any_object", "experts")
 #: the simulator's settings before its calibration on the evidence (regime ``paper_old``)
 OLD_SETTINGS = {
     "faint_follow_resolution": False,
@@ -409,7 +417,9 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
     cfg = copy.deepcopy(cfg)
     sim = cfg.setdefault("simulate", {})
     sim["n_subjects"] = int(args.subjects)
-    sim["n_expert_subjects"] = max(1, int(round(args.gold_fraction * args.subjects)))
+    # the experts mark every subject: a random gold_fraction of them is the gold standard,
+    # the others' marks are the "experts" view of the held-out subjects
+    sim["n_expert_subjects"] = int(args.subjects)
     seed = int(args.seed if args.seed is not None else cfg.get("seed", 20231))
     timer = Timer(name)
     t_start = time.perf_counter()
@@ -419,9 +429,15 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
     truth = truths(main_u)
     subjects = np.unique(boxes["subject_id"])
     with timer("gold standard"):
-        gold = expert_gold(cfg, main_u, boxes)
-    gold = gold.restrict(np.intersect1d(gold.subjects, subjects))
+        experts = expert_gold(cfg, main_u, boxes)
+    experts = experts.restrict(np.intersect1d(experts.subjects, subjects))
+    n_gold = max(1, int(round(args.gold_fraction * len(subjects))))
+    pick = np.random.default_rng(stage_seed(seed, "gold")).permutation(experts.subjects)
+    gold = experts.restrict(pick[:n_gold])
     held_out = np.setdiff1d(subjects, gold.subjects)
+    truth["experts"] = (
+        experts.restrict(held_out).marks[["subject_id", "x", "y"]].assign(kind="expert")
+    )
     gold_truth = gold_vs_truth(gold, truth["clumps"], boxes)
     log.info("[%s] the experts' marks against the counted objects: %s", name, gold_truth)
     log.info(
@@ -484,7 +500,9 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
                 keep = ["threshold", "n_kept", "completeness", "purity", "hypot"]
                 c = curve[keep] if method in SCORED_MODELS else curve[keep].iloc[[-1]]
                 curves.append(c.assign(regime=name, truth=t, method=method))
-        acceptance = _acceptance(name, rows, subject_tables, labels, truth, marked, held_out)
+        acceptance = _acceptance(
+            name, rows, subject_tables, labels, truth, marked, held_out, pd.concat(curves)
+        )
     seconds = dict(timer.seconds)
     seconds["total"] = time.perf_counter() - t_start
     log.info("[%s] finished in %.1f s", name, seconds["total"])
@@ -548,7 +566,19 @@ def _at_half(labels: pd.DataFrame, truth: pd.DataFrame, subjects) -> dict:
     }
 
 
-def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out) -> list[dict]:
+def curve_margin(curve: pd.DataFrame, baselines: list[dict]) -> float:
+    """min over the baselines of (the model's best completeness at a threshold whose purity
+    is at least the baseline's) − (the baseline's completeness): ≥ 0 when the model's curve
+    passes through or above every baseline's operating point."""
+    c = curve.dropna(subset=["purity"])
+    out = float("inf")
+    for b in baselines:
+        ok = c.loc[c["purity"] >= b["purity"] - 1e-12, "completeness"]
+        out = min(out, (float(ok.max()) if len(ok) else 0.0) - b["completeness"])
+    return out
+
+
+def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out, curves) -> list[dict]:
     """The acceptance checks of the gold-standard calibration, per truth and model view
     (module docstring), on the held-out subjects."""
     from clumpscout.evaluation.regimes import DISTRACTOR_KINDS, expected_count_error
@@ -582,6 +612,9 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out) -> 
                 "label_ratio": ratio,
                 "purity_05_margin": r["purity_05"] - best_p,
                 "completeness_05_margin": r["completeness_05"] - best_c,
+                "curve_margin": curve_margin(
+                    curves[(curves["truth"] == t) & (curves["method"] == model)], base
+                ),
                 "ece": r["ece"],
                 "n_fp_ratio": fp_rel,
                 "n_fn_ratio": fn_rel,
@@ -595,6 +628,7 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out) -> 
             row["ok_purity_completeness_05"] = bool(
                 row["purity_05_margin"] >= -0.01 and row["completeness_05_margin"] >= -0.01
             )
+            row["ok_curve"] = bool(row["curve_margin"] >= -0.01)
             row["ok_count_mae"] = bool(r["count_mae"] <= best_mae)
             row["ok_sums"] = bool(
                 abs(r["sum_n_fp"] - r["realised_fp"]) <= 0.2 * r["realised_fp"]
@@ -743,10 +777,12 @@ def main(argv=None) -> int:
     curves = pd.concat([res["curves"] for res in results.values()], ignore_index=True)
     tables["clumps"].to_csv(out / "regimes.csv", index=False)
     tables["any_object"].to_csv(out / "regimes_any_object.csv", index=False)
+    tables["experts"].to_csv(out / "regimes_experts.csv", index=False)
     acceptance.to_csv(out / "regimes_acceptance.csv", index=False)
     curves.to_csv(out / "regimes_curves.csv", index=False)
     plot(curves, "clumps", out / "regimes.png", regimes, args.n)
     plot(curves, "any_object", out / "regimes_any_object.png", regimes, args.n)
+    plot(curves, "experts", out / "regimes_experts.png", regimes, args.n)
     wall = time.perf_counter() - t0
     report = {
         "subjects": args.subjects,
@@ -763,6 +799,8 @@ def main(argv=None) -> int:
     print(_fmt(tables["clumps"]))
     print("\n== regimes_any_object.csv (truth: any real object)")
     print(_fmt(tables["any_object"]))
+    print("\n== regimes_experts.csv (truth: the experts' marks of the held-out subjects)")
+    print(_fmt(tables["experts"]))
     print("\n== regimes_acceptance.csv")
     print(_fmt(acceptance))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")

@@ -1,15 +1,22 @@
 """Early retirement replayed on every regime of the grid (clumpscout.evaluation.replay).
 
     .venv/bin/python benchmarks/replay.py --subjects 10000 --out results/replay \
-        [--regimes paper,counting] [--seed S] [--keep-work]
+        [--regimes paper,counting] [--seed S] [--keep-work] [--gold-fraction 0.05]
 
 For each regime (``resources/regimes/{regime}.yaml`` merged over config.yaml, as in
 ``benchmarks/regimes.py``) the script simulates the universe with ``--subjects`` subjects
 (all their classifications: no subsample), makes the boxes table (extract → subjects →
 boxes, as the workflow does), aggregates all classifications (the full-data labels) and
 replays them in arrival order with every policy of the regime's ``replay:`` section.
-Truth: any real object of the universe (clumps, faint features, stars, bulges;
-:func:`clumpscout.evaluation.regimes.truth_tables`), as the regime grid's acceptance reads.
+
+Gold standard (docs/decisions.md#gold-standard): the simulated experts mark
+``--gold-fraction`` of the subjects, as in the regime grid; the full-data labels are
+calibrated on them (cross-fitted) and the replay learns its label map from them as their
+classifications arrive (docs/decisions.md#live-retirement). Gold subjects are never
+retired early (every policy pays their classifications in ``effort``) and are not scored.
+``--gold-fraction 0`` runs without gold (the default map). Truth: what the project counts
+(the true clumps; in ``counting`` every object), as the regime grid scores; ``lost`` is
+against the full-data labels with p_fp < 0.5.
 
 Outputs in ``--out``: ``replay.csv`` (one row per regime, policy and setting; columns
 regime plus those of :data:`clumpscout.evaluation.replay.COLUMNS`; one ``policy = full``
@@ -68,17 +75,27 @@ def full_boxes(cfg: dict, seed: int, universe: Path, timer) -> pd.DataFrame:
 
 def run_regime(name: str, args, out: Path, work: Path) -> tuple[pd.DataFrame, dict]:
     from clumpscout.evaluation import replay as rp
-    from clumpscout.model.aggregate import Params
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.calibration import CalibrationSettings
+    from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
 
     cfg = grid.regime_config(name)
-    cfg.setdefault("simulate", {})["n_subjects"] = int(args.subjects)
+    sim = cfg.setdefault("simulate", {})
+    sim["n_subjects"] = int(args.subjects)
+    sim["n_expert_subjects"] = max(1, int(round(args.gold_fraction * args.subjects)))
     seed = int(args.seed if args.seed is not None else cfg.get("seed", 20231))
     timer = grid.Timer(name)
     universe = work / name
     boxes = full_boxes(cfg, seed, universe, timer)
-    truth = grid.truths(universe)["any_object"]
+    truth = grid.truths(universe)["clumps"]
+    gold = None
+    if args.gold_fraction > 0:
+        with timer("gold standard"):
+            gold = grid.expert_gold(cfg, universe, boxes)
+    cal = CalibrationSettings(
+        **{**dict(cfg.get("calibration") or {}), "seed": stage_seed(seed, "aggregate")}
+    )
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = rp.Settings.from_dict(cfg.get("replay"))
     if args.speed:  # the replay's own cost only: no full-data labels to score against
@@ -87,9 +104,10 @@ def run_regime(name: str, args, out: Path, work: Path) -> tuple[pd.DataFrame, di
         full = pd.DataFrame({c: pd.Series(dtype=float) for c in cols})
     else:
         with timer("full-data aggregation"):
-            full = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes).labels_
+            agg = Aggregator(params, seed=stage_seed(seed, "aggregate"), calibration=cal)
+            full = agg.fit(boxes, gold=gold).labels_
     with timer("replay"):
-        r = rp.run_replay(boxes, params, settings)
+        r = rp.run_replay(boxes, params, settings, gold=gold, calibration=cal)
     with timer("scoring"):
         table, points = rp.evaluate(r, params, settings, full, truth)
     rp.plot(table, out / f"replay_{name}.png", title=f"{name}, {args.subjects} subjects")
@@ -102,6 +120,8 @@ def run_regime(name: str, args, out: Path, work: Path) -> tuple[pd.DataFrame, di
         "classifications": int(len(r.cls)),
         "subjects": int(r.cls["subject_id"].nunique()),
         "refits": len(r.refits),
+        "gold_subjects": int(len(r.gold_subjects)),
+        "label_maps": len(r.maps),
         "refit_seconds": round(sum(f["seconds"] for f in r.refits), 1),
         "seconds": {k: round(v, 1) for k, v in timer.seconds.items()},
         "best": rp.best_setting(table.drop(columns="regime"), settings),
@@ -145,6 +165,12 @@ def parse_args(argv=None):
     p.add_argument("--regimes", default=None, help="comma-separated (default: every regime)")
     p.add_argument("--seed", type=int, default=None)
     p.add_argument("--keep-work", action="store_true")
+    p.add_argument(
+        "--gold-fraction",
+        type=float,
+        default=0.05,
+        help="share of the subjects the simulated experts mark (the gold standard; 0: none)",
+    )
     p.add_argument(
         "--speed",
         action="store_true",

@@ -5,24 +5,25 @@ from _common import main
 
 
 def _run(sm):
-    from pathlib import Path
+    from clumpscout.numba_cache import metered
 
-    from clumpscout.data.gold import read_gold
-    from clumpscout.model.aggregator import Aggregator
-    from clumpscout.model.params import Params
-    from clumpscout.model.prepare import read_boxes
+    with metered():  # the numba compile seconds of the job (imports included), in its log
+        from pathlib import Path
 
-    params = Params.from_dict(dict(sm.params.aggregate))
-    gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
-    boxes = read_boxes(sm.input.boxes)
-    agg = Aggregator(
-        params,
-        seed=int(sm.params.seed),
-        per_tool=bool(sm.params.per_tool),
-        calibration=dict(sm.params.calibration),
-    )
-    agg.fit(boxes, path=sm.input.boxes, gold=gold)
-    agg.write(Path(sm.output.labels).parent)
+        from clumpscout.data.gold import read_gold
+        from clumpscout.model.aggregator import Aggregator
+        from clumpscout.model.params import Params
+
+        params = Params.from_dict(dict(sm.params.aggregate))
+        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+        agg = Aggregator(
+            params,
+            seed=int(sm.params.seed),
+            per_tool=bool(sm.params.per_tool),
+            calibration=dict(sm.params.calibration),
+        )
+        agg.fit(sm.input.boxes, gold=gold)  # the file is read block by block
+        agg.write(Path(sm.output.labels).parent)
 
 
 main(snakemake, _run)  # noqa: F821

@@ -8,15 +8,21 @@ from _common import main
 
 
 def _run(sm):
-    from clumpscout.evaluation.compare import read_table, score_points, score_truth, subjects_of
+    from clumpscout.evaluation.compare import (
+        read_labels,
+        read_points,
+        score_points,
+        score_truth,
+        subjects_of,
+    )
     from clumpscout.io import write_csv
 
-    labels = read_table(sm.input.labels)
+    labels = read_labels(sm.input.labels)
     tags = {"model": str(sm.params.model), "n": int(sm.params.n)}
     if "truth" in sm.input.keys():
         curve, summary, calib = score_truth(
             labels,
-            read_table(sm.input.truth),
+            read_points(sm.input.truth),
             thresholds=int(sm.params.thresholds),
             subjects=subjects_of(sm.input.subjects),
             bins=int(sm.params.bins),
@@ -25,7 +31,7 @@ def _run(sm):
             truth_path=sm.input.truth,
         )
     else:
-        points = read_table(sm.input.points)
+        points = read_points(sm.input.points)
         curve, summary = score_points(
             labels,
             points,

@@ -27,6 +27,7 @@ def _run(sm):
             tools=cfg.get("tools"),
             missing_subjects=cfg["missing_subjects"],
             limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
+            workers=int(sm.threads),
         )
     write_parquet(clicks, sm.output.clicks)
     write_json(report, sm.output.report)

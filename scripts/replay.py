@@ -4,29 +4,35 @@ from _common import main
 
 
 def _run(sm):
-    from pathlib import Path
+    from clumpscout.numba_cache import metered
 
-    from clumpscout.evaluation import replay as rp
-    from clumpscout.evaluation.regimes import truth_tables
-    from clumpscout.model.params import Params
-    from clumpscout.model.prepare import read_boxes
+    with metered():  # the numba compile seconds of the job (imports included), in its log
+        from pathlib import Path
 
-    params = Params.from_dict(dict(sm.params.aggregate))
-    settings = rp.Settings.from_dict(dict(sm.params.replay))
-    truth = None
-    if "truth" in sm.input.keys():
-        truth = truth_tables(Path(sm.input.truth).parent)[1]  # any real object
-    boxes = read_boxes(sm.input.boxes)
-    table, points, report = rp.replay(
-        boxes,
-        params,
-        settings,
-        truth=truth,
-        seed=int(sm.params.seed),
-        path=sm.input.boxes,
-        weak_real=float(sm.params.calibration["weak_real"]),
-    )
-    rp.write_outputs(Path(sm.output.table).parent, table, points, report)
+        from clumpscout.data.gold import read_gold
+        from clumpscout.evaluation import replay as rp
+        from clumpscout.evaluation.regimes import truth_tables
+        from clumpscout.model.params import Params
+        from clumpscout.model.prepare import read_boxes
+
+        params = Params.from_dict(dict(sm.params.aggregate))
+        settings = rp.Settings.from_dict(dict(sm.params.replay))
+        truth = None
+        if "truth" in sm.input.keys():
+            truth = truth_tables(Path(sm.input.truth).parent)[0]  # what the project counts
+        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+        boxes = read_boxes(sm.input.boxes)
+        table, points, report = rp.replay(
+            boxes,
+            params,
+            settings,
+            truth=truth,
+            seed=int(sm.params.seed),
+            path=sm.input.boxes,
+            gold=gold,
+            calibration=dict(sm.params.calibration),
+        )
+        rp.write_outputs(Path(sm.output.table).parent, table, points, report)
 
 
 main(snakemake, _run)  # noqa: F821

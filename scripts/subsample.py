@@ -1,22 +1,23 @@
-"""Snakemake adapter: rule subsample -> clumpscout.data.subsample.draw_subsample (decisions.md#subsamples)."""
+"""Snakemake adapter: rule subsample -> clumpscout.data.subsample.draw_subsample (decisions.md#subsamples).
+
+The boxes table is read, filtered and written as a pyarrow Table (no round trip through
+pandas; the same bytes as through a DataFrame)."""
 
 from _common import main
 
 
 def _run(sm):
-    import pandas as pd
-
-    from clumpscout.data.subsample import draw_subsample
-    from clumpscout.io import write_json, write_parquet
+    from clumpscout.data.subsample import draw_subsample, read_boxes_table
+    from clumpscout.io import write_json, write_table
 
     boxes, report = draw_subsample(
-        pd.read_parquet(sm.input[0]),
+        read_boxes_table(sm.input[0]),
         n=int(sm.params.n),
         seed=int(sm.params.seed),
         nested=bool(sm.params.nested),
         path=sm.input[0],
     )
-    write_parquet(boxes, sm.output.boxes)
+    write_table(boxes, sm.output.boxes)
     write_json(report, sm.output.report)
 
 

@@ -333,3 +333,58 @@ def test_a_flat_config_file_is_checked_key_by_key(tmp_path):
             load_config(sectioned)
     sectioned.write_text("seed: 1\naggregate: {p0_fn: 0.4}\n")
     assert load_config(sectioned)[0].p0_fn == 0.4
+
+
+def _untimed(report):
+    """A report without its timings (every "seconds" key)."""
+    if isinstance(report, dict):
+        return {k: _untimed(v) for k, v in report.items() if k != "seconds"}
+    if isinstance(report, list):
+        return [_untimed(v) for v in report]
+    return report
+
+
+def _digests(out):
+    return {
+        f.name: hashlib.sha256(f.read_bytes()).hexdigest()
+        for f in sorted(out.iterdir())
+        if f.name != "report.json"
+    }
+
+
+def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, monkeypatch):
+    """The streaming path (a Parquet file read 7 rows at a time, several row groups) and
+    the in-memory DataFrame give the same output bytes and the same assignments table."""
+    from clumpscout.model import source
+
+    boxes = tmp_path / "boxes.parquet"
+    shuffled = toy.sample(frac=1.0, random_state=3).reset_index(drop=True)
+    shuffled.to_parquet(boxes, row_group_size=10)
+    params = Params(min_batch_classifications=15)
+    monkeypatch.setattr(source, "BLOCK_ROWS", 7)
+    whole = Aggregator(params, seed=5).fit(pd.read_parquet(boxes))
+    whole.write(tmp_path / "frame")
+    streamed = Aggregator(params, seed=5).fit(boxes)
+    streamed.write(tmp_path / "file")
+    assert _digests(tmp_path / "file") == _digests(tmp_path / "frame")
+    assert _untimed(streamed.report_) == _untimed(whole.report_)
+    a = pd.read_parquet(tmp_path / "file" / "assignments.parquet")
+    pd.testing.assert_frame_equal(a, whole.assignments_)
+    pd.testing.assert_frame_equal(streamed.assignments_, whole.assignments_)
+    # every row of the input in input order, a box's cluster where it went
+    assert a["classification_id"].tolist() == shuffled["classification_id"].tolist()
+    no_box = shuffled["x1"].isna().to_numpy()
+    assert (a.loc[no_box, "assignment"] == "empty").all() and a.loc[no_box, "cluster"].isna().all()
+
+
+def test_blockwise_parquet_has_the_whole_tables_bytes(tmp_path):
+    """Blocks of pyarrow's row-group length write the bytes of the table written at once."""
+    from clumpscout.io import write_parquet, write_parquet_blocks
+    from clumpscout.model.source import BLOCK_ROWS
+
+    n = BLOCK_ROWS + 1000
+    df = pd.DataFrame({"a": np.arange(n) % 97, "b": np.where(np.arange(n) % 5, "x", "yy")})
+    write_parquet(df, tmp_path / "whole.parquet")
+    blocks = (df.iloc[i : i + BLOCK_ROWS] for i in range(0, n, BLOCK_ROWS))
+    write_parquet_blocks(blocks, tmp_path / "blocks.parquet")
+    assert (tmp_path / "whole.parquet").read_bytes() == (tmp_path / "blocks.parquet").read_bytes()

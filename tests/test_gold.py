@@ -404,3 +404,115 @@ def test_gold_figures_read_the_cross_fitted_outputs(tmp_path):
     # without expert verdicts the figure says so instead of failing
     st0 = plot_gold_reliability(agg.labels_.drop(columns="gold_real"), tmp_path / "none")
     assert st0["labels"] == 0
+
+
+# ------------------------------------------------------------------ the live map
+
+
+def _live_rows(n_subjects=300, weak_rate=0.3, depths=(5, 10, 20), seed=0):
+    """The toy's labels seen at several numbers of classifications: a strong label holds
+    70 % of the viewers' marks, a weak one 15 % (at least 2); both p_empty ~ 0."""
+    labels, _, _ = _toy(n_subjects=n_subjects, weak_rate=weak_rate, seed=seed)
+    rng = np.random.default_rng(seed + 1)
+    parts = []
+    for n in depths:
+        weak = labels["weak"].to_numpy()
+        marks = np.where(weak, np.maximum(2, rng.binomial(n, 0.15)), rng.binomial(n, 0.7))
+        parts.append(labels.assign(n=n, n_marks=np.maximum(marks, 2)))
+    rows = pd.concat(parts, ignore_index=True)
+    X = cal.live_features(rows["p_fp"], rows["p_weak"], rows["n_marks"], rows["n"])
+    return rows, X
+
+
+@pytest.mark.parametrize("weak_rate", [0.2, 0.6])
+def test_live_map_recovers_the_weak_labels_real_rate_at_every_depth(weak_rate):
+    rows, X = _live_rows(weak_rate=weak_rate)
+    m = cal.LiveMap.fit(X, rows["real"].to_numpy(), groups=rows["subject_id"].to_numpy())
+    weak = rows["weak"].to_numpy()
+    r = rows.loc[weak & (rows["n"] == 20).to_numpy(), "real"].mean()
+    se = np.sqrt(r * (1 - r) / (weak & (rows["n"] == 20).to_numpy()).sum())
+    p = m.p_real(rows["p_fp"], rows["p_weak"], rows["n_marks"], rows["n"])
+    for n in (5, 10, 20):
+        at = (rows["n"] == n).to_numpy()
+        assert abs(p[weak & at].mean() - r) < 2 * se + 0.02, (n, p[weak & at].mean(), r)
+        assert p[~weak & at].min() > 0.9  # strong labels are real at every depth
+    # the counted shares: every strong label counts, weak ones at their rate
+    assert m.counted[0] > 0.99 and abs(m.counted[1] - r) < 2 * se + 0.02
+    assert m.kind == "gold" and m.info["subjects"] == 300
+
+
+def test_live_map_uncertainty_counts_gold_subjects_not_rows():
+    # the same rows twice within each gold subject: the map is no surer (clustered by
+    # subject); twice as separate subjects: its variance halves
+    rows, X = _live_rows(n_subjects=200, depths=(10,), seed=5)
+    y, g = rows["real"].to_numpy(), rows["subject_id"].to_numpy()
+    one = cal.LiveMap.fit(X, y, C=1e4, groups=g)
+    same = cal.LiveMap.fit(np.vstack([X, X]), np.r_[y, y], C=1e4, groups=np.r_[g, g])
+    apart = cal.LiveMap.fit(np.vstack([X, X]), np.r_[y, y], C=1e4, groups=np.r_[g, g + 10**6])
+    v = np.diag(one.cov)
+    free = v > 1e-8  # features the toy holds constant (p_empty, the unusual share) aside
+    assert free.sum() >= 4
+    np.testing.assert_allclose(np.diag(same.cov)[free], v[free], rtol=0.05)
+    np.testing.assert_allclose(np.diag(apart.cov)[free], v[free] / 2, rtol=0.05)
+
+
+def test_default_live_map_by_hand():
+    m = cal.LiveMap.default(0.25)
+    # (1 - p_empty)(1 - (1 - w) p_weak): 0.9 x (1 - 0.75 x 0.4) = 0.63
+    assert m.p_real([0.1], [0.4], [3], [10])[0] == pytest.approx(0.63)
+    assert m.kept_probability([0.1, 0.5], [0.4, 0.4], [3, 3], [10, 10]).tolist() == [1.0, 0.0]
+    assert m.counted == (1.0, 0.25) and m.kind == "default"
+
+
+# ------------------------------------------------------------------ expert boxes
+
+
+def _box_toy(n=40):
+    """One label per subject, (10, 10, 30, 50) + 5 px per subject along x, marked by 15 of
+    20; the experts' box is 0.9 x as wide, 1.1 x as tall and its centre 1 px right and
+    2 px up (0.05 label widths, -0.05 label heights). IoU of the two: 0.66."""
+    sid = 2000 + np.arange(n)
+    x0 = 10.0 + 5.0 * np.arange(n)
+    labels = pd.DataFrame(
+        {"subject_id": sid, "clump": 0, "x1": x0, "y1": 10.0, "x2": x0 + 20, "y2": 50.0}
+    )
+    labels = labels.assign(x=x0 + 10, y=30.0, p_fp=1e-9, p_weak=1e-6, n_marks=15, frac_unusual=0.0)
+    cx, cy = x0 + 10 + 1.0, 30.0 - 2.0
+    experts = pd.DataFrame(
+        {"subject_id": sid, "x1": cx - 9, "y1": cy - 22, "x2": cx + 9, "y2": cy + 22}
+    )
+    subjects = pd.DataFrame(
+        {"subject_id": sid, "n_volunteers": 20, "n_fp": 0.0, "n_fn": 0.0, "n_fn_weak": 0.0}
+    )
+    return labels, subjects, gold_from_table(experts)
+
+
+def test_box_correction_by_hand():
+    labels, _, gold = _box_toy()
+    corr = cal.box_correction(labels.assign(p_empty=labels["p_fp"]), gold)
+    assert corr["log_width"] == pytest.approx(np.log(0.9))
+    assert corr["log_height"] == pytest.approx(np.log(1.1))
+    assert corr["dx"] == pytest.approx(1.0 / 20) and corr["dy"] == pytest.approx(-2.0 / 40)
+    fixed = cal.correct_boxes(labels, corr)
+    np.testing.assert_allclose(
+        fixed[["x1", "y1", "x2", "y2"]].to_numpy(), gold.marks[["x1", "y1", "x2", "y2"]]
+    )
+    np.testing.assert_allclose(fixed["x"], labels["x"] + 1.0)
+    # too few pairs: no correction
+    assert cal.box_correction(labels.assign(p_empty=labels["p_fp"]), gold, [2000, 2001]) is None
+
+
+def test_calibration_corrects_the_label_boxes_against_expert_boxes():
+    labels, subjects, gold = _box_toy()
+    out, _, report = calibrate(labels, subjects, gold, CalibrationSettings(seed=0))
+    corr = report["box_correction"]
+    assert corr["pairs"] == 40 and corr["log_width"] == pytest.approx(np.log(0.9))
+    # every fold measured the same offset on the others, so every box lands on the experts'
+    np.testing.assert_allclose(
+        out[["x1", "y1", "x2", "y2"]].to_numpy(), gold.marks[["x1", "y1", "x2", "y2"]]
+    )
+    off, _, report = calibrate(
+        labels, subjects, gold, CalibrationSettings(seed=0, box_correction=False)
+    )
+    assert report["box_correction"] is None
+    np.testing.assert_array_equal(off["x1"].to_numpy(), labels["x1"].to_numpy())

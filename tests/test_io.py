@@ -31,3 +31,21 @@ def test_a_failed_write_leaves_nothing(tmp_path):
         raise RuntimeError("killed")
     assert not target.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_ecsv_in_blocks_has_the_whole_tables_bytes(tmp_path):
+    """Blocks of 3 rows (header once) give the bytes astropy writes for the whole table."""
+    import astropy.units as u
+    import numpy as np
+    from astropy.table import Table
+
+    from clumpscout.ecsv import write_ecsv
+
+    t = Table({"subject_id": np.arange(10) * 7, "x": np.linspace(0.1, 99.9, 10) / 3})
+    t["x"].unit = u.pix
+    t.meta["note"] = "ten rows"
+    t.write(tmp_path / "whole.ecsv", format="ascii.ecsv")
+    write_ecsv(t, tmp_path / "blocks.ecsv", rows=3)
+    assert (tmp_path / "blocks.ecsv").read_bytes() == (tmp_path / "whole.ecsv").read_bytes()
+    write_ecsv(t[:0], tmp_path / "empty.ecsv", rows=3)
+    assert Table.read(tmp_path / "empty.ecsv").colnames == ["subject_id", "x"]

@@ -4,6 +4,7 @@ one-subject decision (clumpscout.model.live)."""
 from __future__ import annotations
 
 import json
+import math
 
 import numpy as np
 import pandas as pd
@@ -12,15 +13,26 @@ import pytest
 from clumpscout.errors import InputError
 from clumpscout.evaluation import replay as rp
 from clumpscout.model.aggregate import Params
-from clumpscout.model.live import LiveSkills, Policy, at_least, decide, open_objects, retire
+from clumpscout.model.calibration import LiveMap
+from clumpscout.model.live import (
+    LiveSkills,
+    Policy,
+    decide,
+    horizon_posterior,
+    label_flips,
+    new_kept_labels,
+    open_objects,
+    retire,
+)
 
 T0 = pd.Timestamp("2020-01-01", tz="UTC")
 LABEL_COLS = ["subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp"]
 
 
-def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3):
+def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3, block=None):
     """Subjects of 100 x 100 px with two objects each, classified in round-robin order
-    (classification c of subject s arrives at minute c * n_subjects + s); each volunteer
+    (classification c of subject s arrives at minute c * n_subjects + s; with ``block``,
+    round-robin within blocks of that many subjects, one block after the other); each volunteer
     marks each object with probability 0.7 (box side 10, scatter 1 px) or submits nothing
     with ``empty_rate``, plus an occasional false box."""
     rng = np.random.default_rng(seed)
@@ -30,7 +42,10 @@ def toy(n_subjects=8, n_cls=8, seed=0, empty_rate=0.3):
         for s in range(n_subjects):
             cid += 1
             vol = f"v{(s + 3 * c) % 11}"
-            t = T0 + pd.Timedelta(minutes=c * n_subjects + s)
+            minute = c * n_subjects + s
+            if block:
+                minute = (s // block) * n_cls * block + c * block + s % block
+            t = T0 + pd.Timedelta(minutes=minute)
             marks = []
             if rng.random() > empty_rate:
                 for ox, oy in ((30.0, 30.0), (70.0, 60.0)):
@@ -51,27 +66,90 @@ def no_labels():
     return pd.DataFrame({c: pd.Series(dtype=float) for c in LABEL_COLS})
 
 
-def test_at_least_matches_the_binomial_by_hand():
-    # p = 1/2, 3 viewers: P(>= 1) = 1 - 1/8, P(>= 2) = 1 - 1/8 - 3/8
-    assert at_least(1, 0.5, 3) == pytest.approx(7 / 8)
-    assert at_least(2, 0.5, 3) == pytest.approx(1 / 2)
-    assert at_least(2, 0.9, 0) == 0.0 and at_least(1, 0.9, 0) == 0.0
+class _MarksMap:
+    """A stand-in label map: a label counts when it holds at least ``k`` marks."""
+
+    counted = (1.0, 1.0)
+
+    def __init__(self, k):
+        self.k = k
+
+    def p_real(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None):
+        return (np.asarray(n_marks, dtype=float) >= self.k).astype(float)
+
+    def kept_probability(self, *args):
+        return self.p_real(*args)
 
 
-def test_open_objects_by_hand():
-    # 5 classifications to come (horizon 8, n 3), t = 1/2, a = 0.2:
-    # flips 0.1 + 0.4 P(>=2; 1/2, 5) + 0.3 P(>=1; 1/2, 5) + 1.0 P(>=2; 0.2, 5) + 0.5 P(>=1; 0.2, 5)
-    st = pd.DataFrame(
-        {"n": [3], "flips": [0.1], "strong0": [0.4], "lone": [0.3], "weak0": [1.0]}
-        | {"weak1": [0.5], "t_bar": [0.5], "a_weak": [0.2]}
+def test_horizon_posterior_by_hand():
+    # p_empty 0.2, p_weak 0.5; 1 mark of 2 viewers; 1 viewer to come; t = 0.8, a = 0.2.
+    # Rate prior mean 0.5 x 0.8 + 0.5 x 0.2 = 0.5, strength 2: Beta(1 + 1, 1 + 1), so the
+    # next viewer marks it with 1/2. P(K=0) = 0.2 + 0.8 / 2 = 0.6, P(K=1) = 0.4.
+    pk, pe, pw = horizon_posterior([0.2], [0.5], [1], [2], [1], [0.8], [0.2], 1)
+    np.testing.assert_allclose(pk[0], [0.6, 0.4])
+    np.testing.assert_allclose(pe[0], [0.2 / 0.6, 0.0])
+    # weak : strong odds 1 x (1 - 0.2) / (1 - 0.8) = 4 without a mark, 1 x 0.2 / 0.8 with one
+    np.testing.assert_allclose(pw[0], [0.8, 0.2])
+
+
+def test_label_flips_by_hand():
+    # the label above with the default map at w = 0.5: P(real) now = 0.8 (1 - 0.5 x 0.5)
+    # = 0.6: kept. After no mark: (1 - 1/3)(1 - 0.5 x 0.8) = 0.4: dropped (P 0.6); after a
+    # mark: 1 x (1 - 0.5 x 0.2) = 0.9: kept. So it changes sides with probability 0.6.
+    lab = pd.DataFrame(
+        {"p_empty": [0.2], "p_weak": [0.5], "n_marks": [1], "n": [2], "frac_unusual": [0.0]}
     )
-    p2_half = 1 - 1 / 32 - 5 / 32
-    p1_half = 1 - 1 / 32
-    p2_a = 1 - 0.8**5 - 5 * 0.2 * 0.8**4
-    p1_a = 1 - 0.8**5
-    want = 0.1 + 0.4 * p2_half + 0.3 * p1_half + 1.0 * p2_a + 0.5 * p1_a
-    assert open_objects(st, 8)[0] == pytest.approx(want)
-    assert open_objects(st, 3)[0] == pytest.approx(0.1)  # nothing more to come
+    lab["p_fp"] = 0.4
+    got = label_flips(lab, [1.0], [0.8], [0.2], LiveMap.default(0.5))
+    assert got[0] == pytest.approx(0.6)
+    assert label_flips(lab, [0.0], [0.8], [0.2], LiveMap.default(0.5))[0] == 0.0  # no future
+
+
+def _betabinom(k, m, a, b):
+    """The beta-binomial pmf from its formula: C(m, k) B(k + a, m - k + b) / B(a, b)."""
+
+    def lbeta(x, y):
+        return math.lgamma(x) + math.lgamma(y) - math.lgamma(x + y)
+
+    return math.comb(m, k) * math.exp(lbeta(k + a, m - k + b) - lbeta(a, b))
+
+
+def test_new_kept_labels_by_hand():
+    # 5 classifications to come (n 3, horizon 8), t = 1/2, a = 0.2, rate prior strength 2:
+    # an object's marking rate is Beta(2 rate + marks, 2 (1 - rate) + misses) given the
+    # marks (0 or 1) of the 3 viewers so far. strong0: Beta(1, 4): P(K >= 2 of 5) = 5/18
+    # (P(0) = B(1, 9) / B(1, 4) = 4/9, P(1) = 5 B(2, 8) / B(1, 4) = 5/18).
+    assert sum(_betabinom(k, 5, 1.0, 4.0) for k in (2, 3, 4, 5)) == pytest.approx(5 / 18)
+    st = pd.DataFrame(
+        {"n": [3], "strong0": [0.4], "lone": [0.3], "weak0": [1.0], "weak1": [0.5]}
+        | {"t_bar": [0.5], "a_weak": [0.2], "q_w": [0.4], "prior_weak": [0.0]}
+    )
+
+    def at_least(j, a, b):  # P(K >= j) of 5 viewers to come
+        return sum(_betabinom(k, 5, a, b) for k in range(j, 6))
+
+    # a map that keeps every label of >= 2 marks: strong0 needs 2 more marks, lone 1 more
+    want = (
+        0.4 * 5 / 18
+        + 0.3 * at_least(1, 2.0, 3.0)  # lone: Beta(1 + 1, 1 + 2)
+        + 1.0 * at_least(2, 0.4, 4.6)  # weak0: Beta(0.4, 1.6 + 3)
+        + 0.5 * at_least(1, 1.4, 3.6)  # weak1: Beta(0.4 + 1, 1.6 + 2)
+    )
+    assert new_kept_labels(st, [5], _MarksMap(2))[0] == pytest.approx(want)
+    # a map that wants 5 marks: strong0 needs all 5 viewers, lone 4 of them
+    want5 = (
+        0.4 * at_least(5, 1.0, 4.0)
+        + 0.3 * at_least(4, 2.0, 3.0)
+        + 1.0 * at_least(5, 0.4, 4.6)
+        + 0.5 * at_least(4, 1.4, 3.6)
+    )
+    assert new_kept_labels(st, [5], _MarksMap(5))[0] == pytest.approx(want5)
+    assert new_kept_labels(st, [0], _MarksMap(2))[0] == 0.0  # nothing more to come
+
+
+def test_open_objects_adds_flips_and_new_labels():
+    st = pd.DataFrame({"flips": [0.25, 0.0], "new_kept": [0.5, 0.0]})
+    assert open_objects(st).tolist() == [0.75, 0.0]
 
 
 def test_arrival_order_ranks_classifications_by_created_at():
@@ -307,3 +385,72 @@ def test_skills_from_an_aggregation_are_looked_up_by_name():
     assert got.lam[:2].tolist() == [v.loc["v3", "fp_rate"], v.loc["v0", "fp_rate"]]
     # the stranger gets the population mean shrunk by nothing: m_fn
     assert got.p_fn[2] == pytest.approx(sk.pop.m_fn)
+
+
+def _gold_toy():
+    """The toy on 24 subjects (in blocks of 4) with a gold standard on the first 12: the
+    experts count the object at (30, 30) and not the one at (70, 60), which volunteers mark
+    alike."""
+    from clumpscout.data.gold import gold_from_table
+
+    b = toy(24, 8, seed=4, block=4)
+    gold_ids = np.arange(100, 112)
+    gold = gold_from_table(pd.DataFrame({"subject_id": gold_ids, "x": 30.0, "y": 30.0}))
+    return b, gold
+
+
+def test_the_label_map_never_learns_from_later_classifications():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, horizon=8)
+    r = rp.run_replay(b, Params(), settings, gold=gold)
+    assert len(r.maps) >= 1 and len(r.map_after) == len(r.maps)
+    rows = rp.gold_rows(r.states, r.labels, gold, rp.CalibrationSettings())
+    for k, m in enumerate(r.maps):
+        # fitted on the gold prefixes completed before it took over, and only those
+        assert m.info["labels"] == int((rows["g"] < r.map_after[k]).sum())
+    # every state is judged by the last map that took over before its classification
+    g = r.states["g"].to_numpy()
+    want = np.searchsorted(r.map_after, g, side="right") - 1
+    np.testing.assert_array_equal(r.states["map"].to_numpy(), want)
+    # the first map waits for 10 complete gold subjects: before it nothing retires early
+    # under the generative policy (its open objects are infinite)
+    early = r.states["map"].to_numpy() < 0
+    assert early.any() and np.isinf(r.states.loc[early, "new_kept"]).all()
+
+
+def test_gold_subjects_run_to_the_end_and_are_not_scored():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, fixed_n=(3,), risk_tau=(), caesar_k=(), horizon=8)
+    settings = rp.Settings(**{**settings.__dict__, "generative_eps": (10.0,)})
+    r = rp.run_replay(b, Params(), settings, gold=gold)
+    pts = rp.retirement_points(r, Policy("fixed", 3.0), Params())
+    is_gold = pts["subject_id"].isin(gold.subjects).to_numpy()
+    assert (pts.loc[is_gold, "n_used"] == pts.loc[is_gold, "n_total"]).all()
+    assert (pts.loc[~is_gold, "n_used"] == 3).all()
+    # effort: 12 gold subjects x 8 + 12 others x 3 of 24 x 8 classifications
+    table, _ = rp.evaluate(r, Params(), settings, _labels_at(r, pts), None)
+    f3 = table.loc[table["policy"] == "fixed"].iloc[0]
+    assert f3["effort"] == pytest.approx((12 * 8 + 12 * 3) / (24 * 8))
+
+
+def test_replay_and_the_one_subject_decision_agree_with_a_gold_map():
+    b, gold = _gold_toy()
+    settings = rp.Settings(refit_every=40, horizon=8)
+    params = Params()
+    r = rp.run_replay(b, params, settings, gold=gold)
+    cls = r.cls.set_index(["subject_id", "n"])["classification_id"]
+    pol = Policy("generative", 0.3, horizon=8)
+    judged = np.flatnonzero(r.states["map"].to_numpy() >= 0)
+    assert len(judged) > 10
+    for i in judged[::7]:
+        st = r.states.iloc[i]
+        sid, n, e = int(st["subject_id"]), int(st["n"]), int(st["epoch"])
+        ids = [cls[(sid, k)] for k in range(1, n + 1)]
+        boxes = b.loc[b["classification_id"].isin(ids)]
+        d = retire(boxes, r.skills[e], pol, params, label_map=r.label_map(i))
+        assert d.retire == bool(decide(pol, r.states.iloc[[i]], params)[0]), (sid, n)
+        assert d.numbers["open_objects"] == pytest.approx(
+            float(open_objects(r.states.iloc[[i]])[0]), rel=1e-9, abs=1e-12
+        )
+        mine = r.labels.loc[r.labels["state"] == i].sort_values("x1")
+        np.testing.assert_allclose(d.labels.sort_values("x1")["p_fp"], mine["p_fp"], rtol=1e-9)

@@ -65,6 +65,19 @@ def test_fill_batch_blocks_and_leftovers():
     assert pos == 4
 
 
+def test_fill_batch_long_queue():
+    # a batch whose prefix spans several of the search's windows (1024, 2048, ... subjects)
+    n_cls = np.full(10_000, 2)
+    queue = np.arange(10_000)[::-1].copy()
+    # 2 classifications each: 2950 subjects (queue[100:3050]) reach 5900
+    b, pos = rt.fill_batch(np.zeros(0, np.int64), queue, 100, n_cls, 5900)
+    assert pos == 100 + 2950
+    np.testing.assert_array_equal(b, np.sort(queue[100:3050]))
+    # the 1000 subjects left hold 2000 < 2001 classifications: all of them join
+    b, pos = rt.fill_batch(np.zeros(0, np.int64), queue, 9000, n_cls, 2001)
+    assert pos == 10_000
+
+
 def test_skill_cache_commit():
     c = rt.SkillCache(2)
     from clumpscout.model.skills import SkillCounts

@@ -196,3 +196,29 @@ def test_n_above_every_subject_is_the_complete_data_with_a_warning(caplog):
     assert rep6["complete_data"] is True and not any("no subject" in w for w in rep6["warnings"])
     _, rep3 = draw_subsample(boxes, 3, seed=1)
     assert rep3["complete_data"] is False
+
+
+def test_a_pyarrow_table_gives_the_rows_and_the_file_of_the_dataframe(tmp_path):
+    """The workflow filters the Table read from Parquet: same rows, same report and the same
+    bytes on disk as the DataFrame path."""
+    import pyarrow.parquet as pq
+
+    from clumpscout.data.subsample import read_boxes_table
+    from clumpscout.io import write_parquet, write_table
+
+    boxes = make_boxes({s: [1, 0, 2, 1, 3, 1, 0][: 3 + s % 4] for s in range(40)}, seed=2)
+    boxes["created_at"] = pd.Timestamp("2020-01-01", tz="UTC")
+    write_parquet(boxes, tmp_path / "boxes.parquet")
+    df = pd.read_parquet(tmp_path / "boxes.parquet")
+    tab = read_boxes_table(tmp_path / "boxes.parquet")
+    for n in (1, 6, 3):
+        a, rep_a = draw_subsample(df, n, seed=4)
+        b, rep_b = draw_subsample(tab, n, seed=4)
+        assert rep_a == rep_b
+        pd.testing.assert_frame_equal(a, b.to_pandas())
+        write_parquet(a, tmp_path / "a.parquet")
+        write_table(b, tmp_path / "b.parquet")
+        assert (tmp_path / "a.parquet").read_bytes() == (tmp_path / "b.parquet").read_bytes()
+    assert pq.read_table(tmp_path / "b.parquet").num_rows == len(a) < len(boxes)
+    with pytest.raises(InputError, match="cannot read parquet"):
+        read_boxes_table(tmp_path / "missing.parquet")

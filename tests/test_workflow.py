@@ -469,21 +469,25 @@ def test_editing_the_export_reader_replans_exactly_the_rules_that_run_it(tmp_pat
     with it), and not simulate, whose code reads no export."""
     from test_e2e import make_project, snakemake, tiny_config
 
-    def planned(project) -> set[str]:
-        r = snakemake(project, target, "-n", "--quiet", "rules")
-        return {
-            parts[0]
-            for parts in map(str.split, r.stdout.splitlines())
-            if len(parts) == 2 and parts[1].isdigit() and parts[0] not in {"total", "job"}
-        }
-
     project = make_project(tmp_path / "p", tiny_config())
     target = "results/boxes/boxes.parquet"
     snakemake(project, "--cores", "2", target)
-    assert planned(project) == set()
+    assert _planned(project, target) == set()
     module = project / "src/clumpscout/data/zooniverse.py"
     module.write_text(module.read_text() + "\n# edited\n")
-    assert planned(project) == {"extract", "subjects", "boxes"}
+    assert _planned(project, target) == {"extract", "subjects", "boxes"}
+
+
+def _planned(project, *args) -> set[str]:
+    """The rules a dry run of ``args`` in ``project`` plans."""
+    from test_e2e import snakemake
+
+    r = snakemake(project, *args, "-n", "--quiet", "rules")
+    return {
+        parts[0]
+        for parts in map(str.split, r.stdout.splitlines())
+        if len(parts) == 2 and parts[1].isdigit() and parts[0] not in {"total", "job"}
+    }
 
 
 # ------------------------------------------------------------------ the report in the DAG
@@ -551,3 +555,31 @@ def test_compressed_universe_is_what_extract_reads_and_click_truth_is_optional(t
     out = blocks["simulate"].split("output:", 1)[1].splitlines()[0]
     assert "universe/classifications.csv.zst" in out and "truth_clicks" not in out
     assert "universe/classifications.csv.zst" in blocks["extract"].split("output:")[0]
+
+
+# ------------------------------------------------------------------ numba's cache warmed first
+def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(tmp_path):
+    """One numba_cache job, no input of its own (it starts with the data stages); every
+    aggregation and the replay wait for it, through an ancient() input."""
+    jobs = _dry_run_jobs(tmp_path)
+    warm = [b for r, _, b in jobs if r == "numba_cache"]
+    assert len(warm) == 1
+    assert "input:" not in warm[0].split("output:")[0]
+    waiting = [r for r, _, b in jobs if "results/numba_cache.json" in b.split("output:")[0]]
+    assert set(waiting) == {"aggregate", "replay"}
+    assert waiting.count("aggregate") == sum(r == "aggregate" for r, _, _ in jobs)
+
+
+@pytest.mark.slow
+def test_a_rerun_warm_up_reruns_nothing_downstream(tmp_path):
+    """After a run, forcing the warm-up again plans the warm-up alone (its output is an
+    ancient() input of the aggregations), while a missing warm-up output is rebuilt first."""
+    from test_e2e import make_project, snakemake, tiny_config
+
+    project = make_project(tmp_path / "p", tiny_config())
+    target = "results/aggregate/generative/n3/labels.parquet"
+    snakemake(project, "--cores", "2", target)
+    log = (project / "results/logs/aggregate/generative/n3.log").read_text()
+    assert "numba: 0 kernel(s) compiled" in log
+    assert _planned(project, target) == set()
+    assert _planned(project, target, "--forcerun", "numba_cache") == {"numba_cache"}

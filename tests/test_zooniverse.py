@@ -716,3 +716,53 @@ def test_several_tools_merged_without_a_selection_are_reported(tmp_path, caplog)
     with caplog.at_level(logging.WARNING):
         extract_clicks(exp2, None, unusual_tools=[1])
     assert not [r for r in caplog.records if "aggregated as one kind" in r.getMessage()]
+
+
+# ------------------------------------------------------------ blocks parsed side by side
+def _many_rows(n=240):
+    """Classic and FEM rows, labelled and unlabelled tools, empty classifications and repeats,
+    spread over many read blocks."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for i in range(n):
+        k = int(rng.integers(0, 4))
+        fem = i % 7 == 3
+        label = ("Clump", "Unusual clump", None)[i % 3]
+        pts = [
+            fem_point(*rng.uniform(0, 400, 2), tool=int(rng.integers(0, 2)))
+            if fem
+            else classic_point(*rng.uniform(-5, 405, 2), int(rng.integers(0, 2)), label)
+            for _ in range(k)
+        ]
+        user = f"user{i % 17}" if i % 5 else f"not-logged-in-{i:04x}"
+        rows.append(row(1000 + i, user, 500 + i % 23, pts, fem=fem, user_id=i % 17 or None))
+    return rows
+
+
+def test_blocks_parsed_by_several_processes_give_the_same_clicks_and_report(tmp_path, monkeypatch):
+    import clumpscout.data.export_csv as export_csv
+
+    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    exp = write_export(tmp_path / "cls.csv", _many_rows())
+    subj = write_subjects(tmp_path / "subjects.csv", range(500, 523))
+    limits = {"max_field_bytes": 2000}
+    one, rep1 = extract_clicks(exp, subj, limits=limits)
+    two, rep2 = extract_clicks(exp, subj, limits=limits, workers=2)
+    pd.testing.assert_frame_equal(one, two)
+    rep1.pop("seconds"), rep2.pop("seconds")
+    assert rep1 == rep2
+    assert rep1["classifications_kept"] == 240 and len(set(one["tool_label"].dropna())) == 3
+
+
+@pytest.mark.slow
+def test_an_error_in_a_worker_names_the_file_and_row(tmp_path, monkeypatch):
+    import clumpscout.data.export_csv as export_csv
+
+    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)
+    rows = _many_rows(60)
+    rows[50]["annotations"] = "[{not json"
+    exp = write_export(tmp_path / "cls.csv", rows)
+    with pytest.raises(InputError) as err:
+        extract_clicks(exp, None, limits={"max_field_bytes": 2000}, workers=2)
+    assert err.value.path == str(exp) and err.value.row == 51
+    assert "malformed JSON in column 'annotations'" in err.value.message

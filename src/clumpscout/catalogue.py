@@ -106,6 +106,8 @@ def write_catalogue(
     n: int = 0,
 ) -> dict[str, Path]:
     """Write catalogue.csv, catalogue.ecsv and images.csv into ``out_dir`` (atomically)."""
+    from clumpscout.ecsv import write_ecsv
+
     for what, df, cols in (
         ("labels", labels, ["subject_id", "clump", "x", "y", "x1", "y1", "x2", "y2", "p_fp"]),
         ("subjects", subjects, ["subject_id"]),
@@ -121,7 +123,7 @@ def write_catalogue(
     with atomic_path(paths["csv"]) as tmp:
         cat.to_csv(tmp, index=False)
     with atomic_path(paths["ecsv"]) as tmp:
-        ecsv_table(cat, model=model, n=n).write(tmp, format="ascii.ecsv", overwrite=True)
+        write_ecsv(ecsv_table(cat, model=model, n=n), tmp)
     with atomic_path(paths["images"]) as tmp:
         images_table(subjects, labels).to_csv(tmp, index=False)
     return paths

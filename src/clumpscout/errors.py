@@ -22,6 +22,13 @@ class InputError(Exception):
         self.row = row
         super().__init__(self.one_line())
 
+    def __reduce__(self):
+        # rebuilt from its parts, so that an error raised in a worker process reaches the
+        # caller whole (subclasses with other constructors pickle as usual)
+        if type(self).__init__ is InputError.__init__:
+            return (type(self), (self.message, self.path, self.row))
+        return super().__reduce__()
+
     def one_line(self) -> str:
         where = ""
         if self.path is not None:

@@ -9,11 +9,12 @@ same table gives the same bytes.
 from __future__ import annotations
 
 import contextlib
+import gc
 import io
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO, TextIO
 
@@ -93,6 +94,41 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` to Parquet atomically and reproducibly (no index, zstd)."""
     with atomic_path(path) as tmp:
         df.reset_index(drop=True).to_parquet(tmp, index=False, engine="pyarrow", compression="zstd")
+
+
+def write_table(table, path: str | os.PathLike) -> None:
+    """Write a pyarrow Table to Parquet atomically with :func:`write_parquet`'s options (a
+    Table read from a file that :func:`write_parquet` wrote, filtered, gives the bytes
+    :func:`write_parquet` gives for the same rows as a DataFrame)."""
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        pq.write_table(table, tmp, compression="zstd")
+
+
+def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike) -> None:
+    """Write the concatenation of ``blocks`` to Parquet atomically, one block in memory at a
+    time: each block becomes its own row group(s), so blocks of pyarrow's row-group length
+    (:data:`clumpscout.model.source.BLOCK_ROWS`) give the bytes of :func:`write_parquet` on
+    the whole table. The file's schema is the first block's; every block must have its
+    columns and types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        writer = None
+        try:
+            for df in blocks:
+                table = pa.Table.from_pandas(df.reset_index(drop=True), preserve_index=False)
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table)
+                del table
+                gc.collect()  # a block's frames may be cyclic garbage: free them now
+                pa.default_memory_pool().release_unused()  # not cached between blocks
+        finally:
+            if writer is not None:
+                writer.close()
 
 
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:

@@ -7,10 +7,35 @@
 # job more with --set-threads aggregate=2 when only one n is run).
 
 
+# numba's kernels compiled once per run, beside the data stages, so that the aggregation jobs,
+# which start together, load them from numba's cache instead of each compiling them
+# (clumpscout.numba_cache, docs/decisions.md#numba-warm-up). Its output is an ancient()
+# input: the jobs wait for it, but a re-run warm-up re-runs nothing downstream.
+rule numba_cache:
+    output:
+        f"{RESULTS}/numba_cache.json",
+    log:
+        f"{RESULTS}/logs/numba_cache.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/numba_cache.tsv"
+    priority: 50
+    conda:
+        "../../envs/aggregate.yaml"
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=10,
+    params:
+        code=code_digest("numba_cache"),
+    script:
+        "../../scripts/numba_cache.py"
+
+
 rule aggregate:
     input:
         unpack(gold_input),
         boxes=f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
+        numba_cache=ancient(rules.numba_cache.output[0]),
     output:
         labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
         subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",

@@ -13,6 +13,8 @@ rule subsample:
         report=f"{RESULTS}/subsamples/n{{n}}/report.json",
     log:
         f"{RESULTS}/logs/subsample/n{{n}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/subsample_n{{n}}.tsv"
     wildcard_constraints:
         n=r"\d+",
     conda:

@@ -72,7 +72,9 @@ rule extract:
         f"{RESULTS}/benchmarks/extract.tsv"
     conda:
         "../../envs/data.yaml"
-    threads: 1
+    # the annotations are parsed by up to this many processes (capped at --cores): extract
+    # is on the path every aggregation waits for (docs/decisions.md#numba-warm-up)
+    threads: 8
     resources:
         mem_mb=4000,
         runtime=30,

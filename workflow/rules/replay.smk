@@ -1,7 +1,9 @@
 # Early retirement replayed on all classifications in arrival order (created_at), every
 # policy of the `replay:` section side by side (clumpscout.evaluation.replay,
 # docs/decisions.md#live-retirement); scored against the full-data labels (the generative
-# model on every classification) and, for a simulated universe, its truth (any real object).
+# model on every classification) and, for a simulated universe, its truth (what the project
+# counts). With a gold standard the full-data labels are calibrated on it and the replay
+# learns its label map from the gold subjects as they arrive.
 
 # A flattened clicks table may have no arrival times: no replay rule then (run
 # `clumpscout replay` by hand on one that has them).
@@ -19,7 +21,9 @@ if not FLAT:
                     else {}
                 )
             ),
+            unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
+            numba_cache=ancient(rules.numba_cache.output[0]),
         output:
             table=f"{RESULTS}/replay/replay.csv",
             points=f"{RESULTS}/replay/retirement.parquet",

@@ -4,6 +4,7 @@ and bot flags applied, every mark checked and its shape read (docs/decisions.md#
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from array import array
@@ -469,11 +470,21 @@ def _append_empty(
 
 
 class _Pass2:
-    """Pass 2 of :func:`extract_clicks`: stream the JSON columns, parse the selected rows."""
+    """Pass 2 of :func:`extract_clicks`: stream the JSON columns, parse the selected rows.
 
-    def __init__(self, path, json_cols, n_fields, n_rows, clump_task, tools, limits) -> None:
+    The export is read in blocks (pyarrow's CSV reader); the JSON of each block's selected
+    rows is parsed on its own (:func:`_parse_block`, into a collector and counters of its
+    own) and the blocks are merged in file order (:func:`_merge_block`), so the clicks and
+    counters do not depend on ``workers``: with ``workers`` > 1 the blocks are parsed by
+    that many processes side by side (the reading stays in this one).
+    """
+
+    def __init__(
+        self, path, json_cols, n_fields, n_rows, clump_task, tools, limits, workers: int = 1
+    ) -> None:
         self.path, self.json_cols, self.n_fields, self.n_rows = path, json_cols, n_fields, n_rows
         self.clump_task, self.tools, self.limits = clump_task, tools, limits
+        self.workers = max(1, int(workers))
 
     def _texts(self, batch: pa.RecordBatch, take: pa.Array) -> tuple[tuple, np.ndarray]:
         """The JSON texts of rows ``take`` of ``batch`` and which have a field over the size
@@ -488,43 +499,120 @@ class _Pass2:
         texts = [c.to_pylist() for c in cols]
         return (texts[0], texts[1], texts[2] if len(texts) > 2 else None), too_large
 
+    def _blocks(self, keep_all, rows_all, sub_w, sub_h):
+        """The parse jobs of the export's blocks that hold selected rows (file order)."""
+        offset = 0
+        block = block_size(self.limits["max_field_bytes"])
+        settings = (self.clump_task, self.tools, dict(self.limits), str(self.path))
+        batches = iter_column_batches(self.path, self.json_cols, self.n_fields, block)
+        for batch in progress(batches, desc="extract", total=None):
+            n = batch.num_rows
+            pos = keep_all[offset : offset + n]
+            inb = np.flatnonzero(pos >= 0)
+            offset += n
+            if len(inb) == 0:
+                continue
+            texts, too_large = self._texts(batch, pa.array(inb))
+            p = pos[inb]
+            rows = rows_all[offset - n + inb]
+            yield (int(p[0]), p - p[0], rows, texts, too_large, sub_w[p], sub_h[p], settings)
+        if offset != self.n_rows:  # pragma: no cover - the two passes must agree
+            raise InputError(
+                f"read {offset} rows in pass 2 but {self.n_rows} in pass 1", path=self.path
+            )
+
     def run(self, sel, rows_all, sub_w, sub_h) -> tuple[_Collector, dict]:
         """The clicks and counters of the rows ``sel`` (positions in the file)."""
         keep_all = np.full(self.n_rows, -1, dtype=np.int64)
         keep_all[sel] = np.arange(len(sel))
         stats = _new_stats(len(sel))
         coll = _Collector()
-        offset = 0
-        block = block_size(self.limits["max_field_bytes"])
-        with timed(f"parsing annotations of {len(sel):,} classifications", log):
-            batches = iter_column_batches(self.path, self.json_cols, self.n_fields, block)
-            for batch in progress(batches, desc="extract", total=None):
-                n = batch.num_rows
-                pos = keep_all[offset : offset + n]
-                inb = np.flatnonzero(pos >= 0)
-                offset += n
-                if len(inb) == 0:
-                    continue
-                texts, too_large = self._texts(batch, pa.array(inb))
-                p = pos[inb]
-                _parse_rows(
-                    coll,
-                    p,
-                    rows_all[offset - n + inb],
-                    texts,
-                    too_large,
-                    (sub_w[p], sub_h[p]),
-                    self.clump_task,
-                    self.tools,
-                    self.limits,
-                    self.path,
-                    stats,
-                )
-        if offset != self.n_rows:  # pragma: no cover - the two passes must agree
-            raise InputError(
-                f"read {offset} rows in pass 2 but {self.n_rows} in pass 1", path=self.path
-            )
+        what = f"parsing annotations of {len(sel):,} classifications"
+        if self.workers > 1:
+            what += f" in {self.workers} processes"
+        jobs = self._blocks(keep_all, rows_all, sub_w, sub_h)
+        parsed = _map_in_order(_parse_block, jobs, self.workers)
+        # closed on an error too: the progress bar is cleared before the error is printed
+        with timed(what, log), contextlib.closing(jobs), contextlib.closing(parsed):
+            for p0, part, part_stats in parsed:
+                _merge_block(coll, stats, p0, part, part_stats)
         return coll, stats
+
+
+def _parse_block(job) -> tuple[int, _Collector, dict]:
+    """Parse one block's selected rows (``job`` from :meth:`_Pass2._blocks`) into a collector
+    and counters of its own; positions are relative to the block's first (``p0``)."""
+    p0, local, rows, texts, too_large, sub_w, sub_h, settings = job
+    clump_task, tools, limits, path = settings
+    coll = _Collector()
+    stats = _new_stats(int(local[-1]) + 1)
+    _parse_rows(
+        coll, local, rows, texts, too_large, (sub_w, sub_h), clump_task, tools, limits, path, stats
+    )
+    return p0, coll, stats
+
+
+def _map_in_order(fn, jobs, workers: int):
+    """``fn(job)`` for every job, in order; ``workers`` > 1: in that many processes, with a
+    few jobs in flight per process (the blocks' texts are held until they are parsed)."""
+    if workers <= 1:
+        yield from map(fn, jobs)
+        return
+    import multiprocessing
+    import os
+    from collections import deque
+    from concurrent.futures import ProcessPoolExecutor
+
+    # forked (a spawned process would run the Snakemake script again), and before the
+    # first job is drawn, so before the CSV reader's threads start reading
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(max_workers=workers, mp_context=ctx) as pool:
+        pool.submit(os.getpid).result()  # starts every worker process now
+        pending: deque = deque()
+        for job in jobs:
+            pending.append(pool.submit(fn, job))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+
+_COUNTERS = (
+    "dropped_clicks",
+    "unsupported_shapes",
+    "malformed_shapes",
+    "other_task_clicks",
+    "other_task_annotations",
+    "tasks_seen",
+    "drawing_tasks",
+    "dropped_classifications",
+)
+
+
+def _merge_block(coll: _Collector, stats: dict, p0: int, part: _Collector, ps: dict) -> None:
+    """Append a block's clicks and counters (:func:`_parse_block`) to the whole export's."""
+    # task and label codes: the block's names, in the order it met them, into the global codes
+    remap = np.zeros(len(part.codes), dtype=np.int64)
+    for name, code in part.codes.items():
+        gc = coll.codes.get(name)
+        if gc is None:
+            gc = coll.codes[name] = len(coll.codes)
+        remap[code] = gc
+    n_before = len(coll.row)
+    coll.row.extend(array("q", (np.asarray(part.row, dtype=np.int64) + p0).tobytes()))
+    coll.task.extend(array("q", remap[np.asarray(part.task, dtype=np.int64)].tobytes()))
+    coll.label.extend(array("q", remap[np.asarray(part.label, dtype=np.int64)].tobytes()))
+    for name in ("tool", "x", "y", "frame", "w", "h", "e_shape", "e_xyxy"):
+        getattr(coll, name).extend(getattr(part, name))
+    coll.e_pos.extend(array("q", (np.asarray(part.e_pos, dtype=np.int64) + n_before).tobytes()))
+    for key in _COUNTERS:
+        stats[key].update(ps[key])
+    for key in ("empty_classifications", "classifications_emptied_by_drops"):
+        stats[key] += ps[key]
+    stats["over_limits"].extend((row, pos + p0, why) for row, pos, why in ps["over_limits"])
+    n = len(ps["flag"])
+    for key in ("flag", "marks", "seconds"):
+        stats[key][p0 : p0 + n] = ps[key]
 
 
 def _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits) -> dict[str, Any]:

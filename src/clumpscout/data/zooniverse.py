@@ -85,7 +85,9 @@ Speed: the export is read with pyarrow in two streaming passes (the small column
 and de-duplication first, then ``annotations``/``metadata``/``subject_data`` of the kept rows
 only), JSON is parsed with ``orjson`` when it is installed (falling back to :func:`json.loads`
 for anything orjson rejects, so the results never depend on it) and the per-click work is one
-tight Python loop; everything else is vectorised.
+tight Python loop, run on the export's blocks in ``workers`` processes side by side (the
+blocks are merged in file order, so the output does not depend on it); everything else is
+vectorised.
 """
 
 from __future__ import annotations
@@ -252,13 +254,15 @@ def extract_clicks(
     tools: Iterable[int] | None = None,
     missing_subjects: str = "keep",
     limits: Mapping[str, Any] | None = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
     """Read a Zooniverse classification export into the tidy clicks table (README.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
-    :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. Returns
-    ``(clicks, report)``; ``report`` counts every dropped classification and click by reason and
-    is JSON-serialisable.
+    :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. ``workers``:
+    processes that parse the JSON of the export's blocks side by side (the result does not
+    depend on it). Returns ``(clicks, report)``; ``report`` counts every dropped classification
+    and click by reason and is JSON-serialisable.
     """
     t_start = time.perf_counter()
     path = Path(classifications_csv)
@@ -284,7 +288,7 @@ def extract_clicks(
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
     # ---- pass 2: JSON of the kept rows only
-    p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits)
+    p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
     r, coll, stats, flags = _pass2(p2, r, p1, limits)
     _check_clump_task_seen(clump_task, stats, path)
 
@@ -864,6 +868,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=d["drop_flagged"],
         help="what to do with flagged classifications",
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="processes that parse the annotations side by side (same output for any number)",
+    )
     p.add_argument("--out", required=True, help="clicks.parquet (report: <stem>_report.json)")
 
 
@@ -880,6 +890,7 @@ def run(args: argparse.Namespace) -> int:
         tools=args.tools,
         missing_subjects=args.missing_subjects,
         limits={k: getattr(args, k) for k in LIMIT_DEFAULTS},
+        workers=args.workers,
     )
     write_parquet(clicks, args.out)
     write_json(report, report_path(args.out))

@@ -53,6 +53,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout.arrays import ranges as _ranges
 from clumpscout.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -109,45 +110,53 @@ def _is_unusual(points: pd.DataFrame) -> np.ndarray:
     return points["unusual"].astype("boolean").fillna(False).to_numpy(dtype=bool)
 
 
+#: label-point pairs (of one subject) looked at in one block of :func:`containment`
+_PAIRS_PER_BLOCK = 1 << 21
+
+
 def containment(labels: pd.DataFrame, points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
     """Which labels contain which points (same subject, closed box).
 
     Returns ``(label_hit, point_best)``: for each label whether it contains at
     least one point, and for each point the smallest ``p_fp`` of the labels that
     contain it (``inf`` if none), so that the point is found at threshold ``p*``
-    exactly when ``point_best <= p*``.
+    exactly when ``point_best <= p*``. The (label, point) pairs of a subject are formed
+    for blocks of subjects of about :data:`_PAIRS_PER_BLOCK` pairs at a time, so memory
+    does not grow with the project.
     """
-    lab = pd.DataFrame(
-        {
-            "lid": np.arange(len(labels)),
-            "subject_id": labels["subject_id"].to_numpy(),
-            "x1": labels["x1"].to_numpy(dtype=float),
-            "y1": labels["y1"].to_numpy(dtype=float),
-            "x2": labels["x2"].to_numpy(dtype=float),
-            "y2": labels["y2"].to_numpy(dtype=float),
-            "p": _label_p(labels),
-        }
-    )
-    pts = pd.DataFrame(
-        {
-            "pid": np.arange(len(points)),
-            "subject_id": points["subject_id"].to_numpy(),
-            "x": points["x"].to_numpy(dtype=float),
-            "y": points["y"].to_numpy(dtype=float),
-        }
-    )
-    pairs = lab.merge(pts, on="subject_id", how="inner", sort=False)
-    inside = (
-        (pairs["x"] >= pairs["x1"])
-        & (pairs["x"] <= pairs["x2"])
-        & (pairs["y"] >= pairs["y1"])
-        & (pairs["y"] <= pairs["y2"])
-    ).to_numpy()
-    pairs = pairs.loc[inside]
+    l_sid = labels["subject_id"].to_numpy()
+    p_sid = points["subject_id"].to_numpy()
+    xyxy = np.column_stack([labels[c].to_numpy(dtype=float) for c in ("x1", "y1", "x2", "y2")])
+    xy = np.column_stack([points[c].to_numpy(dtype=float) for c in ("x", "y")])
+    p_lab = _label_p(labels)
     label_hit = np.zeros(len(labels), dtype=bool)
-    label_hit[pairs["lid"].to_numpy()] = True
     point_best = np.full(len(points), np.inf)
-    np.minimum.at(point_best, pairs["pid"].to_numpy(), pairs["p"].to_numpy())
+    if not len(labels) or not len(points):
+        return label_hit, point_best
+    lo = np.argsort(l_sid, kind="stable")
+    po = np.argsort(p_sid, kind="stable")
+    ls, ps = l_sid[lo], p_sid[po]
+    common = np.intersect1d(ls, ps)
+    l0, l1 = np.searchsorted(ls, common, "left"), np.searchsorted(ls, common, "right")
+    p0, p1 = np.searchsorted(ps, common, "left"), np.searchsorted(ps, common, "right")
+    n_pairs = (l1 - l0) * (p1 - p0)
+    if not len(common):
+        return label_hit, point_best
+    block = np.cumsum(n_pairs) // _PAIRS_PER_BLOCK
+    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
+    ends = [*starts[1:], len(common)]
+    for a, b in zip(starts, ends, strict=True):
+        # every (label, point) pair of each subject of the block, in sorted positions
+        n_lab = l1[a:b] - l0[a:b]
+        per_label = np.repeat(p1[a:b] - p0[a:b], n_lab)  # the subject's points per label
+        first_point = np.repeat(p0[a:b], n_lab)
+        li = lo[np.repeat(_ranges(l0[a:b], l1[a:b]), per_label)]
+        pi = po[_ranges(first_point, first_point + per_label)]
+        x, y = xy[pi, 0], xy[pi, 1]
+        inside = (x >= xyxy[li, 0]) & (x <= xyxy[li, 2]) & (y >= xyxy[li, 1]) & (y <= xyxy[li, 3])
+        li, pi = li[inside], pi[inside]
+        label_hit[li] = True
+        np.minimum.at(point_best, pi, p_lab[li])
     return label_hit, point_best
 
 
@@ -310,13 +319,23 @@ def score_points(
         max-C and max-P points (:func:`summarise_curve`) and the counts of what
         was not scored.
     """
+    curve, summary, _ = _score_points(
+        labels_df, points_df, thresholds, subjects, tags, labels_path, points_path
+    )
+    return curve, summary
+
+
+def _score_points(labels_df, points_df, thresholds, subjects, tags, labels_path, points_path):
+    """:func:`score_points`, plus each subset's (labels' p_fp, label contains a point)."""
     _validate(labels_df, points_df, labels_path, points_path)
     grid = threshold_grid(thresholds)
     labels, points, counts = _restrict(labels_df, points_df, subjects)
-    curves, rows = [], []
+    del labels_df, points_df
+    curves, rows, hits = [], [], []
     for subset in _subsets_for(labels):
         lab, pts = _subset(labels, points, subset)
         hit, best = containment(lab, pts)
+        hits.append((_label_p(lab), hit))
         curve = curve_counts(_label_p(lab), hit, best, grid)
         curve.insert(0, "subset", subset)
         curves.append(curve)
@@ -340,7 +359,7 @@ def score_points(
             log.info("not scored: %s = %d", k, v)
     curve = _tagged(pd.concat(curves, ignore_index=True), tags)
     summary = _tagged(pd.DataFrame(rows), tags)
-    return curve, summary
+    return curve, summary, hits
 
 
 def calibration(p: np.ndarray, is_false: np.ndarray, bins: int = 10) -> tuple[pd.DataFrame, float]:
@@ -405,24 +424,16 @@ def score_truth(
     _validate(labels_df, truth_df, labels_path, truth_path)
     if subjects is None:
         log.warning("no subject list given: scoring only subjects that have true clumps")
-    curve, summary = score_points(
-        labels_df,
-        truth_df,
-        thresholds=thresholds,
-        subjects=subjects,
-        labels_path=labels_path,
-        points_path=truth_path,
+    curve, summary, hits = _score_points(
+        labels_df, truth_df, thresholds, subjects, None, labels_path, truth_path
     )
-    labels, points, _ = _restrict(labels_df, truth_df, subjects)
     tables, eces = [], []
-    for subset in summary["subset"]:
-        lab, pts = _subset(labels, points, subset)
-        hit, _ = containment(lab, pts)
-        table, ece = calibration(_label_p(lab), ~hit, bins)
+    for subset, (p, hit) in zip(summary["subset"], hits, strict=True):
+        table, ece = calibration(p, ~hit, bins)
         table.insert(0, "subset", subset)
         tables.append(table)
         eces.append(ece)
-        log.info("%s: p_fp calibration ECE = %.4f over %d labels", subset, ece, len(lab))
+        log.info("%s: p_fp calibration ECE = %.4f over %d labels", subset, ece, len(p))
     summary["ece"] = eces
     summary["n_calibration_labels"] = [int(t["n_labels"].sum()) for t in tables]
     return (
@@ -445,10 +456,20 @@ def collect_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
 
 
 # ---------------------------------------------------------------- I/O
-def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFrame:
-    """Read a parquet or CSV table (by suffix); unreadable -> InputError."""
+def read_table(
+    path: str | Path, columns: list[str] | None = None, optional: Iterable[str] = ()
+) -> pd.DataFrame:
+    """Read a parquet or CSV table (by suffix); unreadable -> InputError. ``columns``: only
+    those; ``optional``: those too where the table has them."""
     path = Path(path)
     try:
+        if columns is not None and optional:
+            names = (
+                pd.read_csv(path, nrows=0).columns
+                if path.suffix == ".csv"
+                else _parquet_names(path)
+            )
+            columns = [*columns, *(c for c in optional if c in names and c not in columns)]
         if path.suffix == ".csv":
             return pd.read_csv(path, usecols=columns)
         return pd.read_parquet(path, columns=columns)
@@ -456,12 +477,41 @@ def read_table(path: str | Path, columns: list[str] | None = None) -> pd.DataFra
         raise InputError(f"cannot read table: {exc}", path=path) from exc
 
 
+def _parquet_names(path) -> list[str]:
+    import pyarrow.parquet as pq
+
+    return list(pq.read_schema(path).names)
+
+
+def read_labels(path: str | Path) -> pd.DataFrame:
+    """The columns of a labels table that the comparison scores (the rest is not read)."""
+    return read_table(path, [], optional=(*LABEL_COLUMNS, "p_fp", "frac_unusual"))
+
+
+def read_points(path: str | Path) -> pd.DataFrame:
+    """The columns of a points or truth table that the comparison scores."""
+    return read_table(path, [], optional=(*POINT_COLUMNS, "unusual"))
+
+
 def subjects_of(path: str | Path | None) -> np.ndarray | None:
-    """Unique subject_id of a table (e.g. the subsample's boxes), or None."""
+    """Unique subject_id of a table (e.g. the subsample's boxes), or None; a Parquet file
+    is read one row group at a time."""
     if not path:
         return None
-    t = read_table(path, columns=["subject_id"])
-    return np.unique(t["subject_id"].to_numpy())
+    if Path(path).suffix == ".csv":
+        t = read_table(path, columns=["subject_id"])
+        return np.unique(t["subject_id"].to_numpy())
+    import pyarrow.parquet as pq
+
+    try:
+        f = pq.ParquetFile(path)
+        parts = [
+            np.unique(f.read_row_group(i, columns=["subject_id"]).column(0).to_numpy())
+            for i in range(f.num_row_groups)
+        ]
+    except (OSError, ValueError, KeyError) as exc:
+        raise InputError(f"cannot read table: {exc}", path=path) from exc
+    return np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int64)
 
 
 # ---------------------------------------------------------------- CLI
@@ -493,8 +543,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from clumpscout.io import write_csv
 
-    labels = read_table(args.labels)
-    points = read_table(args.points)
+    labels = read_labels(args.labels)
+    points = read_points(args.points)
     subjects = subjects_of(args.subjects)
     tags = {"n": args.n} if args.n is not None else None
     if args.kind == "experts":

@@ -52,25 +52,25 @@ def _costs(lab: np.ndarray, obj: np.ndarray, geometry: str, iou_min: float) -> n
     return np.where(inside, np.minimum(dist, 1.0), _FORBIDDEN)
 
 
-def match_one_to_one(
+def matched_pairs(
     labels: pd.DataFrame,
     objects: pd.DataFrame,
     geometry: str = "point",
     iou_min: float = 0.5,
-) -> tuple[np.ndarray, pd.Series]:
-    """(matched, missed): per label (in ``labels`` order) whether it is matched to an
-    expert object of its subject, and per subject of ``objects`` the number of its objects
-    no label is matched to (module docstring).
+) -> tuple[np.ndarray, np.ndarray, pd.Series]:
+    """(label rows, object rows, missed): the one-to-one pairs (module docstring) as
+    positions in ``labels`` and ``objects``, and per subject of ``objects`` the number of
+    its objects no label is matched to.
 
     ``labels``: subject_id, x1, y1, x2, y2; ``objects``: subject_id and x, y (points) or
     x1, y1, x2, y2 (boxes). Only subjects present in ``objects`` can have matched labels.
     """
-    matched = np.zeros(len(labels), dtype=bool)
     obj_cols = ["x1", "y1", "x2", "y2"] if geometry == "box" else ["x", "y"]
     lab_sid = labels["subject_id"].to_numpy()
     lab_xyxy = labels[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)
     lab_rows = pd.Series(np.arange(len(labels))).groupby(lab_sid).indices
     missed = {}
+    pairs_l, pairs_o = [], []
     obj_all = objects[obj_cols].to_numpy(dtype=float)
     for sid, rows in objects.groupby("subject_id", sort=True).indices.items():
         obj = obj_all[rows]
@@ -81,6 +81,26 @@ def match_one_to_one(
         cost = _costs(lab_xyxy[li], obj, geometry, iou_min)
         r, c = linear_sum_assignment(cost)
         ok = cost[r, c] < _FORBIDDEN
-        matched[li[r[ok]]] = True
+        pairs_l.append(li[r[ok]])
+        pairs_o.append(rows[c[ok]])
         missed[sid] = len(obj) - int(ok.sum())
-    return matched, pd.Series(missed, dtype=np.int64)
+    return _cat(pairs_l), _cat(pairs_o), pd.Series(missed, dtype=np.int64)
+
+
+def _cat(parts: list) -> np.ndarray:
+    return np.concatenate(parts).astype(np.int64) if parts else np.zeros(0, np.int64)
+
+
+def match_one_to_one(
+    labels: pd.DataFrame,
+    objects: pd.DataFrame,
+    geometry: str = "point",
+    iou_min: float = 0.5,
+) -> tuple[np.ndarray, pd.Series]:
+    """(matched, missed): per label (in ``labels`` order) whether it is matched to an
+    expert object of its subject, and per subject of ``objects`` the number of its objects
+    no label is matched to (:func:`matched_pairs`)."""
+    rows, _, missed = matched_pairs(labels, objects, geometry, iou_min)
+    matched = np.zeros(len(labels), dtype=bool)
+    matched[rows] = True
+    return matched, missed

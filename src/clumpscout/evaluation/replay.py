@@ -15,8 +15,11 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    the skills of the moment, then the M step) on each subject's classifications so far.
    Before the first refit every volunteer has the population's prior.
 3. **Every prefix assessed.** After its n-th classification, each subject is assessed by
-   :func:`clumpscout.model.live.assess` with the skills of that moment: its labels (p_fp),
-   N_fp, N_fn, N_σ, the risk and the expected objects still open.
+   :func:`clumpscout.model.live.assess` with the skills of that moment: its labels, N_fp,
+   N_fn, N_σ and the risk; the labels' p_fp and the expected kept labels still open come
+   from the label map known at that moment (:class:`clumpscout.model.calibration.LiveMap`:
+   the default map, or with a gold standard of expert marks the map learned from the gold
+   subjects' prefixes that arrived before, :func:`fit_map_timeline`).
 4. **Policies.** For every policy setting of the ``replay:`` section, a subject retires at
    the first n the policy says so (else it uses all its classifications); the
    classifications after that are not used, and its labels are those of that moment.
@@ -25,13 +28,16 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
    of the replay with p_fp < 0.5), ``lost_strong`` (the same among the full-data labels
    of strongly marked objects, p_weak < 0.5), ``purity_full`` (the replay's kept labels that contain
    a full-data label's centre), ``purity``, ``completeness`` and ``count_mae`` against the
-   truth when there is one (a label is true when it contains a real object's centre,
-   docs/decisions.md#true-label), ``mean_n``, ``labels``. The ``full`` row is the
-   full-data aggregation itself (:class:`clumpscout.model.aggregator.Aggregator` on every
-   classification).
+   truth when there is one (what the project counts; a label is true when it contains an
+   object's centre, docs/decisions.md#true-label), ``mean_n``, ``labels``. The ``full``
+   row is the full-data aggregation itself (:class:`clumpscout.model.aggregator.Aggregator`
+   on every classification, calibrated on the gold standard when there is one). Every
+   scored label is judged by the last label map (:func:`evaluate`); gold subjects are
+   never retired early and not scored, but their classifications count in ``effort``.
 
-Inputs: the boxes table (with ``created_at``), optionally the full-data labels (else the
-full aggregation is run) and a truth table (subject_id, x, y). Outputs (``--out``):
+Inputs: the boxes table (with ``created_at``), optionally the project's gold standard
+(``--gold``, as for ``clumpscout aggregate``), the full-data labels (else the full
+aggregation is run) and a truth table (subject_id, x, y). Outputs (``--out``):
 replay.csv, retirement.parquet (subject_id, policy, setting, n_used, n_total),
 replay.png (effort against objects lost and count error, every policy), replay.json
 (the best setting: least effort with ``lost <= max_lost`` and purity within
@@ -43,8 +49,8 @@ retired subject did not get would have gone to other subjects; docs/decisions.md
 
 Command line::
 
-    clumpscout replay --boxes boxes.parquet --out DIR [--config FILE] [--full-labels L]
-        [--truth T] [--seed N]
+    clumpscout replay --boxes boxes.parquet --out DIR [--config FILE] [--gold G]
+        [--full-labels L] [--truth T] [--seed N]
 """
 
 from __future__ import annotations
@@ -53,7 +59,7 @@ import argparse
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -61,16 +67,25 @@ import pandas as pd
 from tqdm import tqdm
 
 from clumpscout import config as _config
+from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
+from clumpscout.evaluation.matching import match_one_to_one
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.model.calibration import (
+    LIVE_FEATURES,
+    MIN_GOLD_SUBJECTS,
+    CalibrationSettings,
+    LiveMap,
+    live_features,
+)
 from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
 from clumpscout.model.live import (
-    WEAK_REAL,
     Assessment,
     LiveSkills,
     Policy,
     _assess_batch,
+    apply_map,
     decide,
 )
 from clumpscout.model.params import Params
@@ -112,7 +127,7 @@ class Settings:
     generative_eps: tuple = tuple(_DEFAULTS["generative_eps"])
     caesar_k: tuple = tuple(_DEFAULTS["caesar_k"])
     caesar_cap: int = _DEFAULTS["caesar_cap"]
-    horizon: int = _DEFAULTS["horizon"]
+    horizon: int | None = _DEFAULTS["horizon"]
     max_lost: float = _DEFAULTS["max_lost"]
     max_purity_drop: float = _DEFAULTS["max_purity_drop"]
 
@@ -130,7 +145,7 @@ class Settings:
         m = int(self.min_classifications)
         out = [Policy("fixed", float(n)) for n in self.fixed_n]
         out += [Policy("risk", float(t), m) for t in self.risk_tau]
-        h = int(self.horizon)
+        h = 20 if self.horizon is None else int(self.horizon)  # the replay: per subject
         out += [Policy("generative", float(e), m, horizon=h) for e in self.generative_eps]
         out += [Policy("caesar", float(k), m, int(self.caesar_cap)) for k in self.caesar_k]
         return out
@@ -175,9 +190,10 @@ def arrival_table(boxes: pd.DataFrame, path=None) -> pd.DataFrame:
 class _Prefixes:
     """Builds the boxes table of "subject s after its first n classifications" fast."""
 
-    _COLS = [c for c in REQUIRED_COLUMNS if c != "subject_id"]
-
     def __init__(self, boxes: pd.DataFrame, cls: pd.DataFrame):
+        self._COLS = [c for c in REQUIRED_COLUMNS if c != "subject_id"]
+        if "unusual" in boxes.columns:
+            self._COLS.append("unusual")
         rank = cls.set_index("classification_id")["n"]
         subj_codes, self.subject_ids = pd.factorize(cls["subject_id"], sort=True)
         code_of = pd.Series(subj_codes, index=cls["classification_id"].to_numpy())
@@ -241,18 +257,126 @@ class Replay:
     """Every subject's state after each of its classifications, with its labels."""
 
     cls: pd.DataFrame  # arrival table (arrival_table)
-    states: pd.DataFrame  # subject_id, n, epoch, _STATE columns; sorted by subject_id, n
+    states: pd.DataFrame  # subject_id, n, g, epoch, map, model numbers; sorted by subject_id, n
     labels: pd.DataFrame  # labels of every state: state (row of states), x1..y2, x, y, p_fp, ...
     refits: list[dict]
     skills: list[LiveSkills]  # the skills of every epoch (states' ``epoch`` column)
+    maps: list[LiveMap] = field(
+        default_factory=list
+    )  # the label maps (states' ``map``; −1: default)
+    map_after: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # fitted before g
+    gold_subjects: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    default_map: LiveMap = field(default_factory=LiveMap)
+    final_map: LiveMap = field(default_factory=LiveMap)  # on every gold prefix: the scoring
+
+    def label_map(self, state: int) -> LiveMap:
+        """The label map a state was judged with."""
+        k = int(self.states["map"].iloc[state])
+        return self.default_map if k < 0 else self.maps[k]
+
+
+#: the live map is refitted once the gold prefixes seen have grown by this share ...
+MAP_GROWTH = 0.1
+#: ... and by at least this many prefixes
+MAP_STEP = 20
+
+
+def gold_rows(
+    states: pd.DataFrame, labels: pd.DataFrame, gold: Gold, cal: CalibrationSettings
+) -> pd.DataFrame:
+    """The live map's training rows: every label of every gold subject's prefix with its
+    verdict against the experts (matched one-to-one, docs/decisions.md#gold-match) and the
+    arrival rank ``g`` of the classification that completed the prefix."""
+    is_gold = np.isin(states["subject_id"].to_numpy(), gold.subjects)
+    lab = labels.loc[is_gold[labels["state"].to_numpy()]]
+    if not len(lab):
+        return pd.DataFrame(columns=["g", "subject_id", "real", *LIVE_FEATURES])
+    state = lab["state"].to_numpy()
+    sid = states["subject_id"].to_numpy()[state]
+    marks = gold.marks.merge(
+        pd.DataFrame({"subject_id": sid, "prefix": state}).drop_duplicates(), on="subject_id"
+    )
+    marks = marks.drop(columns="subject_id").rename(columns={"prefix": "subject_id"})
+    real, _ = match_one_to_one(lab.assign(subject_id=state), marks, gold.geometry, cal.match_iou)
+    X = live_features(
+        lab["p_empty"], lab["p_weak"], lab["n_marks"], states["n"].to_numpy()[state],
+        lab["frac_unusual"],
+    )  # fmt: skip
+    out = pd.DataFrame(X, columns=list(LIVE_FEATURES))
+    out.insert(0, "real", real)
+    out.insert(0, "subject_id", sid)
+    out.insert(0, "g", states["g"].to_numpy()[state])
+    return out.sort_values("g", kind="stable").reset_index(drop=True)
+
+
+def gold_completions(states: pd.DataFrame, gold_subjects, horizon: int | None) -> np.ndarray:
+    """The arrival ranks g at which gold subjects were complete: classified ``horizon`` times
+    (or as often as they ever were, if less; None: as often as they ever were), sorted."""
+    st = states.loc[
+        np.isin(states["subject_id"].to_numpy(), gold_subjects), ["subject_id", "n", "g"]
+    ]
+    if not len(st):
+        return np.zeros(0, np.int64)
+    last = st.groupby("subject_id")["n"].transform("max").to_numpy()
+    done = st["n"].to_numpy() == (last if horizon is None else np.minimum(last, horizon))
+    return np.sort(st["g"].to_numpy()[done])
+
+
+def fit_map_timeline(
+    rows: pd.DataFrame, cal: CalibrationSettings, completions: np.ndarray | None = None
+) -> tuple[np.ndarray, list]:
+    """(G, maps): map k is fitted on the gold rows that arrived before G[k] (g < G[k]) and
+    judges the states from G[k] on. The first map waits until MIN_GOLD_SUBJECTS gold subjects
+    are complete (``completions``: :func:`gold_completions`; a map fitted on the first few
+    classifications of each gold subject cannot judge a label seen by twenty volunteers);
+    then a map is refitted once the gold prefixes seen have grown by :data:`MAP_GROWTH` (at
+    least :data:`MAP_STEP`)."""
+    if not len(rows):
+        return np.zeros(0, np.int64), []
+    g = rows["g"].to_numpy()
+    # one prefix = one g: the prefixes seen after each row
+    first_of_g = np.concatenate([[True], g[1:] != g[:-1]])
+    prefixes = np.cumsum(first_of_g)
+    if completions is None:  # every gold subject counts from its first label
+        completions = np.sort(rows.groupby("subject_id")["g"].min().to_numpy())
+    X = rows[list(LIVE_FEATURES)].to_numpy()
+    real = rows["real"].to_numpy(dtype=bool)
+    G, maps, last = [], [], 0
+    ends = np.flatnonzero(np.concatenate([g[1:] != g[:-1], [True]]))  # last row of each g
+    for end in ends:
+        seen = int(prefixes[end])
+        complete = int(np.searchsorted(completions, g[end], side="right"))
+        if complete < MIN_GOLD_SUBJECTS or seen < last + max(MAP_STEP, MAP_GROWTH * last):
+            continue
+        maps.append(
+            LiveMap.fit(
+                X[: end + 1],
+                real[: end + 1],
+                cal.C,
+                cal.weak_real,
+                rows["subject_id"].to_numpy()[: end + 1],
+            )
+        )
+        G.append(int(g[end]) + 1)
+        last = seen
+    return np.asarray(G, dtype=np.int64), maps
 
 
 def run_replay(
-    boxes: pd.DataFrame, params: Params, settings: Settings, path=None, weak_real: float = WEAK_REAL
+    boxes: pd.DataFrame,
+    params: Params,
+    settings: Settings,
+    path=None,
+    gold: Gold | None = None,
+    calibration: CalibrationSettings | None = None,
 ) -> Replay:
     """Steps 1-3 of the module docstring: every prefix of every subject assessed with the
-    skills known when its last classification arrived (p_fp: the default map with
-    ``weak_real``, clumpscout.model.live.assess)."""
+    skills known when its last classification arrived, and judged with the label map known
+    then (:class:`clumpscout.model.calibration.LiveMap`): without ``gold`` the default map
+    (``calibration.weak_real``); with expert marks, once MIN_GOLD_SUBJECTS gold subjects have
+    labels, the map fitted on the gold subjects' prefixes that arrived before
+    (:func:`fit_map_timeline`)."""
+    cal = calibration or CalibrationSettings()
     cls = arrival_table(boxes, path)
     pre = _Prefixes(boxes, cls)
     bounds = refit_points(len(cls), settings.refit_every, settings.refit_growth)
@@ -268,8 +392,8 @@ def run_replay(
         sel = np.arange(lo, hi)
         sc, nn = codes[sel], n_all[sel]
         epoch_skills.append(skills)
-        a = _assess(pre.frame(sc, nn), skills, params, weak_real)
-        st = a.subjects.assign(subject_id=pre.subject_ids[sc], epoch=e)
+        a = _assess(pre.frame(sc, nn), skills, params)
+        st = a.subjects.assign(subject_id=pre.subject_ids[sc], g=sel, epoch=e)
         lab = a.labels.rename(columns={"subject_id": "state"})
         lab["state"] += offset
         st.index = np.arange(offset, offset + len(st))
@@ -297,18 +421,66 @@ def run_replay(
     states = states.iloc[order].reset_index(drop=True)
     labels["state"] = remap[labels["state"].to_numpy()]
     labels = labels.sort_values("state", kind="stable").reset_index(drop=True)
-    return Replay(cls, states, labels, refits, epoch_skills)
+    gold_subjects = np.zeros(0, np.int64) if gold is None else np.asarray(gold.subjects)
+    gold_subjects = np.intersect1d(gold_subjects, cls["subject_id"].to_numpy())
+    G, maps = np.zeros(0, np.int64), []
+    default = LiveMap.default(cal.weak_real)
+    final = default
+    if gold is not None and gold.kind == "marks":
+        rows = gold_rows(states, labels, gold, cal)
+        done = gold_completions(states, gold.subjects, settings.horizon)
+        G, maps = fit_map_timeline(rows, cal, done)
+        if maps:
+            X = rows[list(LIVE_FEATURES)].to_numpy()
+            final = LiveMap.fit(
+                X, rows["real"].to_numpy(bool), cal.C, cal.weak_real, rows["subject_id"]
+            )
+    elif gold is not None:
+        log.warning(
+            "the replay's label map is learned from expert marks; with expert counts only "
+            "it uses the default map (docs/decisions.md#live-retirement)"
+        )
+    states["map"] = np.searchsorted(G, states["g"].to_numpy(), side="right") - 1
+    if settings.horizon is None:  # each subject's own number of classifications
+        horizon = cls.groupby("subject_id")["n"].max().reindex(states["subject_id"]).to_numpy()
+    else:
+        horizon = np.full(len(states), int(settings.horizon))
+    wait = gold is not None and gold.kind == "marks"
+    states, labels = _judge(states, labels, maps, default, horizon, wait)
+    return Replay(cls, states, labels, refits, epoch_skills, maps, G, gold_subjects, default, final)
 
 
-def _assess(
-    frame: pd.DataFrame, skills: LiveSkills, params: Params, weak_real: float = WEAK_REAL
-) -> Assessment:
+def _judge(states, labels, maps, default, horizon, wait: bool = False):
+    """The states and labels with p_fp and the policy's numbers from each state's map.
+    ``wait``: a gold standard is coming, so before its first map the generative policy
+    retires nothing early (the default map does not say what this project counts)."""
+    lab_state = labels["state"].to_numpy()
+    st_parts, lab_parts = [], []
+    for k, idx in states.groupby("map", sort=True).indices.items():
+        rows = np.isin(lab_state, idx)
+        pos = np.searchsorted(idx, lab_state[rows])
+        a = apply_map(
+            Assessment(states.iloc[idx], labels.loc[rows]),
+            default if k < 0 else maps[k],
+            horizon[idx],
+            label_subject=pos,
+        )
+        if k < 0 and wait:
+            a.subjects["new_kept"] = np.inf
+        st_parts.append(a.subjects)
+        lab_parts.append(a.labels)
+    states = pd.concat(st_parts).sort_index()
+    labels = pd.concat(lab_parts).sort_index()
+    return states, labels
+
+
+def _assess(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Assessment:
     """:func:`clumpscout.model.live.assess` on the prefixes (subject_id = prefix index)."""
     prep = prepare(frame)
     engine = _GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    a = _assess_batch(engine, prep, b, sk, params, weak_real)
+    a = _assess_batch(engine, prep, b, sk, params)
     if not np.array_equal(a.subjects["subject_id"].to_numpy(), np.arange(len(a.subjects))):
         raise AssertionError("every prefix holds at least one classification")
     return a
@@ -319,10 +491,12 @@ def _assess(
 
 def retirement_points(rp: Replay, policy: Policy, params: Params) -> pd.DataFrame:
     """Per subject: n_used (the first n at which ``policy`` retires it, else all its
-    classifications), n_total and the row of its state then (``state``)."""
+    classifications), n_total and the row of its state then (``state``). Gold subjects are
+    never retired early: the project keeps them as the label map's training set."""
     st = rp.states
     go = decide(policy, st, params)
     sid = st["subject_id"].to_numpy()
+    go &= ~np.isin(sid, rp.gold_subjects)
     first = np.concatenate([[True], sid[1:] != sid[:-1]])
     starts = np.flatnonzero(first)
     ends = np.concatenate([starts[1:], [len(st)]])
@@ -389,18 +563,32 @@ def evaluate(
     truth: pd.DataFrame | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Steps 4-5: (replay table, per-subject retirement points) for every policy setting,
-    plus the ``full`` row (the full-data labels)."""
-    subjects = np.unique(rp.states["subject_id"].to_numpy())
-    total = int(rp.cls.groupby("subject_id")["n"].max().sum())
+    plus the ``full`` row (the full-data labels). Effort counts every subject (the gold
+    subjects at all their classifications); the scores are over the other subjects.
+
+    Every label scored, the replay's (as they were at retirement) and the full data's, is
+    judged by one map, the last one (:attr:`Replay.final_map`: fitted on every gold
+    prefix), as a live project judges its catalogue once the project ends; the decisions
+    were taken with the maps known at the time. So ``lost`` measures what retiring lost,
+    not the difference between two fits of the map."""
+    subjects = np.setdiff1d(np.unique(rp.states["subject_id"].to_numpy()), rp.gold_subjects)
+    n_total = rp.cls.groupby("subject_id")["n"].max()
+    total = int(n_total.sum())
+    full_labels = rejudge(full_labels, rp.final_map, n_total)
+    judged = rejudge(
+        rp.labels.assign(subject_id=rp.states["subject_id"].to_numpy()[rp.labels["state"]]),
+        rp.final_map,
+        rp.states["n"].to_numpy()[rp.labels["state"]],
+    )
     rows, points = [], []
-    full = {"policy": "full", "setting": np.nan, "effort": 1.0, "mean_n": total / len(subjects)}
+    n_subjects = int(rp.cls["subject_id"].nunique())
+    full = {"policy": "full", "setting": np.nan, "effort": 1.0, "mean_n": total / n_subjects}
     full.update(score(full_labels, full_labels, truth, subjects), retired_early=0.0)
     rows.append(full)
-    lab_state = rp.labels["state"].to_numpy()
+    lab_state = judged["state"].to_numpy()
     for pol in tqdm(settings.policies(), desc="policies", unit="setting"):
         pts = retirement_points(rp, pol, params)
-        labels = rp.labels.loc[np.isin(lab_state, pts["state"].to_numpy())]
-        labels = labels.assign(subject_id=rp.states["subject_id"].to_numpy()[labels["state"]])
+        labels = judged.loc[np.isin(lab_state, pts["state"].to_numpy())]
         row = {
             "policy": pol.kind,
             "setting": pol.setting,
@@ -416,6 +604,20 @@ def evaluate(
         ["subject_id", "policy", "setting", "n_used", "n_total"]
     ]
     return table, pts
+
+
+def rejudge(labels: pd.DataFrame, label_map: LiveMap, n_viewers) -> pd.DataFrame:
+    """``labels`` with p_fp from ``label_map`` (needs p_empty, p_weak, n_marks; frac_unusual
+    if any); ``n_viewers``: per label, or a Series by subject_id. Labels without p_empty
+    (another method's) keep their p_fp."""
+    if "p_empty" not in labels.columns or not len(labels):
+        return labels
+    if isinstance(n_viewers, pd.Series):
+        n_viewers = n_viewers.reindex(labels["subject_id"].to_numpy()).to_numpy(dtype=float)
+    unusual = labels["frac_unusual"] if "frac_unusual" in labels.columns else None
+    p_weak = labels["p_weak"] if "p_weak" in labels.columns else np.zeros(len(labels))
+    p_real = label_map.p_real(labels["p_empty"], p_weak, labels["n_marks"], n_viewers, unusual)
+    return labels.assign(p_fp=1.0 - p_real)
 
 
 def best_setting(table: pd.DataFrame, settings: Settings) -> dict | None:
@@ -481,20 +683,25 @@ def replay(
     truth: pd.DataFrame | None = None,
     seed: int = 0,
     path=None,
-    weak_real: float = WEAK_REAL,
+    gold: Gold | None = None,
+    calibration: CalibrationSettings | dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The replay and its scores: (replay table, retirement points, report). The replay's
-    labels and the full-data labels carry the same map from the model's posterior to p_fp
-    (without a gold standard, the default map with ``weak_real``)."""
+    labels and the full-data labels both say what the project counts: with ``gold``, the
+    full-data labels are calibrated on it (cross-fitted) and the replay learns its live map
+    from the gold subjects as they arrive; without, both carry the default map
+    (``calibration.weak_real``)."""
     t0 = time.perf_counter()
+    if isinstance(calibration, dict) or calibration is None:
+        calibration = CalibrationSettings(**{"seed": int(seed), **(calibration or {})})
     if full_labels is None:
         from clumpscout.model.aggregator import Aggregator
 
         log.info("full-data labels: aggregating all %d rows", len(boxes))
-        agg = Aggregator(params, seed=seed, calibration={"weak_real": weak_real})
-        full_labels = agg.fit(boxes, path=path).labels_
+        agg = Aggregator(params, seed=seed, calibration=calibration)
+        full_labels = agg.fit(boxes, path=path, gold=gold).labels_
     t1 = time.perf_counter()
-    rp = run_replay(boxes, params, settings, path=path, weak_real=weak_real)
+    rp = run_replay(boxes, params, settings, path=path, gold=gold, calibration=calibration)
     t2 = time.perf_counter()
     table, points = evaluate(rp, params, settings, full_labels, truth)
     t3 = time.perf_counter()
@@ -502,6 +709,11 @@ def replay(
         "classifications": int(len(rp.cls)),
         "subjects": int(rp.cls["subject_id"].nunique()),
         "states": int(len(rp.states)),
+        "gold_subjects": int(len(rp.gold_subjects)),
+        "label_maps": len(rp.maps),
+        "label_map_last": rp.maps[-1].info | {"counted": list(rp.maps[-1].counted)}
+        if rp.maps
+        else "default",
         "refits": rp.refits,
         "best": best_setting(table, settings),
         "max_lost": settings.max_lost,
@@ -542,6 +754,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--full-labels", default=None, help="full-data labels.parquet (else fitted)")
     p.add_argument("--truth", default=None, help="truth table (CSV: subject_id, x, y)")
     p.add_argument("--seed", type=int, default=0, help="seed of the full-data aggregation")
+    p.add_argument(
+        "--gold",
+        default=None,
+        help="the project's gold standard (CSV / Parquet of expert marks or counts, as for "
+        "clumpscout aggregate --gold): the full-data labels are calibrated on it and the "
+        "replay learns its label map from the gold subjects as they arrive",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -551,13 +770,13 @@ def run(args: argparse.Namespace) -> int:
     cfg = load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
-    weak_real = float((cfg.get("calibration") or {}).get("weak_real", WEAK_REAL))
+    gold = read_gold(args.gold) if args.gold else None
     boxes = read_boxes(args.boxes)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None
     table, points, report = replay(
         boxes, params, settings, full_labels=full, truth=truth, seed=args.seed, path=args.boxes,
-        weak_real=weak_real,
+        gold=gold, calibration=dict(cfg.get("calibration") or {}),
     )  # fmt: skip
     write_outputs(args.out, table, points, report)
     log.info("wrote %s", Path(args.out) / "replay.csv")

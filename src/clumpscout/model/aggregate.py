@@ -83,11 +83,9 @@ def run(args: argparse.Namespace) -> int:
     # the gold standard is checked before the (numba-compiling) aggregation is imported
     gold = None if args.gold is None else read_gold(args.gold)
     from clumpscout.model.aggregator import Aggregator
-    from clumpscout.model.prepare import read_boxes
 
-    boxes = read_boxes(args.boxes)
     agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)
-    agg.fit(boxes, path=args.boxes, gold=gold)
+    agg.fit(args.boxes, gold=gold)  # the file is read block by block
     with timed(f"writing {args.out}"):
         agg.write(args.out)
     return 0

@@ -57,6 +57,10 @@ Outputs (:meth:`AggregationResult.write`):
   ``report.json`` (counts, per-cycle EM log-likelihoods, the model's population
   parameters, run-health diagnostics and ``warnings``, timings).
 
+Memory (docs/decisions.md#aggregation-memory): given a Parquet path, ``fit`` reads the table
+block by block into compact arrays and :meth:`AggregationResult.write` writes assignments
+block by block from it again (:class:`Assignments`), so the table is never held whole.
+
 Every random step takes a seed derived from ``seed``; the same input in any row order with
 the same seed gives the same outputs (docs/decisions.md#determinism).
 """
@@ -74,13 +78,13 @@ import pandas as pd
 from clumpscout import __version__
 from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
-from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_blocks
 from clumpscout.logs import timed
 from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
 from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import Prepared, prepare, split_by_tool
+from clumpscout.model.prepare import Prepared, _ranges, prepare, split_by_tool
 from clumpscout.model.retirement import (
     RETIRED,
     RETIRED_EMPTY,
@@ -92,6 +96,7 @@ from clumpscout.model.retirement import (
     pre_batch_status,
     retire_mask,
 )
+from clumpscout.model.source import BoxSource, box_source
 
 log = logging.getLogger(__name__)
 
@@ -101,15 +106,24 @@ _SUBJECT_NUMBERS = ("n_fp", "n_fn", "n_sigma", "risk", "n_fn_init", "n_fn_coinci
 
 @dataclass
 class AggregationResult:
-    """The output tables (see the module docstring) plus a run report."""
+    """The output tables (see the module docstring) plus a run report.
+
+    The assignments table (one row per input row) is kept as :class:`Assignments`, one small
+    code per row: ``assignments`` builds the DataFrame when it is asked for, :meth:`write`
+    writes it block by block from the input without building it."""
 
     labels: pd.DataFrame
     subjects: pd.DataFrame
     volunteers: pd.DataFrame
-    assignments: pd.DataFrame
+    assignment_codes: Assignments
     report: dict
     params: Params
     seed: int
+
+    @property
+    def assignments(self) -> pd.DataFrame:
+        """The assignments table (built on first use, then kept)."""
+        return self.assignment_codes.frame()
 
     def clumps_table(self):
         """The labels as an astropy Table with units and the hyper-parameters in ``meta``."""
@@ -136,15 +150,61 @@ class AggregationResult:
 
     def write(self, out_dir) -> None:
         """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and report.json."""
+        from clumpscout.ecsv import write_ecsv
+
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         write_parquet(self.labels, out / "labels.parquet")
         write_parquet(self.subjects, out / "subjects.parquet")
         write_parquet(self.volunteers, out / "volunteers.parquet")
-        write_parquet(self.assignments, out / "assignments.parquet")
+        self.assignment_codes.write(out / "assignments.parquet")
         with atomic_path(out / "clumps.ecsv") as tmp:
-            self.clumps_table().write(tmp, format="ascii.ecsv", overwrite=True)
+            write_ecsv(self.clumps_table(), tmp)
         write_json(self.report, out / "report.json")
+
+
+#: row codes of :class:`Assignments` below the clump indices
+_DUMMY, _NO_BOX, _NOT_AGGREGATED = -1, -2, -3
+
+
+@dataclass
+class Assignments:
+    """The assignments table as one code per input row: the clump index (≥ 0), −1 the dummy,
+    −2 a row without a box, −3 a box that was not aggregated.
+
+    :meth:`frame` is the table (every input row, in input order, plus ``cluster`` and
+    ``assignment``, see the module docstring); :meth:`write` writes the same table one
+    block of the input at a time (:mod:`clumpscout.model.source`), so a project's
+    assignments never need to fit in memory."""
+
+    source: BoxSource
+    codes: np.ndarray
+    _frame: pd.DataFrame | None = None
+
+    def _block(self, start: int, df: pd.DataFrame) -> pd.DataFrame:
+        code = self.codes[start : start + len(df)]
+        out = df.reset_index(drop=True)  # a new frame (copy on write): the input is unchanged
+        kind = np.full(len(df), "empty", dtype=object)
+        kind[code >= 0] = "clump"
+        kind[code == _DUMMY] = "dummy"
+        kind[code == _NOT_AGGREGATED] = "not_aggregated"
+        out["cluster"] = pd.array(np.where(code >= _DUMMY, code, 0).astype(np.int64), dtype="Int64")
+        out.loc[code < _DUMMY, "cluster"] = pd.NA
+        out["assignment"] = kind
+        return out
+
+    def frame(self) -> pd.DataFrame:
+        if self._frame is None:
+            self._frame = self._block(0, self.source.frame())
+        return self._frame
+
+    def write(self, path) -> None:
+        """Write the table to Parquet atomically, one input block at a time (the bytes of
+        :func:`clumpscout.io.write_parquet` on :meth:`frame`)."""
+        if self._frame is not None:
+            write_parquet(self._frame, path)
+        else:
+            write_parquet_blocks((self._block(i, df) for i, df in self.source.blocks()), path)
 
 
 class Aggregator:
@@ -222,14 +282,20 @@ class Aggregator:
             calibration = CalibrationSettings(**{"seed": self.seed, **(calibration or {})})
         self.calibration = calibration
 
-    def fit(self, boxes: pd.DataFrame, path=None, gold: Gold | None = None) -> Aggregator:
+    def fit(self, boxes, path=None, gold: Gold | None = None) -> Aggregator:
         """Aggregate the boxes table; ``path`` (the table's file) only names it in errors.
 
-        ``gold`` (:func:`clumpscout.data.gold.read_gold`): the project's gold standard, on
-        which p_fp is calibrated (:mod:`clumpscout.model.calibration`); without it the
-        generative model's labels get the default map (docs/decisions.md#no-gold-default)
-        and the paper's model keeps its own p_fp (the reproduction).
+        ``boxes``: a DataFrame, or the path of a Parquet file, which is then read and written
+        back (assignments) one block at a time, never whole (:mod:`clumpscout.model.source`);
+        both give the same outputs. ``gold`` (:func:`clumpscout.data.gold.read_gold`): the
+        project's gold standard, on which p_fp is calibrated
+        (:mod:`clumpscout.model.calibration`); without it the generative model's labels get
+        the default map (docs/decisions.md#no-gold-default) and the paper's model keeps its
+        own p_fp (the reproduction).
         """
+        src = box_source(boxes, path)
+        path = path if path is not None else src.path
+        markers = None
         if self.per_tool:
             if gold is not None:
                 raise InputError(
@@ -237,25 +303,29 @@ class Aggregator:
                     "the tool the experts marked on its own (extract.tools)",
                     gold.path,
                 )
-            result = _fit_per_tool(boxes, self.params, self.seed, path)
+            result = _fit_per_tool(src.frame(), self.params, self.seed, path)
         else:
-            result = _fit(boxes, self.params, self.seed, path)
+            result, markers = _fit(src, self.params, self.seed, path, markers=gold is not None)
         if gold is not None or self.params.model == "generative":
             p = self.params
             settings = replace(
                 self.calibration, risk_weights=(p.alpha_fp, p.alpha_fn, p.alpha_sigma)
             )
-            result = _calibrated(result, gold, settings)
+            result = _calibrated(result, gold, settings, markers)
         self.result_ = result
         self.labels_ = result.labels
         self.subjects_ = result.subjects
         self.volunteers_ = result.volunteers
-        self.assignments_ = result.assignments
         self.report_ = result.report
         self.loglik_history_ = [
             float(it["log_likelihood"]) for c in result.report["cycles"] for it in c["em"]
         ]
         return self
+
+    @property
+    def assignments_(self) -> pd.DataFrame:
+        """The assignments table (built from the input on first use)."""
+        return self.result_.assignments
 
     def fit_predict(self, boxes: pd.DataFrame, path=None) -> pd.DataFrame:
         """:meth:`fit`, then the labels table ``labels_``."""
@@ -267,7 +337,7 @@ class Aggregator:
 
 
 def aggregate(
-    boxes: pd.DataFrame,
+    boxes,
     params: Params | dict | None = None,
     seed: int = 0,
     *,
@@ -281,13 +351,15 @@ def aggregate(
 
 
 def _calibrated(
-    result: AggregationResult, gold: Gold | None, settings: CalibrationSettings
+    result: AggregationResult,
+    gold: Gold | None,
+    settings: CalibrationSettings,
+    markers: pd.DataFrame | None = None,
 ) -> AggregationResult:
-    """The result with p_fp calibrated (:func:`clumpscout.model.calibration.calibrate`)."""
+    """The result with p_fp calibrated (:func:`clumpscout.model.calibration.calibrate`);
+    ``markers``: the assignments' clump rows (:func:`_markers`) the gold-standard fit reads."""
     t0 = time.perf_counter()
-    labels, subjects, report = calibrate(
-        result.labels, result.subjects, gold, settings, result.assignments
-    )
+    labels, subjects, report = calibrate(result.labels, result.subjects, gold, settings, markers)
     report["seconds"] = round(time.perf_counter() - t0, 3)
     log.info(
         "calibration (%s): %d labels, p_fp < 0.5 on %d, in %.1f s",
@@ -312,8 +384,8 @@ class _Progress:
     batch_no: np.ndarray
     numbers: dict[str, np.ndarray]  # _SUBJECT_NUMBERS of the subject's final cycle
     n_clumps: np.ndarray
-    box_assign: np.ndarray  # −3 not aggregated, −1 dummy, ≥0 clump
-    label_parts: list[pd.DataFrame]
+    box_assign: np.ndarray  # −3 not aggregated, −1 dummy, ≥0 clump (int32)
+    label_parts: list[pd.DataFrame]  # the labels of the subjects each cycle finalised
     batch_reports: list[dict]
 
     @classmethod
@@ -330,17 +402,21 @@ class _Progress:
             batch_no=np.full(n_s, -1, np.int64),
             numbers=numbers,
             n_clumps=np.zeros(n_s, np.int64),
-            box_assign=np.full(len(prep.box_row), -3, np.int64),
+            box_assign=np.full(len(prep.box_row), _NOT_AGGREGATED, np.int32),
             label_parts=[],
             batch_reports=[],
         )
 
 
-def _fit(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> AggregationResult:
-    """One aggregation of the boxes table (the module docstring's steps 1-5)."""
+def _fit(
+    boxes, p: Params, seed: int, path=None, *, markers: bool = False
+) -> tuple[AggregationResult, pd.DataFrame | None]:
+    """One aggregation of the boxes table (the module docstring's steps 1-5); with
+    ``markers``, also the assignments' clump rows the gold-standard calibration reads."""
     t_start = time.perf_counter()
-    with timed(f"preparing {len(boxes):,} rows"):
-        prep = prepare(boxes, path=path)
+    src = box_source(boxes, path)
+    with timed(f"preparing {src.n_rows:,} rows"):
+        prep = prepare(src, path=path)
     engine = make_engine(prep, p, seed)
     empty, eligible = pre_batch_status(
         prep.subj_n_vol,
@@ -354,6 +430,7 @@ def _fit(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> AggregationRes
     _run_cycles(engine, prep, p, _queue(prep, p, empty, eligible), prog, cache)
 
     labels = _final_labels(prog.label_parts)
+    prog.label_parts = []
     if isinstance(engine, _GenerativeEngine) and empty.any():
         # nobody marked anything: the objects everyone missed are all that can be there
         idx = np.flatnonzero(empty)
@@ -363,13 +440,14 @@ def _fit(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> AggregationRes
         prog.numbers["risk"][idx] = p.alpha_fn * strong
     volunteers = _volunteers_frame(engine, prep, cache)
     subjects = _subjects_frame(prep, prog)
-    assignments = _assignments(boxes, prep, prog.box_assign)
     report = _report(prep, p, seed, engine, prog, labels)
     with timed("checking the run's health"):
-        diag = health.diagnose(assignments, labels)
+        diag = _health(prep, prog.box_assign, prog.batch_no, labels)
     health.log_warnings(diag, log)
     report["health"] = diag
     report["warnings"] = list(diag["warnings"])
+    clump_rows = _markers(prep, prog.box_assign) if markers else None
+    codes = _row_codes(prep.n_rows, prep.box_row, prog.box_assign)
     report["seconds"] = round(time.perf_counter() - t_start, 3)
     log.info(
         "aggregated %d subjects (%s) into %d label clumps in %.1f s",
@@ -378,7 +456,66 @@ def _fit(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> AggregationRes
         len(labels),
         report["seconds"],
     )
-    return AggregationResult(labels, subjects, volunteers, assignments, report, p, seed)
+    result = AggregationResult(
+        labels, subjects, volunteers, Assignments(src, codes), report, p, seed
+    )
+    return result, clump_rows
+
+
+def _row_codes(n_rows: int, box_row: np.ndarray, box_assign: np.ndarray) -> np.ndarray:
+    """:class:`Assignments` codes per input row from the boxes' assignments."""
+    codes = np.full(n_rows, _NO_BOX, np.int32)
+    codes[box_row] = box_assign
+    return codes
+
+
+def _markers(prep: Prepared, box_assign: np.ndarray) -> pd.DataFrame:
+    """The assignments table's clump rows, in input order, with the columns the calibration
+    reads (subject_id, volunteer, cluster, assignment); a volunteer is a code (NaN: a row
+    without a name, which the calibration does not group, as in the full table)."""
+    clump = np.flatnonzero(box_assign >= 0)
+    clump = clump[np.argsort(prep.box_row[clump], kind="stable")]
+    vol = prep.box_vol[clump].astype(np.float64)
+    vol[prep.vol_nameless[prep.box_vol[clump]]] = np.nan
+    return pd.DataFrame(
+        {
+            "subject_id": prep.subject_ids[prep.box_subject_of(clump)],
+            "volunteer": vol,
+            "cluster": pd.array(box_assign[clump].astype(np.int64), dtype="Int64"),
+            "assignment": pd.Categorical.from_codes(np.zeros(len(clump), np.int8), ["clump"]),
+        }
+    )
+
+
+#: boxes per block of the health check
+_HEALTH_BLOCK = 1 << 20
+
+
+def _health(prep: Prepared, box_assign, batch_no, labels: pd.DataFrame) -> dict:
+    """:func:`clumpscout.model.health.diagnose` of the assignments table, read from the
+    prepared arrays block by block (boxes are sorted by subject, then volunteer)."""
+    n_box = len(box_assign)
+    agg_subj = np.flatnonzero(batch_no >= 0)  # every box of a subject that entered a batch
+
+    def blocks():
+        off = prep.subj_box_off
+        start = 0
+        while start < len(agg_subj):
+            stop = int(np.searchsorted(off[agg_subj + 1], off[agg_subj[start]] + _HEALTH_BLOCK))
+            stop = max(stop, start + 1)
+            subj = agg_subj[start:stop]
+            idx = _ranges(off[subj], off[subj + 1])
+            local = np.repeat(np.arange(start, stop, dtype=np.int64), prep.subj_n_boxes[subj])
+            yield prep.box_px[idx], prep.box_vol[idx].astype(np.int64), local
+            start = stop
+
+    counts = {
+        "boxes": int((box_assign >= _DUMMY).sum()),
+        "boxes_on_dummy": int((box_assign == _DUMMY).sum()),
+        "boxes_not_aggregated": int((box_assign == _NOT_AGGREGATED).sum()),
+        "empty_rows": int(prep.n_rows - n_box),
+    }
+    return health.diagnose_blocks(blocks(), prep.subject_ids[agg_subj], counts, labels)
 
 
 def _queue(prep: Prepared, p: Params, empty: np.ndarray, eligible: np.ndarray) -> np.ndarray:
@@ -482,7 +619,8 @@ def _record_cycle(
     ba[tp] = clump_in_subj[state.box_cluster[tp]]
     # every box takes its latest clustering (an unfinished subject's is overwritten later)
     prog.box_assign[b.box_idx] = ba
-    prog.label_parts.append(_labels_frame(prep, b, state, rk, final, clump_in_subj))
+    part = _labels_frame(prep, b, state, rk, final, clump_in_subj)
+    prog.label_parts.append(part[part["final"].to_numpy()])
     # skills: restore the cache and update it with the finalised subjects only
     upd = retire | (stale & p.stale_updates_skills)
     if upd.any():
@@ -607,21 +745,6 @@ def _subjects_frame(prep: Prepared, prog: _Progress) -> pd.DataFrame:
     )
 
 
-def _assignments(boxes: pd.DataFrame, prep: Prepared, box_assign: np.ndarray) -> pd.DataFrame:
-    """Every input row with its ``cluster`` and ``assignment`` (see the module docstring)."""
-    out = boxes.reset_index(drop=True).copy()
-    cluster = np.full(prep.n_rows, -3, np.int64)
-    cluster[prep.box_row] = box_assign
-    kind = np.full(prep.n_rows, "empty", dtype=object)
-    kind[prep.box_row] = np.where(
-        box_assign >= 0, "clump", np.where(box_assign == -1, "dummy", "not_aggregated")
-    )
-    out["cluster"] = pd.array(np.where(cluster >= -1, cluster, 0), dtype="Int64")
-    out.loc[cluster < -1, "cluster"] = pd.NA
-    out["assignment"] = kind
-    return out
-
-
 def _report(prep, p: Params, seed: int, engine: _Engine, prog: _Progress, labels) -> dict:
     """report.json without the health check and the total time."""
     status_counts = {
@@ -664,7 +787,7 @@ def _fit_per_tool(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> Aggre
         units["tool"].nunique(dropna=False),
         len(units),
     )
-    r = _fit(frame, p, seed, path)
+    r, _ = _fit(frame, p, seed, path)
 
     def with_tool(t: pd.DataFrame) -> pd.DataFrame:
         u = units.iloc[t["subject_id"].to_numpy()]
@@ -688,7 +811,8 @@ def _fit_per_tool(boxes: pd.DataFrame, p: Params, seed: int, path=None) -> Aggre
     row_assign[a["_row"].to_numpy()[mine]] = np.where(
         kind == "not_aggregated", -3, np.nan_to_num(cl, nan=-3).astype(np.int64)
     )
-    assignments = _assignments(boxes, orig, row_assign[orig.box_row])
+    codes = _row_codes(orig.n_rows, orig.box_row, row_assign[orig.box_row])
+    assignments = Assignments(box_source(boxes, path), codes)
 
     report = dict(r.report)
     report["per_tool"] = {

@@ -48,7 +48,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.evaluation.matching import match_one_to_one, matched_pairs
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,10 @@ FEATURES = (
 )
 #: subject features of the map to the expected misses (see :func:`miss_features`)
 MISS_FEATURES = ("log_n_fn", "log_n_fn_weak")
-#: logits are clipped to ± this (p = 1e-300 and p = 1e-30 say the same)
-_LOGIT_CLIP = 30.0
+#: logits are clipped to ± this: p_empty = 1e-3 and 1e-30 say the same (the label is real), and
+#: a map linear in an unclipped logit would set two such labels far apart; the batch EM and
+#: the live assessment of one label differ by orders of magnitude out there
+_LOGIT_CLIP = 5.0
 #: fewest gold subjects with which a map is fitted; fewer: the default map, with a warning
 MIN_GOLD_SUBJECTS = 10
 
@@ -78,6 +80,7 @@ class CalibrationSettings:
     C: float = 1.0
     match_iou: float = 0.5
     expert_majority: float = 0.0  # gold from expert clicks (clumpscout.data.gold)
+    box_correction: bool = True  # expert boxes: correct the label boxes' systematic offset
     seed: int = 0
     #: (α_fp, α_fn, α_σ) of the subject risk, recomputed with the calibrated N_fp, N_fn
     risk_weights: tuple = (1.0, 1.0, 2.0)
@@ -126,7 +129,7 @@ def markers_weak_share(labels: pd.DataFrame, assignments: pd.DataFrame | None) -
 def label_features(
     labels: pd.DataFrame, n_viewers: pd.Series, assignments: pd.DataFrame | None = None
 ) -> np.ndarray:
-    """(labels × :data:`FEATURES`): logit p_empty, logit p_weak (NaN: −30), the share of
+    """(labels × :data:`FEATURES`): logit p_empty, logit p_weak (NaN: the lower clip), the share of
     the subject's classifications that marked the label, ln(marks), the markers' share of
     weak marks (:func:`markers_weak_share`) and the share of marks made with the project's
     "unusual" tool (0 where there is none)."""
@@ -204,18 +207,25 @@ def _scale(X: np.ndarray) -> tuple:
     return X.mean(axis=0), np.where(sd > 0, sd, 1.0)
 
 
+def fit_real_map(X: np.ndarray, real: np.ndarray, C: float = 1.0) -> CalibrationMap:
+    """P(real | x) from labels' features ``X`` and their verdict ``real`` (matched to an
+    expert object): an L2-penalised logistic regression on standardised features; with one
+    class only, its rate with half a pseudo-label of the other (Jeffreys)."""
+    real = np.asarray(real, dtype=bool)
+    if len(real) and real.all() != real.any():
+        lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
+        lr.fit(X, real)
+        return CalibrationMap("marks", real=lr)
+    return CalibrationMap("constant", constant_real=(real.sum() + 0.5) / (len(real) + 1.0))
+
+
 def fit_marks_map(
     X: np.ndarray, real: np.ndarray, Z: np.ndarray, missed: np.ndarray, C: float = 1.0
 ) -> CalibrationMap:
     """The maps from expert marks: labels' features ``X`` with ``real`` (matched), subjects'
     miss features ``Z`` with ``missed`` (expert objects no label is matched to)."""
     real = np.asarray(real, dtype=bool)
-    if len(real) and real.all() != real.any():
-        lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
-        lr.fit(X, real)
-        m = CalibrationMap("marks", real=lr)
-    else:  # one class only: its rate with half a pseudo-label of the other (Jeffreys)
-        m = CalibrationMap("constant", constant_real=(real.sum() + 0.5) / (len(real) + 1.0))
+    m = fit_real_map(X, real, C)
     missed = np.asarray(missed, dtype=float)
     if missed.sum() > 0 and len(missed) > 1:
         pr = make_pipeline(StandardScaler(), PoissonRegressor(alpha=1.0 / (C * len(missed))))
@@ -433,6 +443,68 @@ def _gold_data(gold: Gold, labels, X, subjects, Z, s: CalibrationSettings) -> _G
     )
 
 
+#: fewest label-expert box pairs from which the box correction is measured
+MIN_BOX_PAIRS = 20
+#: a label and an expert box are a pair for the box correction at IoU ≥ this
+BOX_PAIR_IOU = 0.3
+
+
+def box_correction(labels: pd.DataFrame, gold: Gold, subjects=None) -> dict | None:
+    """How the experts' boxes sit relative to the labels they match (docs/decisions.md#gold-boxes):
+    the medians, over the one-to-one pairs at IoU ≥ :data:`BOX_PAIR_IOU` of the labels with
+    p_empty < 0.5 on the gold ``subjects`` (default: all), of ln(expert width / label width),
+    ln(expert height / label height) and the centre offsets in label widths and heights.
+    None without a box gold standard or with fewer than :data:`MIN_BOX_PAIRS` pairs."""
+    if gold is None or gold.kind != "marks" or gold.geometry != "box":
+        return None
+    subjects = gold.subjects if subjects is None else np.asarray(subjects)
+    lab = labels.loc[
+        labels["subject_id"].isin(subjects).to_numpy() & (labels["p_empty"] < 0.5).to_numpy()
+    ].reset_index(drop=True)
+    marks = gold.restrict(subjects).marks
+    li, oi, _ = matched_pairs(lab, marks, "box", BOX_PAIR_IOU)
+    if len(li) < MIN_BOX_PAIRS:
+        return None
+    a = lab[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)[li]
+    e = marks[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)[oi]
+    w, h = a[:, 2] - a[:, 0], a[:, 3] - a[:, 1]
+    return {
+        "log_width": float(np.median(np.log((e[:, 2] - e[:, 0]) / w))),
+        "log_height": float(np.median(np.log((e[:, 3] - e[:, 1]) / h))),
+        "dx": float(np.median(((e[:, 0] + e[:, 2]) - (a[:, 0] + a[:, 2])) / 2 / w)),
+        "dy": float(np.median(((e[:, 1] + e[:, 3]) - (a[:, 1] + a[:, 3])) / 2 / h)),
+        "pairs": int(len(li)),
+    }
+
+
+def correct_boxes(labels: pd.DataFrame, corr: dict | None) -> pd.DataFrame:
+    """``labels`` with every box moved and resized by ``corr`` (:func:`box_correction`);
+    x, y follow the box centre."""
+    if corr is None or not len(labels):
+        return labels
+    out = labels.copy()
+    b = out[["x1", "y1", "x2", "y2"]].to_numpy(dtype=float)
+    w, h = b[:, 2] - b[:, 0], b[:, 3] - b[:, 1]
+    cx = 0.5 * (b[:, 0] + b[:, 2]) + corr["dx"] * w
+    cy = 0.5 * (b[:, 1] + b[:, 3]) + corr["dy"] * h
+    w2, h2 = w * np.exp(corr["log_width"]), h * np.exp(corr["log_height"])
+    new = np.column_stack([cx - w2 / 2, cy - h2 / 2, cx + w2 / 2, cy + h2 / 2, cx, cy])
+    cols = ["x1", "y1", "x2", "y2", "x", "y"] if "x" in out.columns else ["x1", "y1", "x2", "y2"]
+    out[cols] = new[:, : len(cols)]
+    return out
+
+
+def _with_fold_boxes(labels, raw, corr, lab_gold, rows) -> pd.DataFrame:
+    """``labels`` with the boxes of the gold labels ``lab_gold[rows]`` taken from ``raw``
+    corrected by ``corr`` (a cross-fitting fold's own correction)."""
+    idx = lab_gold[rows]
+    fixed = correct_boxes(raw.iloc[idx], corr)
+    out = labels.copy()
+    cols = [c for c in ("x1", "y1", "x2", "y2", "x", "y") if c in out.columns]
+    out.iloc[idx, [out.columns.get_loc(c) for c in cols]] = fixed[cols].to_numpy()
+    return out
+
+
 def _fit_on(d: _GoldData, keep: np.ndarray, kind: str, C: float) -> CalibrationMap:
     """The maps fitted on the gold subjects ``keep`` (a boolean mask over d.subjects)."""
     lab = keep[d.label_subject]
@@ -468,6 +540,9 @@ def calibrate(
     labels, subjects = _with_inputs(labels, subjects)
     X = label_features(labels, subjects.set_index("subject_id")["n_volunteers"], assignments)
     Z = miss_features(subjects)
+    raw = labels
+    corr = box_correction(raw, gold) if s.box_correction else None
+    labels = correct_boxes(raw, corr)
     d = _gold_data(gold, labels, X, subjects, Z, s)
     absent = np.setdiff1d(gold.subjects, subjects["subject_id"].to_numpy())
     not_aggregated = np.setdiff1d(np.setdiff1d(gold.subjects, absent), d.subjects)
@@ -510,12 +585,22 @@ def calibrate(
     srow = pd.Series(np.arange(len(subjects)), index=subjects["subject_id"].to_numpy())
     held_out_p = np.full(len(d.label_subject), np.nan)
     held_out_miss = np.full(len(d.subjects), np.nan)
+    held_out_real = None if d.real is None else np.zeros(len(d.label_subject), bool)
+    fold_corr = []
     for k, fold in enumerate(folds):
         in_fold = np.isin(d.subjects, fold)
-        m = _fit_on(d, ~in_fold, gold.kind, s.C)
+        dk = d
+        if corr is not None:  # the fold's boxes corrected as measured on the other folds
+            ck = box_correction(raw, gold, d.subjects[~in_fold]) or corr
+            fold_corr.append(ck)
+            labels = _with_fold_boxes(labels, raw, ck, lab_gold, in_fold[d.label_subject])
+            dk = _gold_data(gold, correct_boxes(raw, ck), X, subjects, Z, s)
+        m = _fit_on(dk, ~in_fold, gold.kind, s.C)
         lab = in_fold[d.label_subject]
         held_out_p[lab] = m.p_real(d.X[lab])
         held_out_miss[in_fold] = m.expected_missed(d.Z[in_fold])
+        if held_out_real is not None:
+            held_out_real[lab] = dk.real[lab]
         fold_of[lab_gold[lab]] = k
     p_real[lab_gold] = held_out_p
     missed[srow.reindex(d.subjects).to_numpy()] = held_out_miss
@@ -523,8 +608,9 @@ def calibrate(
     labels["p_gold_fold"] = fold_of
     # the experts' verdict beside the cross-fitted numbers (reliability and count figures)
     gold_real = np.full(len(labels), np.nan)
-    if d.real is not None:
-        gold_real[lab_gold] = d.real.astype(float)
+    if held_out_real is not None:
+        gold_real[lab_gold] = held_out_real.astype(float)
+        d.real = held_out_real
     labels["gold_real"] = gold_real
     subjects["gold"] = subjects["subject_id"].isin(d.subjects).to_numpy()
     subjects["gold_count"] = (
@@ -538,6 +624,8 @@ def calibrate(
             "features": list(FEATURES),
             "miss_features": list(MISS_FEATURES),
             "fit": full.info | {"kind": full.kind},
+            "box_correction": corr,
+            "box_correction_folds": fold_corr or None,
             "held_out": _held_out_summary(d, held_out_p, held_out_miss),
             "seconds": round(time.perf_counter() - t0, 3),
         }
@@ -564,3 +652,166 @@ def _held_out_summary(d: _GoldData, p_real: np.ndarray, missed: np.ndarray) -> d
         out["purity_05"] = tp / max(int(kept.sum()), 1)
         out["completeness_05"] = tp / max(int(d.real.sum() + d.missed.sum()), 1)
     return out
+
+
+# ------------------------------------------------------------------ the live map
+#: features of the live map: a label of a subject after any number of its classifications
+#: (the retirement decision and its replay; docs/decisions.md#live-retirement)
+LIVE_FEATURES = (
+    "logit_p_empty",
+    "logit_p_weak",
+    "mark_fraction",
+    "log_marks",
+    "log_viewers",
+    "frac_unusual",
+)
+
+
+def live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual=None) -> np.ndarray:
+    """(labels × :data:`LIVE_FEATURES`) of labels assessed after ``n_viewers``
+    classifications of their subject: logit p_empty, logit p_weak (NaN: the lower clip), marks /
+    viewers, ln marks, ln viewers and the share of marks made with the "unusual" tool."""
+    marks = np.asarray(n_marks, dtype=float)
+    views = np.maximum(np.nan_to_num(np.asarray(n_viewers, dtype=float), nan=1.0), 1.0)
+    views = np.broadcast_to(views, marks.shape)
+    unusual = (
+        np.zeros(len(marks))
+        if frac_unusual is None
+        else np.nan_to_num(np.asarray(frac_unusual, dtype=float))
+    )
+    return np.column_stack(
+        [
+            _logit(p_empty),
+            _logit(p_weak),
+            marks / views,
+            np.log(np.maximum(marks, 1.0)),
+            np.log(views),
+            unusual,
+        ]
+    )
+
+
+def _logit_raw(p) -> np.ndarray:
+    p = np.clip(np.asarray(p, dtype=float), 1e-15, 1 - 1e-15)
+    return np.log(p) - np.log1p(-p)
+
+
+def _clustered_covariance(pipe, X: np.ndarray, y: np.ndarray, groups, C: float) -> np.ndarray:
+    """Sandwich covariance H⁻¹ (Σ_g s_g s_gᵀ) H⁻¹ of a fitted scikit-learn ``StandardScaler``
+    + ``LogisticRegression`` pipeline (intercept first), H the Hessian of its penalised
+    objective (C · log loss + ½ |w|², the intercept unpenalised) and s_g the score summed
+    over the rows of group g: rows of one group (the prefixes of one gold subject) are not
+    independent, so the plain inverse Hessian would be far too sure of the map."""
+    scaler = pipe[0]
+    xt = np.column_stack([np.ones(len(X)), scaler.transform(X)])
+    p = pipe.predict_proba(X)[:, 1]
+    w = p * (1.0 - p)
+    hess = C * (xt.T * w) @ xt + np.diag([0.0] + [1.0] * (xt.shape[1] - 1))
+    scores = C * (y.astype(float) - p)[:, None] * xt
+    codes = pd.factorize(np.asarray(groups))[0]
+    per_group = np.zeros((codes.max() + 1, xt.shape[1]))
+    np.add.at(per_group, codes, scores)
+    meat = per_group.T @ per_group
+    inv = np.linalg.pinv(hess)
+    return inv @ meat @ inv
+
+
+def _rate(hits: np.ndarray, prior: float) -> float:
+    """A share with one pseudo-observation at ``prior`` (stable on a handful of labels)."""
+    return float((np.sum(hits) + prior) / (len(hits) + 1.0))
+
+
+@dataclass
+class LiveMap:
+    """P(a label is what the project counts | its live features), for a subject after any
+    number of its classifications (docs/decisions.md#live-retirement).
+
+    Without a gold standard (``fitted`` None) it is the default map
+    (docs/decisions.md#no-gold-default): ``(1 − p_empty)(1 − (1 − weak_real) p_weak)``.
+    :meth:`fit` learns it from gold subjects' labels at every number of classifications
+    (their prefixes), so that a label seen by 5 volunteers is judged as a label seen by 5,
+    not by 20: a logistic regression on :data:`LIVE_FEATURES`.
+
+    ``counted`` (strong, weak): the share of real strongly / weakly marked labels the
+    project counts (reported; default map: 1 and ``weak_real``).
+    """
+
+    weak_real: float = 0.75
+    fitted: CalibrationMap | None = None
+    counted: tuple = (1.0, 0.75)
+    info: dict = field(default_factory=dict)
+    #: covariance of the fitted logistic coefficients (intercept first, standardised
+    #: features), clustered by gold subject; None: no uncertainty (the default map)
+    cov: np.ndarray | None = None
+
+    @classmethod
+    def default(cls, weak_real: float = 0.75) -> LiveMap:
+        return cls(weak_real=float(weak_real), counted=(1.0, float(weak_real)))
+
+    @property
+    def kind(self) -> str:
+        return "default" if self.fitted is None else "gold"
+
+    @classmethod
+    def fit(
+        cls,
+        X: np.ndarray,
+        real: np.ndarray,
+        C: float = 1.0,
+        weak_real: float = 0.75,
+        groups: np.ndarray | None = None,
+    ) -> LiveMap:
+        """The map fitted on labels' live features ``X`` (:func:`live_features`) and their
+        verdict ``real``; ``groups`` (e.g. the gold subject of each row) only counts them
+        in ``info``. The counted shares are those of the real labels (p_empty < 0.5) by
+        class (p_weak < 0.5 or not), each with one pseudo-label at the default's value."""
+        real = np.asarray(real, dtype=bool)
+        fitted = fit_real_map(X, real, C)
+        found = X[:, 0] < 0.0  # logit p_empty < 0
+        weak = X[:, 1] >= 0.0
+        counted = (_rate(real[found & ~weak], 1.0), _rate(real[found & weak], weak_real))
+        info = {"labels": int(len(real)), "real": int(real.sum())}
+        if groups is not None:
+            info["subjects"] = int(len(np.unique(groups)))
+        cov = None
+        if fitted.real is not None:
+            groups = np.arange(len(real)) if groups is None else np.asarray(groups)
+            cov = _clustered_covariance(fitted.real, X, real, groups, C)
+        return cls(weak_real=float(weak_real), fitted=fitted, counted=counted, info=info, cov=cov)
+
+    def _design(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual) -> np.ndarray:
+        """(labels × 1 + features): 1 and the standardised live features (the fitted
+        scaler's, applied with numpy: this runs on millions of look-ahead rows)."""
+        x = live_features(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        scaler = self.fitted.real[0]
+        return np.column_stack([np.ones(len(x)), (x - scaler.mean_) / scaler.scale_])
+
+    def _logit_real(self, xt: np.ndarray) -> np.ndarray:
+        lr = self.fitted.real[-1]
+        return xt @ np.concatenate([lr.intercept_, lr.coef_[0]])
+
+    def p_real(self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None) -> np.ndarray:
+        """P(counted) per label (the arguments as in :func:`live_features`)."""
+        p_empty = np.asarray(p_empty, dtype=float)
+        if self.fitted is None:
+            w = np.nan_to_num(np.asarray(p_weak, dtype=float))
+            return (1.0 - p_empty) * (1.0 - (1.0 - self.weak_real) * w)
+        if not len(p_empty):
+            return np.zeros(0)
+        if self.fitted.real is None:  # one class only in the gold: a constant
+            return np.full(len(p_empty), self.fitted.constant_real)
+        xt = self._design(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        return special.expit(self._logit_real(xt))
+
+    def kept_probability(
+        self, p_empty, p_weak, n_marks, n_viewers, frac_unusual=None
+    ) -> np.ndarray:
+        """P(a map fitted on more gold would keep the label, p_fp < 0.5): Φ(logit P(real) /
+        its standard error) under the coefficients' uncertainty (:attr:`cov`); without
+        one (the default map), 1 where P(real) > 0.5 and 0 elsewhere."""
+        if self.cov is None or not len(np.atleast_1d(p_empty)):
+            p = self.p_real(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+            return (p > 0.5).astype(float)
+        xt = self._design(p_empty, p_weak, n_marks, n_viewers, frac_unusual)
+        var = np.einsum("ij,ij->i", xt @ self.cov, xt)
+        return special.ndtr(self._logit_real(xt) / np.sqrt(np.maximum(var, 1e-12)))

@@ -69,7 +69,11 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Batch:
-    """The arrays of one working batch (local subject / annotation indices)."""
+    """The arrays of one working batch (local subject / annotation indices).
+
+    Built from the subjects' slices of :class:`Prepared` only, so a cycle's work and memory
+    depend on the batch, not on the project's size; indices are int64 whatever the compact
+    type :class:`Prepared` stores them in."""
 
     subjects: np.ndarray  # global subject indices, sorted
     box_idx: np.ndarray  # global box indices
@@ -77,7 +81,8 @@ class Batch:
     box_subject: np.ndarray  # local
     box_cls: np.ndarray  # local annotation index
     box_vol: np.ndarray  # global volunteer
-    xyxy: np.ndarray
+    xyxy: np.ndarray  # normalised (docs/decisions.md#box-geometry)
+    area: np.ndarray  # of the normalised boxes (generative.box_area)
     cls_idx: np.ndarray  # global annotation indices
     cls_subject: np.ndarray  # local
     cls_vol: np.ndarray  # global volunteer
@@ -98,16 +103,18 @@ class Batch:
         box_subject = np.repeat(np.arange(len(subjects), dtype=np.int64), nb)
         cls_subject = np.repeat(np.arange(len(subjects), dtype=np.int64), nc)
         # local annotation index = global − first global of subject + first local of subject
-        box_cls = prep.box_cls[box_idx] - cs[box_subject] + cls_off[box_subject]
-        cls_vol = prep.cls_vol[cls_idx]
+        box_cls = prep.box_cls[box_idx].astype(np.int64) - cs[box_subject] + cls_off[box_subject]
+        cls_vol = prep.cls_vol[cls_idx].astype(np.int64)
+        xyxy = prep.normalised(box_idx, subjects[box_subject])
         return cls(
             subjects=subjects,
             box_idx=box_idx,
             box_off=box_off,
             box_subject=box_subject,
-            box_cls=box_cls.astype(np.int64),
-            box_vol=prep.box_vol[box_idx],
-            xyxy=np.ascontiguousarray(prep.box_xyxy[box_idx]),
+            box_cls=box_cls,
+            box_vol=prep.box_vol[box_idx].astype(np.int64),
+            xyxy=xyxy,
+            area=gen.box_area(xyxy),
             cls_idx=cls_idx,
             cls_subject=cls_subject,
             cls_vol=cls_vol,
@@ -283,7 +290,9 @@ class _Engine:
         ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
         (relative) or ``em_max_iter`` nominal clusterings, keep the best state.
         ``paper_code`` (what the authors' code does): stop at the first nominal iteration
-        whose log-likelihood does not fall below the previous one, keep the last state.
+        whose log-likelihood does not fall below the previous one, keep the last state. The
+        first nominal iteration is compared with the initial clustering, which the authors'
+        loop skips (docs/decisions.md#em-stopping, #scale-invariance).
         """
         p = self.p
         rule = p.em_stop_rule
@@ -535,7 +544,6 @@ class _GenerativeEngine(_Engine):
 
     def __init__(self, prep: Prepared, params: Params, seed: int):
         super().__init__(prep, params, seed)
-        self.area = gen.box_area(prep.box_xyxy)
         self.last_pop: gen.Population | None = None
 
     @property
@@ -610,7 +618,7 @@ class _GenerativeEngine(_Engine):
         return gen.facility_costs(
             box_vol=b.box_vol,
             box_subject=b.box_subject,
-            box_area_=self.area[b.box_idx],
+            box_area_=b.area,
             cls_vol=b.cls_vol,
             cls_subject=b.cls_subject,
             n_subjects=len(b.subjects),
@@ -627,7 +635,7 @@ class _GenerativeEngine(_Engine):
             box_vol=b.box_vol,
             box_subject=b.box_subject,
             box_d=box_d,
-            box_area_=self.area[b.box_idx],
+            box_area_=b.area,
             log_u=self._log_u(b),
             cls_vol=b.cls_vol,
             cls_subject=b.cls_subject,
@@ -716,10 +724,16 @@ class _GenerativeEngine(_Engine):
                 vp=sk.vp,
                 rho_w=sk.pop.rho_w,
             )
-        weak = (det_w, gen.detection_exposure(*cls, q_w)) if sk.pop.rho_w > 0 else None
+        # post is the posterior under sk: its per-subject numbers are those of these arguments
+        # (q_w unchanged unless refitted)
+        same_q = q_w == sk.pop.q_w
+        weak = None
+        if sk.pop.rho_w > 0:
+            unrec = post.unrecognised_w if same_q else None
+            weak = (det_w, gen.detection_exposure(*cls, q_w, per_subject=unrec))
         pop = gen.estimate_population(
             total,
-            strong=(det_s, gen.detection_exposure(*cls, 1.0)),
+            strong=(det_s, gen.detection_exposure(*cls, 1.0, per_subject=post.g_strong)),
             weak=weak,
             q_w=q_w,
             p0_fn=p.p0_fn,
@@ -808,7 +822,7 @@ class _GenerativeEngine(_Engine):
         cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
         idx = _ranges(cs, ce)
         which = np.repeat(np.arange(len(subjects)), ce - cs)
-        args = (prep.cls_vol[idx], which, len(subjects), vp.p_fn)
+        args = (prep.cls_vol[idx].astype(np.int64), which, len(subjects), vp.p_fn)
         strong = pop.rho * np.exp(gen.subject_all_miss(*args))
         return strong, pop.rho_w * gen.subject_unrecognised(*args, pop.q_w)
 

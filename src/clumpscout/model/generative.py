@@ -279,6 +279,7 @@ class Evidence:
     cl_weak: np.ndarray
     box_strong: np.ndarray  # per box (meaningful for lone boxes)
     box_weak: np.ndarray
+    g_strong: np.ndarray | None = None  # per subject: G_i(1) (:func:`subject_all_miss`)
 
 
 def cluster_evidence(
@@ -320,16 +321,17 @@ def cluster_evidence(
     s2_l = np.where(prec > 0, 1.0 / np.maximum(prec, _TINY), 1.0)
     laplace = log_norm(s2_l, d_max) + np.log(np.maximum(label_area, _TINY))
     shared = np.bincount(cl, weights=base[tp] + loc, minlength=n_cl) + laplace
-    out = []
+    out, gs = [], []
     for q, rho in ((1.0, pop.rho), (pop.q_w, pop.rho_w)):
         log_rho = np.log(rho) if rho > 0 else -np.inf
         g = subject_all_miss(cls_vol, cls_subject, n_subjects, vp.p_fn, q)
+        gs.append(g)
         swap = detection_swap(vp.p_fn[box_vol], q)
         cl_odds = log_rho + g[cluster_subject] + shared
         cl_odds += np.bincount(cl, weights=swap[tp], minlength=n_cl)
         out += [cl_odds, log_rho + g[box_subject] + swap + base]
     # a lone box is never a (recognised) weak object: see subject_unrecognised
-    return Evidence(out[0], out[2], out[1], np.full(len(box_cluster), -np.inf))
+    return Evidence(out[0], out[2], out[1], np.full(len(box_cluster), -np.inf), gs[0])
 
 
 @dataclass
@@ -345,6 +347,10 @@ class Posterior:
     n_fp: np.ndarray  # per subject: Σ p_fp
     n_fn: np.ndarray  # per subject: undetected + Σ r_box
     log_h: float  # Σ over clusters and lone boxes of ln((H0 + H1) / H0)
+    # per subject, for the M step (the same numbers, not computed twice): G_i(1) and the
+    # probability that at most one viewer marks a weak object (:func:`subject_unrecognised`)
+    g_strong: np.ndarray | None = None
+    unrecognised_w: np.ndarray | None = None
 
 
 def posterior(
@@ -388,12 +394,15 @@ def posterior(
     p_weak = special.expit(ev.cl_weak - ev.cl_strong)
     r_box = np.where(lone, special.expit(box_odds), 0.0)
     r_weak = np.where(lone, special.expit(ev.box_weak - ev.box_strong), 0.0)
-    und_s = pop.rho * np.exp(subject_all_miss(cls_vol, cls_subject, n_subjects, vp.p_fn))
-    und_w = pop.rho_w * subject_unrecognised(cls_vol, cls_subject, n_subjects, vp.p_fn, pop.q_w)
+    und_s = pop.rho * np.exp(ev.g_strong)
+    unrec_w = subject_unrecognised(cls_vol, cls_subject, n_subjects, vp.p_fn, pop.q_w)
+    und_w = pop.rho_w * unrec_w
     n_fp = np.bincount(cluster_subject, weights=p_fp, minlength=n_subjects)
     n_fn = und_s + und_w + np.bincount(box_subject, weights=r_box, minlength=n_subjects)
     log_h = float(np.sum(np.logaddexp(0.0, cl_odds)) + np.sum(np.logaddexp(0.0, box_odds[lone])))
-    return Posterior(p_fp, p_weak, r_box, r_weak, und_s + und_w, und_w, n_fp, n_fn, log_h)
+    return Posterior(
+        p_fp, p_weak, r_box, r_weak, und_s + und_w, und_w, n_fp, n_fn, log_h, ev.g_strong, unrec_w
+    )
 
 
 def _box_weights(post: Posterior, box_cluster):
@@ -477,17 +486,26 @@ def detected_by_class(post: Posterior, box_cluster) -> tuple[float, float]:
     return total - weak, weak
 
 
-def detection_exposure(cls_vol, cls_subject, n_subjects: int, p_fn, q: float) -> float:
+def detection_exposure(
+    cls_vol, cls_subject, n_subjects: int, p_fn, q: float, per_subject=None
+) -> float:
     """Σ over subjects of the probability that an object is detected: ``1 − e^{G_i}`` for a
     strong object (q = 1), ``1 − P(at most one mark)`` for a weak one.
 
     With objects Poisson(rho) per subject, the detected ones are Poisson(rho × that)
     (thinning), so the rate's maximum-likelihood estimate is detected / exposure.
+    ``per_subject``: ``G_i`` (q = 1) or ``P(at most one mark)`` (q < 1) when already
+    computed for these arguments (:class:`Posterior`'s ``g_strong``, ``unrecognised_w``).
     """
     if q >= 1.0:
-        g = subject_all_miss(cls_vol, cls_subject, n_subjects, p_fn, q)
+        g = per_subject
+        if g is None:
+            g = subject_all_miss(cls_vol, cls_subject, n_subjects, p_fn, q)
         return float(np.sum(-np.expm1(g)))
-    return float(np.sum(1.0 - subject_unrecognised(cls_vol, cls_subject, n_subjects, p_fn, q)))
+    u = per_subject
+    if u is None:
+        u = subject_unrecognised(cls_vol, cls_subject, n_subjects, p_fn, q)
+    return float(np.sum(1.0 - u))
 
 
 def fit_weak_detection(

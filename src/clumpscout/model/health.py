@@ -34,6 +34,7 @@ millions of boxes take seconds.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 
 import numba
 import numpy as np
@@ -149,22 +150,62 @@ def diagnose(
     of human-readable strings, empty when all is well) and ``ok``. See the module
     docstring for what is checked. Pure: the inputs are not modified.
     """
-    if min_agreeing < 1:
-        raise ValueError(f"min_agreeing must be >= 1, got {min_agreeing}")
     _require(assignments, ["subject_id", "volunteer", *_COORDS, "assignment"], "assignments")
-    _require(labels, ["subject_id", *_COORDS], "labels")
-
     xyxy = _coords(assignments)
     has_box = np.isfinite(xyxy).all(axis=1)
     kind = assignments["assignment"].astype(object).to_numpy()
     aggregated = has_box & np.isin(kind, AGGREGATED)
-    n_boxes = int(aggregated.sum())
-    n_dummy = int((aggregated & (kind == "dummy")).sum())
+    counts = {
+        "boxes": int(aggregated.sum()),
+        "boxes_on_dummy": int((aggregated & (kind == "dummy")).sum()),
+        "boxes_not_aggregated": int((has_box & (kind == "not_aggregated")).sum()),
+        "empty_rows": int((~has_box).sum()),
+    }
+    # rows sorted by (subject, volunteer)
+    sid = assignments["subject_id"].to_numpy()[aggregated]
+    vol = _volunteer_codes(assignments)[aggregated]
+    subjects, subj = np.unique(sid, return_inverse=True)
+    subj = subj.astype(np.int64)
+    order = np.lexsort((vol, subj))
+    block = (xyxy[aggregated][order], vol[order], subj[order])
+    return diagnose_blocks(
+        [block],
+        subjects,
+        counts,
+        labels,
+        agree_distance=agree_distance,
+        min_agreeing=min_agreeing,
+        max_dummy_share=max_dummy_share,
+        max_agree_unlabelled_share=max_agree_unlabelled_share,
+    )
+
+
+def diagnose_blocks(
+    blocks: Iterable[tuple[np.ndarray, np.ndarray, np.ndarray]],
+    subjects: np.ndarray,
+    counts: dict,
+    labels: pd.DataFrame,
+    *,
+    agree_distance: float = 0.5,
+    min_agreeing: int = 3,
+    max_dummy_share: float = 0.8,
+    max_agree_unlabelled_share: float = 0.05,
+) -> dict:
+    """:func:`diagnose` from the aggregated boxes given block by block, so that no table of
+    every box is needed at once.
+
+    ``blocks``: (xyxy, volunteer code, subject index into ``subjects``) of the aggregated
+    boxes, sorted by (subject, volunteer), each subject inside one block; ``subjects``: the
+    aggregated subjects' ids, sorted; ``counts``: the table's ``boxes`` (aggregated),
+    ``boxes_on_dummy``, ``boxes_not_aggregated`` and ``empty_rows``.
+    """
+    if min_agreeing < 1:
+        raise ValueError(f"min_agreeing must be >= 1, got {min_agreeing}")
+    _require(labels, ["subject_id", *_COORDS], "labels")
+    n_boxes, n_dummy = counts["boxes"], counts["boxes_on_dummy"]
     dummy_share = n_dummy / n_boxes if n_boxes else 0.0
 
-    subjects, has_agree, covered = _agreement(
-        assignments, labels, xyxy, aggregated, agree_distance, min_agreeing
-    )
+    has_agree, covered = _agreement(blocks, subjects, labels, agree_distance, min_agreeing)
     unlabelled = has_agree & ~covered
     n_agree = int(has_agree.sum())
     n_unlab = int(unlabelled.sum())
@@ -196,8 +237,8 @@ def diagnose(
         "boxes": n_boxes,
         "boxes_on_dummy": n_dummy,
         "dummy_share": float(dummy_share),
-        "boxes_not_aggregated": int((has_box & (kind == "not_aggregated")).sum()),
-        "empty_rows": int((~has_box).sum()),
+        "boxes_not_aggregated": counts["boxes_not_aggregated"],
+        "empty_rows": counts["empty_rows"],
         "labels": int(len(labels)),
         "subjects_aggregated": int(len(subjects)),
         "subjects_with_agreement": n_agree,
@@ -216,41 +257,38 @@ def diagnose(
 
 
 def _agreement(
-    assignments: pd.DataFrame,
-    labels: pd.DataFrame,
-    xyxy: np.ndarray,
-    aggregated: np.ndarray,
-    agree_distance: float,
-    min_agreeing: int,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(aggregated subjects in sorted order, which hold at least ``min_agreeing`` volunteers'
-    coinciding boxes, which of those have a label there) via :func:`_agreement_kernel`."""
-    # rows sorted by (subject, volunteer)
-    sid = assignments["subject_id"].to_numpy()[aggregated]
-    vol = _volunteer_codes(assignments)[aggregated]
-    subjects, subj = np.unique(sid, return_inverse=True)
-    subj = subj.astype(np.int64)
-    order = np.lexsort((vol, subj))
-    bounds = np.searchsorted(subj[order], np.arange(len(subjects) + 1))
-
+    blocks, subjects: np.ndarray, labels: pd.DataFrame, agree_distance: float, min_agreeing: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which aggregated subjects hold at least ``min_agreeing`` volunteers' coinciding boxes,
+    and which of those have a label there, via :func:`_agreement_kernel` block by block."""
+    n_s = len(subjects)
     lab_xyxy = _coords(labels)
     lab_subj = pd.Index(subjects).get_indexer(labels["subject_id"].to_numpy())
     keep = lab_subj >= 0
     lab_order = np.flatnonzero(keep)[np.argsort(lab_subj[keep], kind="stable")]
-    lab_bounds = np.searchsorted(lab_subj[lab_order], np.arange(len(subjects) + 1))
-
-    has_agree, covered = _agreement_kernel(
-        np.ascontiguousarray(xyxy[aggregated][order]),
-        np.ascontiguousarray(vol[order]),
-        bounds[:-1].astype(np.int64),
-        bounds[1:].astype(np.int64),
-        np.ascontiguousarray(lab_xyxy[lab_order]),
-        lab_bounds[:-1].astype(np.int64),
-        lab_bounds[1:].astype(np.int64),
-        float(agree_distance),
-        int(min_agreeing) - 1,
-    )
-    return subjects, has_agree, covered
+    lab_bounds = np.searchsorted(lab_subj[lab_order], np.arange(n_s + 1)).astype(np.int64)
+    lab_sorted = np.ascontiguousarray(lab_xyxy[lab_order])
+    has_agree = np.zeros(n_s, bool)
+    covered = np.zeros(n_s, bool)
+    for xyxy, vol, subj in blocks:
+        if not len(subj):
+            continue
+        first, last = int(subj[0]), int(subj[-1]) + 1
+        bounds = np.searchsorted(subj, np.arange(first, last + 1)).astype(np.int64)
+        h, c = _agreement_kernel(
+            np.ascontiguousarray(xyxy, dtype=np.float64),
+            np.ascontiguousarray(vol, dtype=np.int64),
+            bounds[:-1],
+            bounds[1:],
+            lab_sorted,
+            lab_bounds[first:last],
+            lab_bounds[first + 1 : last + 1],
+            float(agree_distance),
+            int(min_agreeing) - 1,
+        )
+        has_agree[first:last] = h
+        covered[first:last] = c
+    return has_agree, covered
 
 
 def log_warnings(diag: dict, logger: logging.Logger | None = None) -> int:

@@ -37,10 +37,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+from scipy import special, stats
 
 from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.model import generative as gen
+from clumpscout.model.calibration import LiveMap
 from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import prepare
@@ -129,47 +131,200 @@ class Policy:
         return f"{self.kind}={self.setting:g}"
 
 
-def at_least(k: int, prob, m) -> np.ndarray:
-    """P(at least k (1 or 2) of m independent viewers mark an object each marks with ``prob``)."""
-    prob = np.clip(np.asarray(prob, dtype=np.float64), 0.0, 1.0)
-    m = np.maximum(np.asarray(m, dtype=np.float64), 0.0)
-    none = (1.0 - prob) ** m
-    if k == 1:
-        return 1.0 - none
-    one = m * prob * (1.0 - prob) ** np.maximum(m - 1.0, 0.0)
-    return np.maximum(1.0 - none - one, 0.0)
+#: strength (pseudo-viewers) of the prior of a label's own marking rate in the look-ahead
+RATE_PRIOR_STRENGTH = 2.0
 
 
-def open_objects(state: pd.DataFrame, horizon: int) -> np.ndarray:
-    """Per row of ``state``: the expected number of objects that the classifications still
-    to come (up to ``horizon`` per subject) would add to or remove from the labels
-    (docs/decisions.md#live-retirement; equations in docs/model.md).
+def horizon_posterior(p_empty, p_weak, n_marks, n, m, t_bar, a_weak, k_max: int):
+    """A label's future after m more viewers: (P(K), p_empty, p_weak) after K = 0..k_max
+    more marks, each (labels × k_max + 1).
 
-    ``flips`` (``Σ_l min(p_fp, 1 − p_fp)``: a kept label that is false, a dropped one that
-    is real) plus the objects a label would be added for: strong objects nobody marked
-    (``strong0``) once two more viewers mark them, lone boxes of real strong objects
-    (``lone``) and weak objects marked once (``weak1``) once one more does, weak objects
-    nobody marked (``weak0``) once two more do; a viewer to come marks a strong object with
-    the population's ``t_bar`` = 1 − mean p_fn and a weak one with ``a_weak`` = q_w t_bar.
-    """
-    m = np.maximum(horizon - state["n"].to_numpy(dtype=np.float64), 0.0)
-    t, a = state["t_bar"].to_numpy(), state["a_weak"].to_numpy()
-    return (
-        state["flips"].to_numpy()
-        + state["strong0"].to_numpy() * at_least(2, t, m)
-        + state["lone"].to_numpy() * at_least(1, t, m)
-        + state["weak0"].to_numpy() * at_least(2, a, m)
-        + state["weak1"].to_numpy() * at_least(1, a, m)
+    A real label's own marking rate is uncertain around its marks so far (``n_marks`` of
+    ``n``): objects differ in how visible they are, so its future marks are beta-binomial
+    with the label's rate posterior (prior: the class mixture's mean rate, t_bar for a
+    strong object and ``a_weak`` for a weak one, with :data:`RATE_PRIOR_STRENGTH`
+    pseudo-viewers); a coincidence of false boxes is never marked again. The class
+    posterior after K marks is the model's own update (docs/model.md, live retirement):
+    each new mark multiplies the odds weak : strong by a_weak / t_bar, each viewer who does
+    not mark by (1 − a_weak) / (1 − t_bar)."""
+    pe = np.clip(np.asarray(p_empty, dtype=np.float64), 0.0, 1.0)[:, None]
+    pw = np.clip(np.nan_to_num(np.asarray(p_weak, dtype=np.float64)), 0.0, 1.0)[:, None]
+    k_now = np.asarray(n_marks, dtype=np.float64)[:, None]
+    n_now = np.asarray(n, dtype=np.float64)[:, None]
+    m = np.asarray(m, dtype=np.float64)[:, None]
+    t = np.clip(np.asarray(t_bar, dtype=np.float64), 1e-9, 1 - 1e-9)[:, None]
+    a = np.clip(np.asarray(a_weak, dtype=np.float64), 1e-9, 1 - 1e-9)[:, None]
+    kk = np.arange(k_max + 1, dtype=np.float64)[None, :]
+    rate0 = (1.0 - pw) * t + pw * a
+    alpha = RATE_PRIOR_STRENGTH * rate0 + k_now
+    beta = RATE_PRIOR_STRENGTH * (1.0 - rate0) + np.maximum(n_now - k_now, 0.0)
+    bb = np.where(kk <= m, stats.betabinom.pmf(kk, m, alpha, beta), 0.0)
+    l0 = np.zeros_like(bb)
+    l0[:, 0] = 1.0
+    total = pe * l0 + (1.0 - pe) * bb
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p_empty_h = np.where(total > 0, pe * l0 / total, 0.0)
+        log_odds = (
+            special.logit(np.clip(pw, 1e-300, 1 - 1e-16))
+            + kk * (np.log(a) - np.log(t))
+            + (m - kk) * (np.log1p(-a) - np.log1p(-t))
+        )
+    return total, p_empty_h, special.expit(log_odds)
+
+
+def label_flips(
+    labels: pd.DataFrame, m, t_bar, a_weak, label_map: LiveMap, chunk: int = 200_000
+) -> np.ndarray:
+    """Per label: the probability that it is kept (p_fp < 0.5) at the horizon but not now,
+    or now but not at the horizon, as a map fitted on more gold would judge both
+    (:meth:`clumpscout.model.calibration.LiveMap.kept_probability`; docs/model.md, live
+    retirement).
+
+    ``labels``: p_empty, p_weak, n_marks, n (its subject's classifications so far),
+    frac_unusual, p_fp (now); ``m`` (per label) the classifications still to come. The
+    label's marks and class posterior after K more marks (:func:`horizon_posterior`) go
+    through ``label_map`` as the label would be seen then."""
+    n_lab = len(labels)
+    out = np.zeros(n_lab)
+    m = np.broadcast_to(np.asarray(m, dtype=np.float64), (n_lab,))
+    t_bar = np.broadcast_to(np.asarray(t_bar, dtype=np.float64), (n_lab,))
+    a_weak = np.broadcast_to(np.asarray(a_weak, dtype=np.float64), (n_lab,))
+    cols = {c: labels[c].to_numpy(dtype=np.float64) for c in ("p_empty", "p_weak", "n_marks", "n")}
+    unusual = labels["frac_unusual"].to_numpy(dtype=np.float64)
+    kept_now = label_map.kept_probability(
+        cols["p_empty"], cols["p_weak"], cols["n_marks"], cols["n"], unusual
     )
+    for lo in range(0, n_lab, chunk):
+        sl = slice(lo, min(lo + chunk, n_lab))
+        mm = m[sl]
+        k_max = int(mm.max()) if len(mm) else 0
+        if k_max == 0:
+            continue
+        pk, pe_h, pw_h = horizon_posterior(
+            cols["p_empty"][sl],
+            cols["p_weak"][sl],
+            cols["n_marks"][sl],
+            cols["n"][sl],
+            mm,
+            t_bar[sl],
+            a_weak[sl],
+            k_max,
+        )
+        kk = np.arange(k_max + 1)[None, :]
+        marks = cols["n_marks"][sl][:, None] + kk
+        views = np.broadcast_to((cols["n"][sl] + mm)[:, None], marks.shape)
+        fu = np.broadcast_to(unusual[sl][:, None], marks.shape)
+        kept_h = label_map.kept_probability(
+            pe_h.ravel(), pw_h.ravel(), marks.ravel(), views.ravel(), fu.ravel()
+        ).reshape(marks.shape)
+        change = np.abs(kept_h - kept_now[sl][:, None])
+        out[sl] = np.sum(np.where(kk <= mm[:, None], pk, 0.0) * change, axis=1)
+    return out
 
 
-def label_flips(p_fp, label_subject, n_subjects: int, weight=1.0) -> np.ndarray:
-    """Per subject ``Σ_l c_l min(p_l, 1 − p_l)``: ``p`` the model's probability that nothing
-    is there (p_empty), ``c_l`` (``weight``) the probability that a real label is an object
-    the project counts (:func:`counted_weight`; 1: every real label counts)."""
-    p = np.asarray(p_fp, dtype=np.float64)
-    w = np.minimum(p, 1.0 - p) * np.broadcast_to(np.asarray(weight, dtype=np.float64), p.shape)
-    return np.bincount(np.asarray(label_subject, np.int64), weights=w, minlength=n_subjects)
+def new_label_kept(marks, views, prior_log_odds_weak, q_w, t_bar, label_map: LiveMap):
+    """The probability that a new label of ``marks`` marks from ``views`` viewers would be
+    kept (:meth:`clumpscout.model.calibration.LiveMap.kept_probability`): p_empty ≈ 0 (two
+    or more coinciding marks), p_weak from the prior odds of the weak class and the marks
+    (docs/model.md, live retirement); every argument but the map per row or one number."""
+    marks = np.asarray(marks, dtype=np.float64)
+    views = np.asarray(views, dtype=np.float64)
+    q_w = np.clip(np.asarray(q_w, dtype=np.float64), 1e-12, 1.0)
+    t_bar = np.clip(np.asarray(t_bar, dtype=np.float64), 1e-12, 1 - 1e-12)
+    a = np.clip(q_w * t_bar, 0.0, 1 - 1e-12)
+    log_odds = (
+        prior_log_odds_weak
+        + marks * np.log(q_w)
+        + (views - marks) * (np.log1p(-a) - np.log1p(-t_bar))
+    )
+    p_weak = np.broadcast_to(special.expit(log_odds), marks.shape)
+    kept = label_map.kept_probability(
+        np.zeros(marks.size), p_weak.ravel(), marks.ravel(), views.ravel()
+    )
+    return kept.reshape(marks.shape)
+
+
+def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
+    """Per row of ``state``: the expected number of labels kept at the horizon for objects
+    no label holds now: strong objects nobody marked (``strong0``) or marked once
+    (``lone``), weak objects nobody marked (``weak0``) or marked once (``weak1``), each
+    once at least two viewers have marked it and if the map would keep such a label.
+
+    Objects differ in how visible they are, so an object's own marking rate is uncertain
+    around its class's mean (t_bar strong, a_weak weak) with :data:`RATE_PRIOR_STRENGTH`
+    pseudo-viewers, updated by its marks so far (0 or 1 of the subject's n viewers): its
+    future marks are beta-binomial. ``state`` also has n, t_bar, a_weak, q_w and
+    prior_weak (ln rho_w / rho)."""
+    n_s = len(state)
+    m = np.broadcast_to(np.asarray(m, dtype=np.int64), (n_s,))
+    n = state["n"].to_numpy(dtype=np.int64)
+    keys = pd.DataFrame(state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64))
+    keys = keys.assign(m=m, n=n)
+    group, uniq = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
+    g = uniq.to_frame(index=False).to_numpy(dtype=np.float64)  # t_bar, q_w, prior, m, n
+    t_bar, q_w, prior, mm, nn = (g[:, j] for j in range(5))
+    terms = [("strong0", 0, False), ("lone", 1, False), ("weak0", 0, True), ("weak1", 1, True)]
+    # one row per (group, term, K), K = 0..m of the group: every look-ahead in one map call
+    k_max = int(mm.max()) if len(mm) else 0
+    kk = np.arange(k_max + 1, dtype=np.float64)[None, :]
+    valid = kk <= mm[:, None]
+    prob = np.zeros((len(g), len(terms)))
+    for j, (_, k0, weak) in enumerate(terms):
+        rate = (q_w * t_bar if weak else t_bar)[:, None]
+        alpha = RATE_PRIOR_STRENGTH * rate + k0
+        beta = RATE_PRIOR_STRENGTH * (1.0 - rate) + np.maximum(nn - k0, 0.0)[:, None]
+        pmf = np.where(valid, stats.betabinom.pmf(kk, mm[:, None], alpha, beta), 0.0)
+        marks = k0 + kk + 0.0 * mm[:, None]
+        views = np.broadcast_to((nn + mm)[:, None], marks.shape)
+        kept = new_label_kept(
+            marks.ravel(),
+            views.ravel(),
+            np.repeat(prior, marks.shape[1]),
+            np.repeat(q_w, marks.shape[1]),
+            np.repeat(t_bar, marks.shape[1]),
+            label_map,
+        ).reshape(marks.shape)
+        prob[:, j] = np.sum(pmf * (marks >= 2) * kept * (mm[:, None] > 0), axis=1)
+    counts = state[[c for c, _, _ in terms]].to_numpy(dtype=np.float64)
+    return np.sum(counts * prob[group], axis=1)
+
+
+def open_objects(state: pd.DataFrame) -> np.ndarray:
+    """Per row of ``state``: the expected number of labels the classifications still to
+    come (up to the horizon) would add to or remove from the kept ones (p_fp < 0.5):
+    ``flips`` (Σ over the labels of the probability that a label changes sides) plus
+    ``new_kept`` (labels kept then for objects no label holds now); both come from
+    :func:`apply_map` (docs/decisions.md#live-retirement; equations in docs/model.md)."""
+    return state["flips"].to_numpy() + state["new_kept"].to_numpy()
+
+
+def apply_map(a: Assessment, label_map: LiveMap | None, horizon, label_subject=None) -> Assessment:
+    """The assessment with its labels' ``p_fp`` from ``label_map`` (None: the default map)
+    and the policy's numbers that depend on it: ``flips``, ``new_kept`` (the classifications
+    still to come: ``horizon`` − n per subject; ``horizon`` one number or one per subject).
+    ``label_subject``: each label's row of ``a.subjects`` (default: by subject_id)."""
+    label_map = label_map or LiveMap.default(WEAK_REAL)
+    st, lab = a.subjects.copy(), a.labels.copy()
+    if label_subject is None:
+        pos = pd.Series(np.arange(len(st)), index=st["subject_id"].to_numpy())
+        label_subject = pos.reindex(lab["subject_id"].to_numpy()).to_numpy()
+    label_subject = np.asarray(label_subject, dtype=np.int64)
+    n = st["n"].to_numpy(dtype=np.float64)
+    lab["n"] = n[label_subject]
+    lab["p_fp"] = 1.0 - label_map.p_real(
+        lab["p_empty"], lab["p_weak"], lab["n_marks"], lab["n"], lab["frac_unusual"]
+    )
+    m = np.maximum(horizon - n, 0.0)
+    flips = label_flips(
+        lab,
+        m[label_subject],
+        st["t_bar"].to_numpy()[label_subject],
+        st["a_weak"].to_numpy()[label_subject],
+        label_map,
+    )
+    st["flips"] = np.bincount(label_subject, weights=flips, minlength=len(st))
+    st["new_kept"] = new_kept_labels(st, m.astype(np.int64), label_map)
+    return Assessment(st, lab.drop(columns="n"), a.counts)
 
 
 def decide(policy: Policy, state: pd.DataFrame, params: Params) -> np.ndarray:
@@ -193,7 +348,7 @@ def decide(policy: Policy, state: pd.DataFrame, params: Params) -> np.ndarray:
         ok = retire_mask(state["n_fp"], state["n_fn"], state["n_sigma"], state["risk"], p)
         out = ready & ((marked & ok) | (~marked & (n >= params.min_volunteers_empty)))
     else:  # generative
-        out = ready & (open_objects(state, policy.horizon) < s)
+        out = ready & (open_objects(state) < s)
     return out | (n >= policy.cap)
 
 
@@ -230,16 +385,18 @@ def assess(
     skills: LiveSkills,
     params: Params,
     path=None,
-    weak_real: float = WEAK_REAL,
+    label_map: LiveMap | None = None,
+    horizon: int = 20,
 ) -> Assessment:
     """The generative model on the subjects of ``boxes`` with fixed volunteer skills.
 
     Every subject of the table is assessed with all its rows (one partition, the posterior,
     the risk); see the module docstring. ``path`` names the table in errors. The labels'
-    ``p_fp`` is the calibrated probability that a label is not what the project counts
-    (:func:`clumpscout.model.calibration.default_calibration`'s map with ``weak_real``; the
-    model's own posterior is ``p_empty``), and weak objects no label holds count
-    ``weak_real`` each in the open objects.
+    ``p_fp`` is the probability that a label is not what the project counts, from
+    ``label_map`` (:class:`clumpscout.model.calibration.LiveMap`: fitted on a gold
+    standard, or None: the default map with ``calibration.weak_real``; the model's own
+    posterior is ``p_empty``); the open objects look ahead to ``horizon`` classifications
+    (:func:`apply_map`).
     """
     if params.model != "generative":
         raise InputError("live retirement needs aggregate.model: generative", path=path)
@@ -247,31 +404,23 @@ def assess(
     engine = _GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    return _assess_batch(engine, prep, b, sk, params, weak_real)
+    return apply_map(_assess_batch(engine, prep, b, sk, params), label_map, horizon)
 
 
-def calibrated_p_fp(p_empty, p_weak, weak_real: float = WEAK_REAL) -> np.ndarray:
-    """``1 − (1 − p_empty)(1 − (1 − w) p_weak)``: the label is not what the project counts,
-    a weakly marked label counting as real with probability w (docs/decisions.md#no-gold-default)."""
-    p_weak = np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
-    return 1.0 - (1.0 - np.asarray(p_empty, dtype=np.float64)) * (1.0 - (1.0 - weak_real) * p_weak)
-
-
-def counted_weight(p_weak, weak_real: float = WEAK_REAL) -> np.ndarray:
-    """P(a real label is an object the project counts) = 1 − (1 − w) p_weak."""
-    return 1.0 - (1.0 - weak_real) * np.nan_to_num(np.asarray(p_weak, dtype=np.float64))
-
-
-def _assess_batch(
-    engine, prep, b: Batch, sk: GenSkills, params: Params, weak_real: float = WEAK_REAL
-) -> Assessment:
+def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Assessment:
+    """The model's own numbers of the batch's subjects (no label map applied yet)."""
     n_s = len(b.subjects)
     fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
     box_cluster, _, cl_subj, n_cl_subj, labels, box_d = engine._partition(b, fac, sk.sigma2)
     post = engine._posterior(b, box_cluster, box_d, cl_subj, labels, sk)
-    p_fp = calibrated_p_fp(post.p_fp, post.p_weak, weak_real)
     n_cl = len(cl_subj)
     tp = box_cluster >= 0
+    n_marks = np.bincount(box_cluster[tp], minlength=n_cl).astype(np.int64)
+    unusual = prep.box_unusual[b.box_idx][tp].astype(np.float64)
+    frac_unusual = np.bincount(box_cluster[tp], weights=unusual, minlength=n_cl) / np.maximum(
+        n_marks, 1
+    )
+    n_cls = np.bincount(b.cls_subject, minlength=n_s)
     box_s2 = np.where(tp, sk.sigma2[b.box_vol], np.nan)
     p_sigma = clump_sigma_prob(clump_location_variance(box_cluster, box_s2, n_cl), params.delta)
     n_sigma = np.bincount(cl_subj, weights=p_sigma, minlength=n_s)
@@ -282,7 +431,6 @@ def _assess_batch(
     n_boxes = np.bincount(b.box_subject, minlength=n_s)
     marked = np.zeros(len(b.cls_idx), bool)
     marked[b.box_cls] = True
-    n_cls = np.bincount(b.cls_subject, minlength=n_s)
     n_empty = np.bincount(b.cls_subject, weights=~marked, minlength=n_s).astype(np.int64)
     sid = prep.subject_ids[b.subjects]
     pop = sk.pop
@@ -307,18 +455,15 @@ def _assess_batch(
             "n_fn": n_fn,
             "n_sigma": n_sigma,
             "risk": risk,
-            # labels whose evidence could still flip (p_empty), each weighted by the chance
-            # that it is an object the project counts: the map's own uncertainty (a weak
-            # label's weight) does not shrink with more classifications
-            "flips": label_flips(
-                post.p_fp, cl_subj, n_s, weight=counted_weight(post.p_weak, weak_real)
-            ),
+            # objects no label holds: strong ones nobody / one viewer marked, weak ones
             "strong0": pop.rho * np.exp(g_strong),
             "lone": lone_real,
-            "weak0": weak_real * pop.rho_w * np.exp(g_weak),
-            "weak1": weak_real * weak1,
+            "weak0": pop.rho_w * np.exp(g_weak),
+            "weak1": weak1,
             "t_bar": np.full(n_s, t_bar),
             "a_weak": np.full(n_s, pop.q_w * t_bar),
+            "q_w": np.full(n_s, pop.q_w),
+            "prior_weak": np.full(n_s, np.log(max(pop.rho_w, 1e-12) / max(pop.rho, 1e-12))),
         }
     )
     gs = b.subjects[cl_subj]
@@ -326,10 +471,10 @@ def _assess_batch(
         {
             "subject_id": sid[cl_subj],
             **prep.boxes_px(gs, labels),
-            "p_fp": p_fp,
             "p_weak": post.p_weak,
             "p_empty": post.p_fp,
-            "n_marks": np.bincount(box_cluster[tp], minlength=n_cl).astype(np.int64),
+            "n_marks": n_marks,
+            "frac_unusual": frac_unusual,
         }
     )
     return Assessment(subjects, lab)
@@ -350,14 +495,17 @@ def retire(
     skills: LiveSkills,
     policy: Policy,
     params: Params | None = None,
-    weak_real: float = WEAK_REAL,
+    label_map: LiveMap | None = None,
 ) -> Decision:
     """Retire one subject now or ask for more classifications (see the module docstring).
 
+    ``label_map``: the project's map to "what it counts" (a
+    :class:`clumpscout.model.calibration.LiveMap` fitted on its gold standard; None: the
+    default map without gold).
+
         >>> import numpy as np, pandas as pd
         >>> from clumpscout.model.live import LiveSkills, Policy, retire
-        >>> from clumpscout import config as _config
-    from clumpscout.model.params import Params
+        >>> from clumpscout.model.params import Params
         >>> boxes = pd.DataFrame({
         ...     "classification_id": [1, 2, 3], "subject_id": 7, "volunteer": ["a", "b", "c"],
         ...     "x1": [np.nan] * 3, "y1": [np.nan] * 3, "x2": [np.nan] * 3, "y2": [np.nan] * 3,
@@ -370,8 +518,8 @@ def retire(
     ids = pd.unique(boxes["subject_id"])
     if len(ids) != 1:
         raise InputError(f"retire() takes one subject's boxes, got {len(ids)} subjects")
-    a = assess(boxes, skills, params, weak_real=weak_real)
+    a = assess(boxes, skills, params, label_map=label_map, horizon=policy.horizon)
     go = bool(decide(policy, a.subjects, params)[0])
     numbers = {k: a.subjects[k].iloc[0].item() for k in a.subjects.columns if k != "subject_id"}
-    numbers["open_objects"] = float(open_objects(a.subjects, policy.horizon)[0])
+    numbers["open_objects"] = float(open_objects(a.subjects)[0])
     return Decision(go, policy.name, numbers, a.labels)

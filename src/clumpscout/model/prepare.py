@@ -2,9 +2,10 @@
 
 :func:`prepare` turns the boxes table of ``clumpscout boxes`` (one row per click, x1, y1,
 x2, y2 in subject pixels, or one coordinate-less row for a classification that marked
-nothing) into the integer codes and normalised coordinates of :class:`Prepared` that the
-EM (:mod:`clumpscout.model.em`) works on. Coordinates are normalised by the image size for
-every distance (docs/decisions.md#box-geometry, #jaccard-distance).
+nothing) into the integer codes and coordinates of :class:`Prepared` that the EM
+(:mod:`clumpscout.model.em`) works on. Coordinates are normalised by the image size for
+every distance (docs/decisions.md#box-geometry, #jaccard-distance), batch by batch
+(:meth:`Prepared.normalised`).
 
 The annotation unit ``z_ij`` is one volunteer on one subject: two classifications of one
 subject by one volunteer (a duplicate the export reader normally removes) are merged and
@@ -13,6 +14,10 @@ counted in the report (docs/decisions.md#one-box-per-classification).
 Determinism (docs/decisions.md#determinism): rows are put into a canonical order (subject,
 volunteer, classification, coordinates) before anything else and volunteers are coded by
 sorted name, so the same input in any row order gives the same arrays.
+
+Memory (docs/decisions.md#aggregation-memory): the table is read one block at a time
+(:mod:`clumpscout.model.source`: a DataFrame or a Parquet file) into one compact array per
+column it needs; the boxes keep their pixel coordinates and int32 codes only.
 
 :func:`split_by_tool` rewrites the table so that every (subject, tool) pair is aggregated
 as a subject of its own (``aggregate.per_tool``, docs/decisions.md#per-tool).
@@ -25,8 +30,11 @@ from dataclasses import dataclass, field
 import numba
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
+from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
+from clumpscout.model.source import BoxSource, box_source
 
 REQUIRED_COLUMNS = (
     "classification_id",
@@ -46,7 +54,13 @@ TOOL_COLUMN = "tool"
 
 @dataclass
 class Prepared:
-    """The input in canonical order, as integer codes and normalised coordinates."""
+    """The input in canonical order, as compact integer codes and the boxes' coordinates.
+
+    Per-box arrays use the smallest integer type that holds their values (int32 below 2³¹
+    rows): a project's memory is mostly these arrays (about 50 bytes per box row, README).
+    :meth:`normalised` gives a batch's coordinates normalised by the image size, exactly as
+    the EM uses them.
+    """
 
     n_rows: int
     # subjects (sorted by subject_id)
@@ -61,17 +75,17 @@ class Prepared:
     # annotations z_ij (sorted by subject, volunteer)
     cls_subject: np.ndarray
     cls_vol: np.ndarray
-    # boxes (rows with coordinates, canonical order)
+    # boxes (rows with coordinates, canonical order, so sorted by subject then volunteer)
     box_row: np.ndarray  # original input row
     box_cls: np.ndarray
-    box_subject: np.ndarray
     box_vol: np.ndarray
-    box_xyxy: np.ndarray  # normalised (N, 4)
+    box_px: np.ndarray  # (N, 4) x1, y1, x2, y2 in subject pixels, as in the input
     box_unusual: np.ndarray
     # volunteers (sorted by name)
     volunteer_names: np.ndarray
     vol_n_subjects: np.ndarray
     vol_n_classifications: np.ndarray
+    vol_nameless: np.ndarray  # the row had no name: anonymous-<classification_id>
     report: dict = field(default_factory=dict)
 
     def boxes_px(self, subjects: np.ndarray, xyxy: np.ndarray) -> dict[str, np.ndarray]:
@@ -80,6 +94,19 @@ class Prepared:
         w, h = self.subj_width[subjects], self.subj_height[subjects]
         x1, y1, x2, y2 = xyxy[:, 0] * w, xyxy[:, 1] * h, xyxy[:, 2] * w, xyxy[:, 3] * h
         return {"x1": x1, "y1": y1, "x2": x2, "y2": y2, "x": 0.5 * (x1 + x2), "y": 0.5 * (y1 + y2)}
+
+    def normalised(self, box_idx: np.ndarray, box_subject: np.ndarray) -> np.ndarray:
+        """(n, 4) coordinates of the boxes ``box_idx`` (of the global subjects
+        ``box_subject``) divided by their image's width and height (docs/decisions.md#box-geometry)."""
+        px = self.box_px[box_idx]
+        w, h = self.subj_width[box_subject], self.subj_height[box_subject]
+        return np.ascontiguousarray(
+            np.column_stack([px[:, 0] / w, px[:, 1] / h, px[:, 2] / w, px[:, 3] / h])
+        )
+
+    def box_subject_of(self, box_idx: np.ndarray) -> np.ndarray:
+        """The subject (index) of the boxes ``box_idx`` (boxes are sorted by subject)."""
+        return np.searchsorted(self.subj_box_off, box_idx, side="right") - 1
 
 
 def read_boxes(path) -> pd.DataFrame:
@@ -90,17 +117,8 @@ def read_boxes(path) -> pd.DataFrame:
         raise InputError(f"cannot read boxes table ({exc})", path=path) from None
 
 
-def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """Concatenated ``arange(s, e)`` for every (s, e), vectorised."""
-    starts = np.asarray(starts, np.int64)
-    lens = np.asarray(ends, np.int64) - starts
-    total = int(lens.sum())
-    if total == 0:
-        return np.zeros(0, np.int64)
-    keep = lens > 0
-    starts, lens = starts[keep], lens[keep]
-    offs = np.repeat(starts - np.concatenate([[0], np.cumsum(lens)[:-1]]), lens)
-    return offs + np.arange(total, dtype=np.int64)
+#: concatenated aranges (the name em.py and evaluation.replay import from here)
+_ranges = ranges
 
 
 def _change_points(*keys: np.ndarray) -> np.ndarray:
@@ -114,10 +132,41 @@ def _change_points(*keys: np.ndarray) -> np.ndarray:
     return new
 
 
+def _index_type(n: int):
+    """The smallest of int32 / int64 that holds indices below ``n``."""
+    return np.int32 if n < 2**31 else np.int64
+
+
+@numba.njit(cache=True, inline="always")
+def _sort_value(x):
+    """A coordinate as the canonical order compares it: NaN last, ±inf as ±max float."""
+    if np.isnan(x):
+        return np.inf
+    if x == np.inf:
+        return 1.7976931348623157e308
+    if x == -np.inf:
+        return -1.7976931348623157e308
+    return x
+
+
 @numba.njit(cache=True)
-def _sort_within_groups(order, group, keys):
-    """Insertion-sort ``order`` in place inside runs of equal ``group[order]`` by the
-    rows of ``keys`` (lexicographic). Runs are tiny (the clicks of one classification)."""
+def _row_less(a, b, x1, y1, x2, y2, unusual):
+    """Row ``a`` before row ``b`` by (x1, y1, x2, y2, unusual), NaN last."""
+    for col in (x1, y1, x2, y2):
+        va = _sort_value(col[a])
+        vb = _sort_value(col[b])
+        if va < vb:
+            return True
+        if va > vb:
+            return False
+    return unusual[a] < unusual[b]
+
+
+@numba.njit(cache=True)
+def _sort_within_groups(order, group, x1, y1, x2, y2, unusual):
+    """Insertion-sort ``order`` in place inside runs of equal ``group[order]`` by
+    (x1, y1, x2, y2, unusual) (:func:`_row_less`). Runs are tiny (the clicks of one
+    classification)."""
     n = order.shape[0]
     start = 0
     while start < n:
@@ -129,14 +178,7 @@ def _sort_within_groups(order, group, keys):
             j = i - 1
             while j >= start:
                 prev = order[j]
-                less = False
-                for k in range(keys.shape[1]):
-                    if keys[cur, k] < keys[prev, k]:
-                        less = True
-                        break
-                    if keys[cur, k] > keys[prev, k]:
-                        break
-                if not less:
+                if not _row_less(cur, prev, x1, y1, x2, y2, unusual):
                     break
                 order[j + 1] = prev
                 j -= 1
@@ -144,14 +186,36 @@ def _sort_within_groups(order, group, keys):
         start = end
 
 
-# ------------------------------------------------------------ phase 1: validate
+# ------------------------------------------------------------ phase 1: read and validate
 
 
-def _columns(df: pd.DataFrame, path) -> dict[str, np.ndarray]:
-    """The numeric columns as arrays, with every row-level check; ``valid``: the row is a box."""
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise InputError(f"missing column(s): {', '.join(missing)}", path=path)
+#: the columns :func:`prepare` reads (the rest of the table is only copied to assignments)
+_READ_COLUMNS = (*REQUIRED_COLUMNS, "unusual", "created_at")
+
+
+class _Rows:
+    """The columns the aggregation needs, one compact array each, filled block by block."""
+
+    def __init__(self, n: int, with_time: bool):
+        self.cid = np.empty(n, np.int64)
+        self.sid = np.empty(n, np.int64)
+        self.vol = np.empty(n, np.int64)  # provisional codes (first appearance)
+        self.coords = {k: np.empty(n) for k in ("x1", "y1", "x2", "y2")}
+        self.width = np.empty(n)
+        self.height = np.empty(n)
+        self.unusual = np.zeros(n, bool)
+        self.valid = np.empty(n, bool)
+        self.time = np.empty(n, np.int64) if with_time else None
+        self.names: dict[str, int] = {}
+        self.nameless: list[bool] = []
+        self.n_no_name = 0
+
+
+def _read_block(rows: _Rows, off: int, df: pd.DataFrame, path) -> None:
+    """One block's columns into ``rows[off:]``, with every row-level check (rows in errors
+    are positions in the whole table)."""
+    n = len(df)
+    sl = slice(off, off + n)
 
     def num(col):
         try:
@@ -164,15 +228,19 @@ def _columns(df: pd.DataFrame, path) -> dict[str, np.ndarray]:
     def ints(col):
         s = df[col]
         if s.isna().any():
-            raise InputError(f"{col} is missing", path=path, row=int(np.flatnonzero(s.isna())[0]))
+            raise InputError(
+                f"{col} is missing", path=path, row=off + int(np.flatnonzero(s.isna())[0])
+            )
         try:
             return s.to_numpy(dtype=np.int64)
         except (ValueError, TypeError) as exc:
             raise InputError(f"column {col} is not integer ({exc})", path=path) from None
 
-    c = {"cid": ints("classification_id"), "sid": ints("subject_id")}
-    c.update((k, num(k)) for k in ("x1", "y1", "x2", "y2"))
-    c["width"], c["height"] = num("image_width"), num("image_height")
+    cid = ints("classification_id")
+    rows.cid[sl] = cid
+    rows.sid[sl] = ints("subject_id")
+    c = {k: num(k) for k in ("x1", "y1", "x2", "y2")}
+    width, height = num("image_width"), num("image_height")
     finite = np.isfinite(np.column_stack([c["x1"], c["y1"], c["x2"], c["y2"]]))
     valid = finite.all(axis=1)
     partial = finite.any(axis=1) & ~valid
@@ -180,145 +248,190 @@ def _columns(df: pd.DataFrame, path) -> dict[str, np.ndarray]:
         raise InputError(
             "box has some but not all of x1, y1, x2, y2",
             path=path,
-            row=int(np.flatnonzero(partial)[0]),
+            row=off + int(np.flatnonzero(partial)[0]),
         )
-    width, height = c["width"], c["height"]
     bad_size = ~(np.isfinite(width) & np.isfinite(height) & (width > 0) & (height > 0))
     if bad_size.any():
         raise InputError(
             "image_width/image_height must be positive",
             path=path,
-            row=int(np.flatnonzero(bad_size)[0]),
+            row=off + int(np.flatnonzero(bad_size)[0]),
         )
     bad_box = valid & ~((c["x2"] > c["x1"]) & (c["y2"] > c["y1"]))
     if bad_box.any():
         raise InputError(
-            "box with x2 <= x1 or y2 <= y1", path=path, row=int(np.flatnonzero(bad_box)[0])
+            "box with x2 <= x1 or y2 <= y1", path=path, row=off + int(np.flatnonzero(bad_box)[0])
         )
-    c["valid"] = valid
-    c["unusual"] = (
-        df["unusual"].fillna(False).to_numpy(dtype=bool)
-        if "unusual" in df.columns
-        else np.zeros(len(df), bool)
-    )
-    return c
+    for k, v in c.items():
+        rows.coords[k][sl] = v
+    rows.width[sl], rows.height[sl], rows.valid[sl] = width, height, valid
+    if "unusual" in df.columns:
+        rows.unusual[sl] = df["unusual"].fillna(False).to_numpy(dtype=bool)
+    if rows.time is not None:
+        t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
+        tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        rows.time[sl] = np.where(t.isna().to_numpy(), np.iinfo(np.int64).min, tv)
+    rows.vol[sl] = _block_volunteers(rows, df["volunteer"], cid)
 
 
-def _volunteer_codes(df: pd.DataFrame, cid: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
-    """Volunteer codes by sorted name, the names, and how many rows had no name (each such
-    classification counts as a volunteer of its own, ``anonymous-<classification_id>``)."""
-    vol_series = df["volunteer"]
+def _block_volunteers(rows: _Rows, vol_series: pd.Series, cid: np.ndarray) -> np.ndarray:
+    """Provisional volunteer codes of a block (a row without a name is a volunteer of its
+    own, ``anonymous-<classification_id>``); the names go to ``rows.names``."""
     no_name = vol_series.isna().to_numpy()
     if no_name.any():
         vol_series = vol_series.astype(object).copy()
         vol_series[no_name] = [f"anonymous-{c}" for c in cid[no_name]]
-    vol, uniq = pd.factorize(vol_series.astype(str), sort=True)
-    return vol.astype(np.int64), np.asarray(uniq, dtype=object), int(no_name.sum())
+        rows.n_no_name += int(no_name.sum())
+    codes, uniq = pd.factorize(vol_series.astype(str))
+    nameless = (
+        np.bincount(codes[no_name], minlength=len(uniq)) > 0
+        if no_name.any()
+        else np.zeros(len(uniq), bool)
+    )
+    glob = np.empty(len(uniq), np.int64)
+    for i, name in enumerate(uniq):
+        g = rows.names.get(name)
+        if g is None:
+            g = rows.names[name] = len(rows.names)
+            rows.nameless.append(bool(nameless[i]))
+        glob[i] = g
+    return glob[codes]
 
 
-def _canonical_order(c: dict, vol: np.ndarray, n_vol: int, path) -> np.ndarray:
+def _sorted_volunteers(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
+    """Recode ``rows.vol`` by sorted name (in place); the sorted names and nameless flags."""
+    names = np.empty(len(rows.names), dtype=object)
+    names[:] = list(rows.names)
+    rank = np.argsort(names, kind="stable")
+    to_sorted = np.empty(len(names), np.int64)
+    to_sorted[rank] = np.arange(len(names))
+    np.take(to_sorted, rows.vol, out=rows.vol)
+    nameless = np.asarray(rows.nameless, bool)[rank]
+    return names[rank], nameless
+
+
+def _read_rows(src: BoxSource, path) -> _Rows:
+    missing = [c for c in REQUIRED_COLUMNS if c not in src.columns]
+    if missing:
+        raise InputError(f"missing column(s): {', '.join(missing)}", path=path)
+    rows = _Rows(src.n_rows, "created_at" in src.columns)
+    pool = pa.default_memory_pool()
+    for off, df in src.blocks(list(_READ_COLUMNS)):
+        _read_block(rows, off, df, path)
+        del df
+        pool.release_unused()  # the block's Arrow buffers back to the system, not cached
+    return rows
+
+
+def _canonical_order(rows: _Rows, sid_code: np.ndarray, n_vol: int, path):
     """Row order (subject, volunteer, classification), then the rows of each classification
-    by (x1, y1, x2, y2, unusual), NaN last; checks one subject and volunteer per
-    classification on the way."""
-    cid, sid = c["cid"], c["sid"]
+    by (x1, y1, x2, y2, unusual), NaN last, ties in input order; checks one subject and
+    volunteer per classification on the way. Returns ``(order, key, new_ann, new_cls)``:
+    the order, the rows' (subject, volunteer) key in that order (subject · max(n_vol, 1) +
+    volunteer) and where a new annotation and a new classification start."""
+    key = sid_code * np.int64(max(n_vol, 1)) + rows.vol
+    order = np.lexsort((rows.cid, key))
+    key = key[order]
+    s_cid = rows.cid[order]
+    new_ann = _change_points(key)
+    new_cls = new_ann.copy()
+    new_cls[1:] |= s_cid[1:] != s_cid[:-1]
+    del s_cid
+    if int(new_cls.sum()) != len(pd.unique(rows.cid)):
+        _raise_split_classification(rows, path)
+    c = rows.coords
+    # only rows of one classification (so of one key) move: key and the starts stay valid
+    _sort_within_groups(
+        order, rows.cid, c["x1"], c["y1"], c["x2"], c["y2"], rows.unusual.view(np.uint8)
+    )
+    return order, key, new_ann, new_cls
+
+
+def _raise_split_classification(rows: _Rows, path) -> None:
+    """The error of a classification that appears with two subjects or volunteers, naming
+    its second row in classification order."""
+    cid, sid, vol = rows.cid, rows.sid, rows.vol
     o = np.argsort(cid, kind="stable")
     cs, ss, vs = cid[o], sid[o], vol[o]
     same = cs[1:] == cs[:-1]
     bad = same & ((ss[1:] != ss[:-1]) | (vs[1:] != vs[:-1]))
-    if bad.any():
-        row = int(o[1:][bad][0])
-        raise InputError(
-            "classification appears with two subjects or volunteers", path=path, row=row
-        )
-    sid_code = np.unique(sid, return_inverse=True)[1].astype(np.int64)
-    key = sid_code * np.int64(n_vol) + vol
-    order = o[np.argsort(key[o], kind="stable")]
-    coords = np.column_stack([c["x1"], c["y1"], c["x2"], c["y2"], c["unusual"].astype(np.float64)])
-    _sort_within_groups(order, cid, np.nan_to_num(coords, nan=np.inf))
-    return order
+    row = int(o[1:][bad][0])
+    raise InputError("classification appears with two subjects or volunteers", path=path, row=row)
 
 
 # --------------------------------------------------------------- phase 2: index
 
 
-def _arrival_key(df: pd.DataFrame, order: np.ndarray, row_subj: np.ndarray, n_subj: int):
-    """Per subject, when its last classification came in (``created_at``), if known."""
-    if "created_at" not in df.columns:
-        return np.zeros(n_subj, dtype=np.int64)
-    t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
-    tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-    tv = np.where(t.isna().to_numpy(), np.iinfo(np.int64).min, tv)
-    key = np.full(n_subj, np.iinfo(np.int64).min, dtype=np.int64)
-    np.maximum.at(key, row_subj, tv[order])
-    return key
-
-
-def prepare(df: pd.DataFrame, path=None) -> Prepared:
+def prepare(boxes, path=None) -> Prepared:
     """Validate the boxes table and put it in canonical order (see the module docstring).
 
-    Data errors raise :class:`InputError` naming the row (0-based position in
-    the table). A row with NaN coordinates is an empty classification (never a
-    box, decisions.md#skill-probabilities); a row with some but not all coordinates is an error.
+    ``boxes``: a DataFrame, a Parquet file's path (read one block at a time, never whole) or a
+    :class:`~clumpscout.model.source.BoxSource`; all give the same arrays. Data errors raise
+    :class:`InputError` naming the row (0-based position in the table). A row with NaN
+    coordinates is an empty classification (never a box, decisions.md#skill-probabilities); a
+    row with some but not all coordinates is an error.
     """
-    n = len(df)
-    c = _columns(df, path)
-    vol, volunteer_names, n_no_name = _volunteer_codes(df, c["cid"])
-    report: dict = {"rows": n, "rows_without_volunteer": n_no_name}
-    order = _canonical_order(c, vol, len(volunteer_names), path)
-    sid, width, height = c["sid"], c["width"], c["height"]
-    s_sid, s_vol, s_cid = sid[order], vol[order], c["cid"][order]
+    src = box_source(boxes, path)
+    path = path if path is not None else src.path
+    n = src.n_rows
+    rows = _read_rows(src, path)
+    volunteer_names, vol_nameless = _sorted_volunteers(rows)
+    n_vol_total = len(volunteer_names)
+    report: dict = {"rows": n, "rows_without_volunteer": rows.n_no_name}
+    sid_code, subject_ids = pd.factorize(rows.sid, sort=True)
+    sid_code = sid_code.astype(np.int64)
+    subject_ids = np.asarray(subject_ids, np.int64)
+    n_subj = len(subject_ids)
+    subj_n_rows = np.bincount(sid_code, minlength=n_subj)
+    subj_order_key = _arrival_key(rows, sid_code, n_subj)
+    rows.time = None
+    # (the arrays of every row are freed as soon as they are used: this sets the peak)
+    order, key, new_ann, new_cls = _canonical_order(rows, sid_code, n_vol_total, path)
+    rows.sid = rows.cid = rows.vol = None
+    del sid_code
+    m = np.int64(max(n_vol_total, 1))
 
-    # annotations z_ij = (subject, volunteer)
-    new_ann = _change_points(s_sid, s_vol)
-    ann_of_row = np.cumsum(new_ann) - 1
-    n_ann = int(new_ann.sum())
-    new_cls = _change_points(s_sid, s_vol, s_cid)
-    report["duplicate_classifications_merged"] = int(new_cls.sum() - n_ann)
+    # annotations z_ij = (subject, volunteer), classifications
     ann_first = np.flatnonzero(new_ann)
-    cls_vol = s_vol[ann_first]
-    ann_sid = s_sid[ann_first]
+    n_ann = len(ann_first)
+    report["duplicate_classifications_merged"] = int(new_cls.sum() - n_ann)
+    cls_key = key[ann_first]
+    cls_vol, cls_subject = cls_key % m, cls_key // m
+    vol_n_classifications = np.bincount(key[new_cls] % m, minlength=n_vol_total)
+    del key, new_cls, ann_first, cls_key
 
     # subjects
-    new_subj = _change_points(ann_sid)
-    subject_ids = ann_sid[new_subj]
-    cls_subject = np.cumsum(new_subj) - 1
-    n_subj = len(subject_ids)
     subj_n_vol = np.bincount(cls_subject, minlength=n_subj)
     subj_cls_off = np.concatenate([[0], np.cumsum(subj_n_vol)]).astype(np.int64)
+    subj_row_off = np.concatenate([[0], np.cumsum(subj_n_rows)])
+    first_row_of_subj = order[subj_row_off[:-1]]  # image size: the subject's first row
+    subj_width = rows.width[first_row_of_subj]
+    subj_height = rows.height[first_row_of_subj]
 
     # boxes
-    box_pos = np.flatnonzero(c["valid"][order])
+    ann_of_row = np.cumsum(new_ann) - 1
+    del new_ann
+    box_pos = np.flatnonzero(rows.valid[order])
+    rows.valid = None
+    idx_t = _index_type(max(n, n_ann, n_vol_total))
+    box_cls = ann_of_row[box_pos].astype(idx_t)
+    del ann_of_row
     box_row = order[box_pos]
-    box_cls = ann_of_row[box_pos]
+    del box_pos, order
     box_subject = cls_subject[box_cls]
     subj_n_boxes = np.bincount(box_subject, minlength=n_subj)
     subj_box_off = np.concatenate([[0], np.cumsum(subj_n_boxes)]).astype(np.int64)
-    w = width[box_row]
-    h = height[box_row]
-    x1, y1, x2, y2 = (c[k][box_row] for k in ("x1", "y1", "x2", "y2"))
-    box_xyxy = np.ascontiguousarray(np.column_stack([x1 / w, y1 / h, x2 / w, y2 / h]))
-
-    # image size per subject (first row of the subject)
-    first_row_of_subj = order[np.flatnonzero(_change_points(s_sid))]
-    subj_width = width[first_row_of_subj]
-    subj_height = height[first_row_of_subj]
-    row_subj = np.cumsum(_change_points(s_sid)) - 1
-    if len(box_row):
-        diff = (np.abs(w - subj_width[box_subject]) > 0) | (
-            np.abs(h - subj_height[box_subject]) > 0
-        )
-        if diff.any():
-            raise InputError(
-                "image size differs within a subject",
-                path=path,
-                row=int(box_row[np.flatnonzero(diff)[0]]),
-            )
-
-    n_vol_total = len(volunteer_names)
+    _check_image_size(rows, box_row, box_subject, subj_width, subj_height, path)
+    rows.width = rows.height = None
+    del box_subject
+    box_px = np.empty((len(box_row), 4))
+    for j, k in enumerate(("x1", "y1", "x2", "y2")):
+        box_px[:, j] = rows.coords[k][box_row]
+        rows.coords[k] = None
     report.update(
         {
             "boxes": int(len(box_row)),
-            "empty_rows": int((~c["valid"]).sum()),
+            "empty_rows": int(n - len(box_row)),
             "annotations": n_ann,
             "subjects": n_subj,
             "volunteers": n_vol_total,
@@ -331,22 +444,45 @@ def prepare(df: pd.DataFrame, path=None) -> Prepared:
         subj_n_boxes=subj_n_boxes,
         subj_cls_off=subj_cls_off,
         subj_box_off=subj_box_off,
-        subj_order_key=_arrival_key(df, order, row_subj, n_subj),
+        subj_order_key=subj_order_key,
         subj_width=subj_width,
         subj_height=subj_height,
-        cls_subject=cls_subject.astype(np.int64),
-        cls_vol=cls_vol.astype(np.int64),
-        box_row=box_row.astype(np.int64),
-        box_cls=box_cls.astype(np.int64),
-        box_subject=box_subject.astype(np.int64),
-        box_vol=vol[box_row].astype(np.int64),
-        box_xyxy=box_xyxy,
-        box_unusual=c["unusual"][box_row],
+        cls_subject=cls_subject.astype(idx_t),
+        cls_vol=cls_vol.astype(idx_t),
+        box_row=box_row.astype(idx_t),
+        box_cls=box_cls,
+        box_vol=cls_vol[box_cls].astype(idx_t),  # the box's annotation's volunteer
+        box_px=box_px,
+        box_unusual=rows.unusual[box_row],
         volunteer_names=volunteer_names,
         vol_n_subjects=np.bincount(cls_vol, minlength=n_vol_total),
-        vol_n_classifications=np.bincount(s_vol[new_cls], minlength=n_vol_total),
+        vol_n_classifications=vol_n_classifications,
+        vol_nameless=vol_nameless,
         report=report,
     )
+
+
+def _arrival_key(rows: _Rows, sid_code: np.ndarray, n_subj: int):
+    """Per subject, when its last classification came in (``created_at``), if known."""
+    if rows.time is None:
+        return np.zeros(n_subj, dtype=np.int64)
+    key = np.full(n_subj, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(key, sid_code, rows.time)
+    return key
+
+
+def _check_image_size(rows, box_row, box_subject, subj_width, subj_height, path) -> None:
+    """Every box of a subject has the image size of the subject's first row."""
+    s = box_subject
+    diff = (np.abs(rows.width[box_row] - subj_width[s]) > 0) | (
+        np.abs(rows.height[box_row] - subj_height[s]) > 0
+    )
+    if diff.any():
+        raise InputError(
+            "image size differs within a subject",
+            path=path,
+            row=int(box_row[np.flatnonzero(diff)[0]]),
+        )
 
 
 # ------------------------------------------------------------ per-tool aggregation

@@ -88,17 +88,25 @@ def fill_batch(
     else:
         have = int(np.sum(n_classifications[leftovers]))
         need = min_batch_classifications - have
-        rest = queue[start:]
-        if need <= 0:
-            stop = start
-        else:
-            cum = np.cumsum(n_classifications[rest])
-            k = int(np.searchsorted(cum, need, side="left")) + 1  # first prefix reaching `need`
-            stop = start + min(k, len(rest))
+        stop = start if need <= 0 else _prefix_end(queue, start, n_classifications, need)
         if stop == start and len(leftovers) == 0 and start < len(queue):
             stop = start + 1
     batch = np.sort(np.concatenate([leftovers, queue[start:stop]]).astype(np.int64))
     return batch, stop
+
+
+def _prefix_end(queue: np.ndarray, start: int, n_classifications: np.ndarray, need: int) -> int:
+    """End of the shortest ``queue[start:end]`` whose classifications reach ``need`` (the
+    queue's end if none does), looking at no more of the queue than about twice that prefix,
+    so that a cycle's work does not grow with the queue left."""
+    total, pos, step = 0, start, 1024
+    while pos < len(queue):
+        cum = total + np.cumsum(n_classifications[queue[pos : pos + step]])
+        k = int(np.searchsorted(cum, need, side="left"))  # first prefix reaching `need`
+        if k < len(cum):
+            return pos + k + 1
+        total, pos, step = int(cum[-1]), pos + len(cum), 2 * step
+    return len(queue)
 
 
 class SkillCache:
