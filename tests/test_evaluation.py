@@ -194,11 +194,11 @@ def test_paper_old_config():
 
 @pytest.mark.slow  # ~4 s with numba's cache warm, ~30 s cold
 def test_benchmark_smoke(tmp_path):
-    """The benchmark's main on a tiny universe: one regime, every method, both tables."""
+    """The benchmark's main on a tiny universe: one regime, every method, the three tables."""
     mod = _regimes_module()
     out = tmp_path / "out"
     assert mod.main(["--subjects", "40", "--out", str(out), "--regimes", "paper"]) == 0
-    for truth_file in ("regimes.csv", "regimes_any_object.csv"):
+    for truth_file in ("regimes.csv", "regimes_any_object.csv", "regimes_experts.csv"):
         t = pd.read_csv(out / truth_file)
         assert t.columns.tolist() == mod.COLUMNS
         assert t["method"].tolist() == list(mod.METHODS)
@@ -207,7 +207,8 @@ def test_benchmark_smoke(tmp_path):
         assert t.loc[base, "ece"].isna().all() and t.loc[~base, "ece"].notna().all()
         assert t["labels"].gt(0).all()
     acc = pd.read_csv(out / "regimes_acceptance.csv")
-    assert len(acc) == 2 * len(mod.SCORED_MODELS) and set(acc["method"]) == set(mod.SCORED_MODELS)
+    assert len(acc) == len(mod.TRUTHS) * len(mod.SCORED_MODELS)
+    assert set(acc["method"]) == set(mod.SCORED_MODELS) and set(acc["truth"]) == set(mod.TRUTHS)
     # scored on the subjects the experts did not mark (20 % are gold)
     assert (t["gold_subjects"] == 8).all()
     assert (out / "regimes.png").stat().st_size > 0

@@ -560,7 +560,7 @@ def test_compressed_universe_is_what_extract_reads_and_click_truth_is_optional(t
 # ------------------------------------------------------------------ numba's cache warmed first
 def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(tmp_path):
     """One numba_cache job, no input of its own (it starts with the data stages); every
-    aggregation and the replay wait for it, through an ancient() input."""
+    aggregation and the replay wait for it, through a plain input."""
     jobs = _dry_run_jobs(tmp_path)
     warm = [b for r, _, b in jobs if r == "numba_cache"]
     assert len(warm) == 1
@@ -570,10 +570,25 @@ def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(tmp_p
     assert waiting.count("aggregate") == sum(r == "aggregate" for r, _, _ in jobs)
 
 
+def test_the_warm_up_runs_no_code_the_jobs_behind_it_do_not():
+    """The warm-up re-runs when its code changes and takes the jobs behind it along: right
+    only if that code is theirs too (every package file it runs, they run)."""
+    from clumpscout.codedeps import import_closure
+
+    src = REPO / "src"
+    warm = set(import_closure(REPO / "scripts/numba_cache.py", src)) - {
+        REPO / "scripts/numba_cache.py"
+    }
+    assert len(warm) > 10
+    for script in ("aggregate", "replay"):
+        assert warm <= set(import_closure(REPO / f"scripts/{script}.py", src)), script
+
+
 @pytest.mark.slow
-def test_a_rerun_warm_up_reruns_nothing_downstream(tmp_path):
-    """After a run, forcing the warm-up again plans the warm-up alone (its output is an
-    ancient() input of the aggregations), while a missing warm-up output is rebuilt first."""
+def test_an_edited_model_reruns_the_warm_up_and_the_aggregation(tmp_path):
+    """After a run the aggregation's log says numba compiled nothing (the warm-up did), and an
+    edit to the model plans the warm-up and the aggregation again (Snakemake checks the
+    aggregation's own code digest only if no ancient() input hides it)."""
     from test_e2e import make_project, snakemake, tiny_config
 
     project = make_project(tmp_path / "p", tiny_config())
@@ -582,4 +597,6 @@ def test_a_rerun_warm_up_reruns_nothing_downstream(tmp_path):
     log = (project / "results/logs/aggregate/generative/n3.log").read_text()
     assert "numba: 0 kernel(s) compiled" in log
     assert _planned(project, target) == set()
-    assert _planned(project, target, "--forcerun", "numba_cache") == {"numba_cache"}
+    module = project / "src/clumpscout/model/calibration.py"
+    module.write_text(module.read_text() + "\n# an edit\n")
+    assert _planned(project, target) == {"numba_cache", "aggregate"}

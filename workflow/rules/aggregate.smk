@@ -9,8 +9,9 @@
 
 # numba's kernels compiled once per run, beside the data stages, so that the aggregation jobs,
 # which start together, load them from numba's cache instead of each compiling them
-# (clumpscout.numba_cache, docs/decisions.md#numba-warm-up). Its output is an ancient()
-# input: the jobs wait for it, but a re-run warm-up re-runs nothing downstream.
+# (clumpscout.numba_cache, docs/decisions.md#numba-warm-up). A plain input, not ancient():
+# the warm-up's code is part of every waiting job's code, and Snakemake does not check the
+# own changes of a job behind an ancient() input of a job that re-runs.
 rule numba_cache:
     output:
         f"{RESULTS}/numba_cache.json",
@@ -35,7 +36,7 @@ rule aggregate:
     input:
         unpack(gold_input),
         boxes=f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
-        numba_cache=ancient(rules.numba_cache.output[0]),
+        numba_cache=rules.numba_cache.output[0],
     output:
         labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
         subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",

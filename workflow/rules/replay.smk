@@ -23,7 +23,7 @@ if not FLAT:
             ),
             unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
-            numba_cache=ancient(rules.numba_cache.output[0]),
+            numba_cache=rules.numba_cache.output[0],
         output:
             table=f"{RESULTS}/replay/replay.csv",
             points=f"{RESULTS}/replay/retirement.parquet",
