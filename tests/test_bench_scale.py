@@ -1,6 +1,6 @@
 """benchmarks/bench_scale.py and benchmarks/_replicate.py: the Snakemake log read by hand
-(known start and end times), replicated projects with k times everything, and a smoke run
-of the whole benchmark (slow)."""
+(known start and end times), replicated projects with k times everything (the benchmark on a real run's log and
+project: tests/test_e2e.py)."""
 
 from __future__ import annotations
 
@@ -135,23 +135,3 @@ def test_k_copies_of_a_project_are_k_times_the_project(tmp_path):
     )
     gold = pd.read_csv(rep.replicate_gold(tmp_path / "g.csv", 3, tmp_path / "g3.csv"))
     assert gold["subject_id"].tolist() == [sid + j * rep.SUBJECT_STEP for j in range(3)]
-
-
-@pytest.mark.slow  # a few minutes: a whole tiny DAG, then extract and both models twice
-def test_bench_scale_smoke(tmp_path):
-    mod = _module("bench_scale")
-    out = tmp_path / "bench"
-    args = ["--out", str(out), "--cores", "2", "--copies", "1", "2", "--subjects", "300",
-            "--subsample-n", "20", "--max-rss-gb", "6"]  # fmt: skip
-    assert mod.main(args) == 0
-    text = (out / "bench_scale.md").read_text()
-    assert "serial prefix" in text and "critical path" in text
-    import json
-
-    res = json.loads((out / "bench_scale.json").read_text())
-    s = res["dags"][0]["summary"]
-    assert 0 < s["serial_prefix_s"] < s["wall_s"] and s["critical_path_s"] <= s["rule_seconds"]
-    rows = {(r["stage"], r["k"]): r for r in res["copies"]}
-    assert all(r["status"] == "ok" for r in rows.values())
-    assert set(rows) == {(st, k) for st in ("extract", "aggregate generative", "aggregate paper")
-                         for k in (1, 2)}  # fmt: skip

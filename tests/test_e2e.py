@@ -238,3 +238,29 @@ def test_resume_after_kill_gives_the_same_bytes(run_a, tmp_path):
     assert a.keys() == b.keys()
     differing = [k for k in a if a[k] != b[k]]
     assert not differing, differing
+
+
+@pytest.mark.slow
+def test_bench_scale_on_a_real_run(run_a, tmp_path):
+    """benchmarks/bench_scale.py on a finished DAG: its Snakemake log gives every job and a
+    consistent summary, and the copies stage (extract and both models, 1 and 2 copies) runs."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import bench_scale
+
+    logs = (p.read_text() for p in (run_a / ".snakemake/log").glob("*.snakemake.log"))
+    jobs = max(map(bench_scale.parse_log, logs), key=len)  # the run (other logs: dry runs)
+    assert {"simulate", "extract", "boxes", "subsample", "aggregate"} <= {j.rule for j in jobs}
+    assert sum(j.rule == "aggregate" for j in jobs) == 4 and all(j.seconds >= 0 for j in jobs)
+    s = bench_scale.dag_summary(jobs)
+    assert 0 < s["serial_prefix_s"] < s["wall_s"] and s["critical_path_s"] <= s["rule_seconds"]
+    assert s["critical_path"][0] in {"simulate", "numba_cache"}
+    rows = bench_scale.copies(tmp_path, run_a, [1, 2], 6.0, False)
+    by = {(r["stage"], r["k"]): r for r in rows}
+    assert set(by) == {(st, k) for st in ("extract", "aggregate generative", "aggregate paper")
+                       for k in (1, 2)}  # fmt: skip
+    assert all(r["status"] == "ok" for r in rows), rows
+    # two independent copies: twice the generative model's labels, give or take a few
+    one, two = by["aggregate generative", 1]["labels"], by["aggregate generative", 2]["labels"]
+    assert abs(two - 2 * one) <= 0.02 * 2 * one, (one, two)
+    text = bench_scale.markdown([], rows, {"date": "d", "machine": "m", "note": "n"})
+    assert "extract" in text
