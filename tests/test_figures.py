@@ -10,6 +10,7 @@ are tested without drawing.
 
 from __future__ import annotations
 
+import inspect
 import json
 import math
 from pathlib import Path
@@ -945,3 +946,10 @@ def test_registry_drives_dispatch_and_paper_numbers():
                                     model="paper", images=[], have=["experts"])) == {
         "experts_curves", "experts_summary"}  # fmt: skip
     assert not registry.available(registry.figure("pfp_calibration_truth"), ["experts"])
+
+
+# Every test that reads the figure set drawn by `built` (about 30 s for the ~30 figures) runs
+# in the full suite only; the plotting functions' own tests above stay in the fast lane.
+for _name, _test in list(globals().items()):
+    if _name.startswith("test_") and "built" in inspect.signature(_test).parameters:
+        globals()[_name] = pytest.mark.slow(_test)

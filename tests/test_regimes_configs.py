@@ -102,6 +102,7 @@ def test_counting_regime_is_simulated_with_a_fixed_box_side():
     assert cfg["images"]["enabled"] is False
 
 
+@pytest.mark.slow  # a Snakemake dry run (~7 s)
 def test_counting_regime_dag_has_no_catalogue_no_images_and_the_truth(tmp_path):
     """source: simulate with kind counting: the subjects rule reads no catalogue (the
     universe's galaxies.csv has no R90 or PSF FWHM), the image rules are off even when

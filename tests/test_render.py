@@ -194,6 +194,7 @@ def _dry_run(tmp_path, overrides):
     return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True)
 
 
+@pytest.mark.slow  # a Snakemake dry run (~7 s)
 def test_workflow_plans_the_image_rules(tmp_path):
     """The default DAG has the image rules; images.real_demo adds real_demo (needs ../shared)."""
     demo = {"real_demo": True, "demo": {"shared_dir": str(REPO.parent / "shared/data/sdss")}}

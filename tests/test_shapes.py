@@ -743,6 +743,7 @@ def run_workflow(workdir: Path, cfg: dict, *args: str, timeout: int = 900):
     return r
 
 
+@pytest.mark.slow  # a Snakemake dry run each (~5 s)
 @pytest.mark.shared
 @pytest.mark.parametrize("name", sorted(EXAMPLES))
 def test_worked_example_workflow_dry_run(examples, name):

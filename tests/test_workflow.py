@@ -17,6 +17,7 @@ def _run(args, cwd=REPO, **kw):
     return subprocess.run(args, cwd=cwd, capture_output=True, text=True, **kw)
 
 
+@pytest.mark.slow  # snakemake --lint reads the whole workflow (~6 s)
 def test_lint_is_clean():
     r = _run([*SNAKEMAKE, "--lint"])
     assert r.returncode == 0, r.stdout + r.stderr
@@ -136,30 +137,12 @@ def test_the_completeness_check_sees_indented_rules(tmp_path):
     ]
 
 
-def test_dry_run_default_config_plans_the_data_stages(tmp_path):
-    r = _run(
-        [
-            *SNAKEMAKE,
-            "-n",
-            "--quiet",
-            "rules",
-            "-d",
-            str(tmp_path),
-            "-s",
-            str(REPO / "Snakefile"),
-            "--configfile",
-            str(REPO / "config.yaml"),
-        ]
-    )
-    assert r.returncode == 0, r.stdout + r.stderr
-    for rule in ("simulate", "subjects", "extract", "boxes"):
-        assert rule in r.stdout, f"rule {rule} not planned:\n{r.stdout}"
-
-
-def _dry_run_jobs(tmp_path) -> list[tuple[str, dict[str, str], str]]:
+@pytest.fixture(scope="module")
+def default_dry_run(tmp_path_factory) -> list[tuple[str, dict[str, str], str]]:
     """(rule, wildcards, the job's block of text) of every job a dry run of the default
-    config plans."""
-    r = _run([*SNAKEMAKE, "-n", "-d", str(tmp_path), "-s", str(REPO / "Snakefile"),
+    config plans (one dry run for the tests that read it)."""
+    d = tmp_path_factory.mktemp("dry")
+    r = _run([*SNAKEMAKE, "-n", "-d", str(d), "-s", str(REPO / "Snakefile"),
               "--configfile", str(REPO / "config.yaml")])  # fmt: skip
     assert r.returncode == 0, r.stdout + r.stderr
     jobs = []
@@ -175,10 +158,16 @@ def _dry_run_jobs(tmp_path) -> list[tuple[str, dict[str, str], str]]:
     return jobs
 
 
-def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(tmp_path):
+def test_dry_run_default_config_plans_the_data_stages(default_dry_run):
+    planned = {rule for rule, _, _ in default_dry_run}
+    for rule in ("simulate", "subjects", "extract", "boxes"):
+        assert rule in planned, f"rule {rule} not planned: {sorted(planned)}"
+
+
+def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(default_dry_run):
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     ns = {str(n) for n in cfg["subsample"]["n"]}
-    jobs = _dry_run_jobs(tmp_path)
+    jobs = default_dry_run
     models = ("generative", "paper")
     got = {(wc["model"], wc["n"]) for r, wc, _ in jobs if r == "aggregate"}
     assert got == {(m, n) for m in models for n in ns}
@@ -319,6 +308,7 @@ def test_a_misspelled_export_path_is_an_error_naming_the_key(tmp_path):
     assert "export.classifications: nosuch.csv is not a file" in r.stdout + r.stderr
 
 
+@pytest.mark.slow  # a Snakemake dry run (~7 s)
 def test_a_partial_config_in_another_directory_extends_the_defaults(tmp_path):
     """``-d elsewhere --configfile small.yaml`` reads the repository's config.yaml first."""
     small = tmp_path / "small.yaml"
@@ -558,10 +548,10 @@ def test_compressed_universe_is_what_extract_reads_and_click_truth_is_optional(t
 
 
 # ------------------------------------------------------------------ numba's cache warmed first
-def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(tmp_path):
+def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(default_dry_run):
     """One numba_cache job, no input of its own (it starts with the data stages); every
     aggregation and the replay wait for it, through a plain input."""
-    jobs = _dry_run_jobs(tmp_path)
+    jobs = default_dry_run
     warm = [b for r, _, b in jobs if r == "numba_cache"]
     assert len(warm) == 1
     assert "input:" not in warm[0].split("output:")[0]
