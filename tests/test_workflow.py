@@ -436,6 +436,12 @@ def test_import_closure_on_a_hand_built_package(tmp_path):
         "src/clumpscout/model/core.py",
         "src/clumpscout/model/lazy.py",
     }
+    # the closure follows an edit made in the same process (files are parsed once per
+    # version, not once per path): a new import is seen, a removed one is gone
+    (pkg / "io.py").write_text("import json\nfrom clumpscout import unused\n")
+    assert "src/clumpscout/unused.py" in _closure(scripts / "run.py", src)
+    (pkg / "io.py").write_text("import json\n")
+    assert "src/clumpscout/unused.py" not in _closure(scripts / "run.py", src)
 
 
 def test_import_closure_of_the_real_scripts():
