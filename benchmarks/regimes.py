@@ -19,7 +19,10 @@ absent) the script runs the workflow's Python API, stage by stage:
    subject; their clicks become a marks table (``clumpscout.data.gold.build_gold``), of
    which a seeded random ``--gold-fraction`` (0.2) of the subjects is the gold standard;
    every score below is on the other subjects (held out), where the experts' own marks
-   are a third truth;
+   are a third truth. ``--gold-source truth`` replaces the experts' marks of the same gold
+   subjects by the counted objects themselves (what flawless experts would mark): the
+   calibration's ceiling, which separates what the model can learn from what the experts
+   miss;
 4. the methods, all on the same subsample:
 
    - ``generative``: ``Aggregator(Params(model="generative"), seed).fit(boxes, gold=gold)``
@@ -366,6 +369,19 @@ def expert_gold(cfg: dict, universe: Path, boxes: pd.DataFrame):
     return gold_from_table(build_gold(clicks, boxes, majority))
 
 
+def truth_gold(truth: pd.DataFrame, subjects: np.ndarray):
+    """A flawless experts' gold standard: the counted objects of ``subjects`` as marks, a
+    row with empty coordinates for each of them without one."""
+    from clumpscout.data.gold import gold_from_table
+
+    marks = truth.loc[truth["subject_id"].isin(subjects), ["subject_id", "x", "y"]]
+    empty = np.setdiff1d(subjects, marks["subject_id"].to_numpy())
+    table = pd.concat(
+        [marks, pd.DataFrame({"subject_id": empty, "x": np.nan, "y": np.nan})], ignore_index=True
+    )
+    return gold_from_table(table.sort_values(["subject_id", "x", "y"], ignore_index=True))
+
+
 def gold_vs_truth(gold, truth: pd.DataFrame, boxes: pd.DataFrame) -> dict:
     """How well the experts' marks agree with the counted objects on the gold subjects: the
     share of expert objects with a counted object within half the box side (purity) and
@@ -434,6 +450,8 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
     n_gold = max(1, int(round(args.gold_fraction * len(subjects))))
     pick = np.random.default_rng(stage_seed(seed, "gold")).permutation(experts.subjects)
     gold = experts.restrict(pick[:n_gold])
+    if args.gold_source == "truth":
+        gold = truth_gold(truth["clumps"], gold.subjects)
     held_out = np.setdiff1d(subjects, gold.subjects)
     truth["experts"] = (
         experts.restrict(held_out).marks[["subject_id", "x", "y"]].assign(kind="expert")
@@ -733,6 +751,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         "--old-vs-new",
         action="store_true",
         help="also run paper_old (the simulator's earlier settings) next to paper",
+    )
+    ap.add_argument(
+        "--gold-source",
+        choices=["experts", "truth"],
+        default="experts",
+        help="the gold subjects' marks: the simulated experts' (default) or the counted "
+        "objects themselves (flawless experts: the calibration's ceiling)",
     )
     ap.add_argument("--keep-work", action="store_true", help="keep the simulated universes")
     return ap.parse_args(argv)

@@ -192,6 +192,24 @@ def test_paper_old_config():
     }
 
 
+def test_truth_gold_marks_every_counted_object_and_the_empty_subjects():
+    """--gold-source truth: the counted objects of the gold subjects as marks; a gold
+    subject without one is an examined, empty subject; other subjects' objects stay out."""
+    mod = _regimes_module()
+    truth = pd.DataFrame(
+        {"subject_id": [1, 1, 3, 9], "x": [10.0, 30.0, 5.0, 1.0], "y": [20.0, 40.0, 6.0, 2.0]}
+    )
+    gold = mod.truth_gold(truth, np.array([1, 2, 3]))
+    assert gold.kind == "marks" and gold.geometry == "point"
+    assert gold.subjects.tolist() == [1, 2, 3]
+    assert gold.counts.tolist() == [2, 0, 1]
+    assert sorted(map(tuple, gold.marks[["subject_id", "x", "y"]].to_numpy().tolist())) == [
+        (1, 10.0, 20.0),
+        (1, 30.0, 40.0),
+        (3, 5.0, 6.0),
+    ]
+
+
 @pytest.mark.slow  # ~4 s with numba's cache warm, ~30 s cold
 def test_benchmark_smoke(tmp_path):
     """The benchmark's main on a tiny universe: one regime, every method, the three tables."""

@@ -4,6 +4,7 @@ falls into, and properties (agreement never raises p_fp, row order never matters
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from clumpscout.model import em as em_mod
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
 from clumpscout.model.aggregate import Params
@@ -383,6 +385,72 @@ def test_paper_code_stop_is_the_authors_rule():
     em = c.report["cycles"][0]["em"]
     assert c.report["model"]["em_stop"] == "converge"
     assert len(em) >= 2
+
+
+class _ScriptedEngine(em_mod._Engine):
+    """An engine whose clusterings and log-likelihoods are given in advance."""
+
+    def __init__(self, partitions, lls, **params):
+        self.p = Params(**params)
+        self._parts, self._lls = iter(partitions), iter(lls)
+
+    def initial_skills(self, prev):
+        return None
+
+    def _solve(self, b, skills, *, init, min_cluster_size):
+        return np.asarray(next(self._parts))
+
+    def _estimate(self, b, fac, prev, skills):
+        ll = {"total": next(self._lls), "data": 0.0, "prior": 0.0}
+        return SimpleNamespace(
+            facility_of=fac, ll=ll, skills=None, cluster_subject=np.zeros(0), box_cluster=fac
+        )
+
+
+@pytest.mark.parametrize(
+    ("partitions", "iterations"),
+    [
+        # A B A: a clustering of two iterations before comes back; stop at iteration 3
+        ([[0, 0], [0, 1], [1, 1], [0, 1]] + [[1, 0]] * 10, 3),
+        # A B C A: a cycle of three
+        ([[0, 0], [0, 1], [1, 1], [1, 0], [0, 1]] + [[2, 2]] * 10, 4),
+        # A A: the same clustering as the last one (converged)
+        ([[0, 0], [0, 1], [0, 1]] + [[1, 1]] * 10, 2),
+    ],
+)
+def test_converge_stops_when_a_clustering_comes_back(partitions, iterations):
+    """em_stop: converge stops at the first nominal clustering it has produced before in
+    the cycle (#em-stopping) and keeps the best state seen; the estimate of the repeated
+    clustering is not made again."""
+    lls = [10.0, 5.0, 6.0, 5.5, 7.0, 4.0] + [0.0] * 10
+    eng = _ScriptedEngine(partitions, lls, model="generative", em_max_iter=10)
+    best, history = eng.em(None, None, "test")
+    assert [h["iteration"] for h in history] == list(range(iterations))
+    assert best.ll["total"] == 10.0  # the initial clustering had the highest log L
+
+
+def test_converge_without_a_repeat_runs_to_em_max_iter():
+    partitions = [[i, -1] for i in range(20)]
+    lls = [1.0, 2.0, 3.0, 2.5, 2.8, 2.9, 2.7, 2.95, 2.6, 2.85, 2.65, 0, 0]
+    eng = _ScriptedEngine(partitions, lls, model="generative", em_max_iter=10, em_rtol=0.0)
+    best, history = eng.em(None, None, "test")
+    assert len(history) == 11  # the initial clustering and ten nominal ones
+    assert best.ll["total"] == 3.0
+
+
+def test_prior_strengths_are_refitted_when_the_evidence_has_grown():
+    """The population's prior strengths are refitted once the pooled evidence has grown by
+    STRENGTH_REFIT_GROWTH (10 %) since their last fit, and kept otherwise
+    (docs/decisions.md#strength-refits)."""
+    eng = object.__new__(em_mod._GenerativeEngine)
+    eng._strength_fit = None
+    pop = SimpleNamespace(k_fn=3.0, k_lam=4.0)
+    assert eng._kept_strengths(1000.0, pop, fit_hyper=False) == (3.0, 4.0)
+    assert eng._kept_strengths(1000.0, pop, fit_hyper=True) is None  # never fitted
+    eng._strength_fit = (30.0, 40.0, 1000.0)
+    assert eng._kept_strengths(1100.0, pop, fit_hyper=True) == (30.0, 40.0)  # +10 %: kept
+    assert eng._kept_strengths(1100.5, pop, fit_hyper=True) is None  # more: refit
+    assert eng._kept_strengths(1100.5, pop, fit_hyper=False) == (3.0, 4.0)
 
 
 # ---------------------------------------------------------------------- properties

@@ -30,6 +30,7 @@ retirement and the output tables are :mod:`clumpscout.model.aggregator`'s.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
 from dataclasses import dataclass, field
@@ -65,6 +66,21 @@ if TYPE_CHECKING:
     from clumpscout.model.params import Params
 
 log = logging.getLogger(__name__)
+
+
+def _log_repeat(tag: str, it: int, first: int) -> None:
+    """Log why the EM stops at a clustering it has already produced (#em-stopping)."""
+    if first == it - 1:
+        log.info("%s EM iteration %d: same clustering as the last one, converged", tag, it)
+    else:
+        log.info(
+            "%s EM iteration %d: the clustering of iteration %d again, the EM cycles "
+            "between %d clusterings; stopped",
+            tag,
+            it,
+            first,
+            it - first,
+        )
 
 
 @dataclass
@@ -303,12 +319,16 @@ class _Engine:
         state = self._estimate(b, fac, prev, skills0)
         history.append(self._log_iter(tag, 0, state, t0))
         best = state
+        seen: dict[bytes, int] = {}  # nominal clusterings of this cycle -> first iteration
         for it in range(1, p.em_max_iter + 1):
             t0 = time.perf_counter()
             fac = self._solve(b, state.skills, init=False, min_cluster_size=p.min_cluster_size)
-            if rule == "converge" and it > 1 and np.array_equal(fac, state.facility_of):
-                log.info("%s EM iteration %d: same clustering as the last one, converged", tag, it)
-                break
+            if rule == "converge":
+                key = hashlib.blake2b(fac.tobytes(), digest_size=16).digest()
+                if key in seen:
+                    _log_repeat(tag, it, seen[key])
+                    break
+                seen[key] = it
             new = self._estimate(b, fac, prev, state.skills)
             history.append(self._log_iter(tag, it, new, t0))
             if new.ll["total"] > best.ll["total"]:
@@ -541,10 +561,14 @@ class _GenerativeEngine(_Engine):
     """
 
     _INNER = 4
+    #: the prior strengths are refitted once the pooled evidence (classifications of all
+    #: volunteers) has grown by this share since their last fit (#strength-refits)
+    STRENGTH_REFIT_GROWTH = 0.1
 
     def __init__(self, prep: Prepared, params: Params, seed: int):
         super().__init__(prep, params, seed)
         self.last_pop: gen.Population | None = None
+        self._strength_fit: tuple[float, float, float] | None = None  # k_fn, k_lam, evidence
 
     @property
     def _distance_kw(self) -> dict:
@@ -706,8 +730,11 @@ class _GenerativeEngine(_Engine):
     ) -> GenSkills:
         """Population and volunteer parameters from the expected counts (empirical Bayes).
 
-        The prior strengths and q_w (1-D maximisations) are refitted when ``fit_hyper``
-        (once per partition), the means and the volunteers' parameters every time."""
+        q_w (a 1-D maximisation over the batch) is refitted when ``fit_hyper`` (once per
+        partition), the prior strengths (over every volunteer with evidence) then too, but
+        only once the pooled evidence has grown by ``STRENGTH_REFIT_GROWTH`` since their last
+        fit (docs/decisions.md#strength-refits); the means and the volunteers' parameters
+        every time."""
         p = self.p
         det_s, det_w = gen.detected_by_class(post, box_cluster)
         cls = (b.cls_vol, b.cls_subject, len(b.subjects), sk.vp.p_fn)
@@ -731,6 +758,8 @@ class _GenerativeEngine(_Engine):
         if sk.pop.rho_w > 0:
             unrec = post.unrecognised_w if same_q else None
             weak = (det_w, gen.detection_exposure(*cls, q_w, per_subject=unrec))
+        evidence = float(total.n_cls.sum())
+        strengths = self._kept_strengths(evidence, sk.pop, fit_hyper)
         pop = gen.estimate_population(
             total,
             strong=(det_s, gen.detection_exposure(*cls, 1.0, per_subject=post.g_strong)),
@@ -741,9 +770,20 @@ class _GenerativeEngine(_Engine):
             sigma2_0=p.sigma2_0_V,
             nu_s2=p.n_chi_V,
             eb_weight=p.eb_weight,
-            strengths=None if fit_hyper else (sk.pop.k_fn, sk.pop.k_lam),
+            strengths=strengths,
         )
+        if strengths is None:
+            self._strength_fit = (pop.k_fn, pop.k_lam, evidence)
         return GenSkills(gen.volunteer_params(total, pop), pop)
+
+    def _kept_strengths(self, evidence: float, pop: gen.Population, fit_hyper: bool):
+        """The prior strengths to keep, or None to refit them (#strength-refits)."""
+        if not fit_hyper:
+            return pop.k_fn, pop.k_lam
+        last = self._strength_fit
+        if last is None or evidence > (1.0 + self.STRENGTH_REFIT_GROWTH) * last[2]:
+            return None
+        return last[0], last[1]
 
     def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
         p = self.p
