@@ -634,6 +634,7 @@ def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out, cur
                     curves[(curves["truth"] == t) & (curves["method"] == model)], base
                 ),
                 "ece": r["ece"],
+                "ece_matched": r["ece_matched"],
                 "n_fp_ratio": fp_rel,
                 "n_fn_ratio": fn_rel,
                 "expected_count_error": err,

@@ -54,6 +54,17 @@ def test_ece_toy():
     assert math.isnan(ev.label_ece(labels.drop(columns="p_fp"), truth))
 
 
+def test_matched_ece_counts_a_second_label_on_one_object_as_false():
+    # two labels hold the object (5, 5): containment calls both true, one-to-one matching
+    # only the one whose centre is nearer ((5, 5) is the centre of A, off-centre in B)
+    labels = pd.DataFrame([_box(1, 0, 0, 10, 10, 0.1), _box(1, 2, 2, 14, 14, 0.2)])
+    truth = _truth((1, 5, 5))
+    assert ev.label_ece(labels, truth) == pytest.approx((0.1 + 0.2) / 2)
+    # bin 1 holds A (true, p 0.1): |0 - 0.1|; bin 2 holds B (false, p 0.2): |1 - 0.2|
+    assert ev.label_ece_matched(labels, truth) == pytest.approx((0.1 + 0.8) / 2)
+    assert math.isnan(ev.label_ece_matched(labels.drop(columns="p_fp"), truth))
+
+
 def test_count_mae_toy():
     labels = pd.DataFrame(
         [

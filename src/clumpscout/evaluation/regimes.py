@@ -27,7 +27,11 @@ the regime benchmark (``benchmarks/regimes.py``) reports:
   least one click on each real object; the benchmark's "no collapse" check compares the
   label count with the number of objects marked by at least 30% of the viewers.
 - **ECE** (:func:`label_ece`): :func:`clumpscout.evaluation.compare.calibration` with "false" =
-  the label contains no real object's centre.
+  the label contains no real object's centre. ``ece_matched`` (:func:`label_ece_matched`):
+  "false" = the label is matched one-to-one to no real object
+  (:func:`clumpscout.evaluation.matching.match_one_to_one`), the event the calibrated p_fp
+  predicts (docs/decisions.md#gold-standard): a second label on an object already counted
+  is false there, true under containment.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.evaluation.compare import calibration, containment, score_truth
+from clumpscout.evaluation.matching import match_one_to_one
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +201,19 @@ def label_ece(
     return calibration(lab["p_fp"].to_numpy(dtype=float), ~hit, bins)[1]
 
 
+def label_ece_matched(
+    labels: pd.DataFrame, truth: pd.DataFrame, subjects: Iterable | None = None, bins: int = 10
+) -> float:
+    """ECE of p_fp, "false" meaning the label is matched one-to-one to no true position of
+    its subject (NaN without p_fp)."""
+    p = _p_fp(labels)
+    if p is None:
+        return float("nan")
+    lab = _in(labels, subjects)
+    matched, _ = match_one_to_one(lab, _in(truth, subjects)[["subject_id", "x", "y"]], "point")
+    return calibration(lab["p_fp"].to_numpy(dtype=float), ~matched, bins)[1]
+
+
 def expected_counts(subjects_df: pd.DataFrame, labels: pd.DataFrame) -> pd.Series:
     """Per subject the model's expected object count, indexed by subject_id.
 
@@ -278,6 +296,7 @@ def score_method(
         "completeness": float(s["opt_completeness"] if has_p else s["completeness_p1"]),
         "p_star": float(s["opt_threshold"]) if has_p else float("nan"),
         "ece": float(s["ece"]) if has_p else float("nan"),
+        "ece_matched": label_ece_matched(lab, tr, bins=bins),
         "labels": int(len(lab)),
         "true_objects": int(len(tr)),
         "sum_n_fp": float("nan"),
