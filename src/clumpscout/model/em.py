@@ -6,7 +6,8 @@ clustering, and the two steps alternate (:meth:`_Engine.em`, docs/decisions.md#e
 until the stopping rule of ``em_stop`` ends the loop:
 
 * ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
-  (relative) or ``em_max_iter`` nominal clusterings, keep the best state;
+  (relative), a nominal clustering comes back or ``em_max_iter`` nominal clusterings
+  are done; keep the best state;
 * ``paper_code`` (the authors' rule): stop at the first nominal iteration whose
   log-likelihood does not fall below the previous one, keep the last state.
 
@@ -69,7 +70,8 @@ log = logging.getLogger(__name__)
 
 
 def _log_repeat(tag: str, it: int, first: int) -> None:
-    """Log why the EM stops at a clustering it has already produced (#em-stopping)."""
+    """Log why the EM stops at a clustering it has already produced
+    (docs/decisions.md#em-stopping)."""
     if first == it - 1:
         log.info("%s EM iteration %d: same clustering as the last one, converged", tag, it)
     else:
@@ -304,7 +306,8 @@ class _Engine:
         """EM over clusterings (docs/decisions.md#em-stopping).
 
         ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
-        (relative) or ``em_max_iter`` nominal clusterings, keep the best state.
+        (relative), a nominal clustering of this cycle comes back (the loop would only
+        revisit it) or ``em_max_iter`` nominal clusterings are done; keep the best state.
         ``paper_code`` (what the authors' code does): stop at the first nominal iteration
         whose log-likelihood does not fall below the previous one, keep the last state. The
         first nominal iteration is compared with the initial clustering, which the authors'
@@ -562,7 +565,8 @@ class _GenerativeEngine(_Engine):
 
     _INNER = 4
     #: the prior strengths are refitted once the pooled evidence (classifications of all
-    #: volunteers) has grown by this share since their last fit (#strength-refits)
+    #: volunteers) has grown by this share since their last fit
+    #: (docs/decisions.md#strength-refits)
     STRENGTH_REFIT_GROWTH = 0.1
 
     def __init__(self, prep: Prepared, params: Params, seed: int):
@@ -777,7 +781,8 @@ class _GenerativeEngine(_Engine):
         return GenSkills(gen.volunteer_params(total, pop), pop)
 
     def _kept_strengths(self, evidence: float, pop: gen.Population, fit_hyper: bool):
-        """The prior strengths to keep, or None to refit them (#strength-refits)."""
+        """The prior strengths to keep, or None to refit them
+        (docs/decisions.md#strength-refits)."""
         if not fit_hyper:
             return pop.k_fn, pop.k_lam
         last = self._strength_fit
