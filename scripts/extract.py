@@ -1,4 +1,4 @@
-"""Snakemake adapter: rules extract / extract_experts -> clumpscout.data.zooniverse.extract_clicks.
+"""Snakemake adapter: rules extract / extract_experts -> clumpscout.data.zooniverse.write_clicks.
 
 With ``params.flat_clicks`` true (workflow ``source: clicks``) ``input.classifications`` is a
 flattened clicks table, checked and typed by clumpscout.data.boxes.load_flat_clicks.
@@ -8,16 +8,18 @@ from _common import main
 
 
 def _run(sm):
-    from clumpscout.data.zooniverse import LIMIT_DEFAULTS, extract_clicks
+    from clumpscout.data.zooniverse import LIMIT_DEFAULTS, write_clicks
     from clumpscout.io import write_json, write_parquet
 
     if getattr(sm.params, "flat_clicks", False):
         from clumpscout.data.boxes import load_flat_clicks
 
         clicks, report = load_flat_clicks(sm.input.classifications)
+        write_parquet(clicks, sm.output.clicks)
     else:
         cfg = dict(sm.params.extract)
-        clicks, report = extract_clicks(
+        report = write_clicks(
+            sm.output.clicks,
             sm.input.classifications,
             sm.input.subjects_export or None,
             workflow_id=sm.params.workflow_id,
@@ -29,7 +31,6 @@ def _run(sm):
             limits={k: cfg[k] for k in LIMIT_DEFAULTS if k in cfg},
             workers=int(sm.threads),
         )
-    write_parquet(clicks, sm.output.clicks)
     write_json(report, sm.output.report)
 
 

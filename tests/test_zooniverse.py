@@ -766,3 +766,84 @@ def test_an_error_in_a_worker_names_the_file_and_row(tmp_path, monkeypatch):
         extract_clicks(exp, None, limits={"max_field_bytes": 2000}, workers=2)
     assert err.value.path == str(exp) and err.value.row == 51
     assert "malformed JSON in column 'annotations'" in err.value.message
+
+
+# ------------------------------------------------------------ clicks held by subject range
+def test_subject_ranges_known_answer():
+    from clumpscout.data.click_buckets import subject_ranges
+
+    # subjects 3, 5, 7, 9 hold 2, 2, 1, 1 classifications; 0, 2, 4, 5 come before them:
+    # ranges 0 // 2, 2 // 2, 4 // 2, 5 // 2 = 0, 1, 2, 2
+    sid = np.array([5, 3, 5, 9, 3, 7])
+    assert subject_ranges(sid, 2).tolist() == [1, 0, 1, 2, 0, 2]
+    # one subject larger than a range is never split; the range after it stays empty
+    assert subject_ranges(np.array([1, 1, 1, 2]), 2).tolist() == [0, 0, 0, 1]
+    assert subject_ranges(np.array([1, 1, 1, 1, 2]), 2).tolist() == [0, 0, 0, 0, 2]
+
+
+def test_rechunked_blocks_of_exact_length():
+    from clumpscout.io import rechunked
+
+    frames = [pd.DataFrame({"a": np.arange(s, s + n)}) for s, n in ((0, 3), (3, 4), (7, 0), (7, 5))]
+    blocks = list(rechunked(frames, 4))
+    assert [len(b) for b in blocks] == [4, 4, 4]
+    assert np.concatenate([b["a"] for b in blocks]).tolist() == list(range(12))
+    empty = list(rechunked([pd.DataFrame({"a": np.arange(0)})], 4))
+    assert len(empty) == 1 and len(empty[0]) == 0 and list(empty[0].columns) == ["a"]
+    assert list(rechunked([], 4)) == []
+
+
+@pytest.mark.parametrize("drop_flagged", ["none", "volunteers"])
+def test_clicks_by_subject_range_are_the_table_of_one_sort(tmp_path, monkeypatch, drop_flagged):
+    """Ranges of a few classifications each (spilled to files, read back one at a time) give
+    the clicks and report of one range, and write_clicks the bytes of the whole table."""
+    import clumpscout.data.annotations as annotations
+    import clumpscout.data.click_buckets as click_buckets
+    import clumpscout.data.export_csv as export_csv
+    from clumpscout.data.zooniverse import write_clicks
+    from clumpscout.io import write_parquet
+
+    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    exp = write_export(tmp_path / "cls.csv", _many_rows())
+    subj = write_subjects(tmp_path / "subjects.csv", range(500, 523))
+    limits = {"max_field_bytes": 2000, "flag_marks": 2, "drop_flagged": drop_flagged}
+    one, rep1 = extract_clicks(exp, subj, limits=limits)
+    write_parquet(one, tmp_path / "one.parquet")
+    monkeypatch.setattr(click_buckets, "BUCKET_CLASSIFICATIONS", 25)  # about 10 ranges
+    monkeypatch.setattr(annotations, "FLUSH_CLICKS", 7)  # many blocks handed on
+    spilled = []
+    real_add = click_buckets.ClickBuckets.add
+
+    def add(self, cols):
+        spilled.append(self.n_ranges)
+        return real_add(self, cols)
+
+    monkeypatch.setattr(click_buckets.ClickBuckets, "add", add)
+    many, rep2 = extract_clicks(exp, subj, limits=limits)
+    assert max(spilled) >= 8 and len(spilled) > 20
+    pd.testing.assert_frame_equal(one, many)
+    rep3 = write_clicks(tmp_path / "many.parquet", exp, subj, limits=limits)
+    for rep in (rep1, rep2, rep3):
+        rep.pop("seconds")
+    assert rep1 == rep2 == rep3
+    assert (tmp_path / "many.parquet").read_bytes() == (tmp_path / "one.parquet").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "cls.csv",
+        "many.parquet",
+        "one.parquet",
+        "subjects.csv",
+    ]  # no range file left behind
+    assert (rep1["dropped_classifications"]["flagged_volunteer"] > 0) == (drop_flagged != "none")
+
+
+def test_write_clicks_leaves_nothing_on_an_error(tmp_path):
+    from clumpscout.data.zooniverse import write_clicks
+
+    rows = _many_rows(60)
+    rows[50]["annotations"] = "[{not json"
+    exp = write_export(tmp_path / "cls.csv", rows)
+    out = tmp_path / "out" / "clicks.parquet"
+    with pytest.raises(InputError) as err:
+        write_clicks(out, exp, None, limits={"max_field_bytes": 2000})
+    assert err.value.row == 51
+    assert list(out.parent.iterdir()) == []

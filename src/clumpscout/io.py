@@ -131,6 +131,35 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                 writer.close()
 
 
+#: pyarrow's default row-group length: blocks of this many rows, written one by one with
+#: :func:`write_parquet_blocks`, give the bytes :func:`write_parquet` gives for the whole table
+ROW_GROUP_ROWS = 1024 * 1024
+
+
+def rechunked(frames: Iterable[pd.DataFrame], rows: int = ROW_GROUP_ROWS) -> Iterator[pd.DataFrame]:
+    """The rows of ``frames`` (same columns and types) again, in blocks of exactly ``rows``
+    rows but the last; frames of no rows at all give one empty block."""
+    held: list[pd.DataFrame] = []
+    n_held = 0
+    empty = None  # the columns, from the first frame
+    yielded = False
+    for df in frames:
+        if empty is None:
+            empty = df.iloc[:0]
+        while len(df):
+            take = df.iloc[: rows - n_held]
+            held.append(take)
+            n_held += len(take)
+            df = df.iloc[len(take) :]
+            if n_held == rows:
+                yield pd.concat(held, ignore_index=True) if len(held) > 1 else held[0]
+                held, n_held, yielded = [], 0, True
+    if held:
+        yield pd.concat(held, ignore_index=True) if len(held) > 1 else held[0]
+    elif not yielded and empty is not None:
+        yield empty
+
+
 def write_csv(df: pd.DataFrame, path: str | os.PathLike) -> None:
     """Write ``df`` to CSV atomically (no index)."""
     with atomic_path(path) as tmp:

@@ -72,6 +72,8 @@ _TOOL_TYPES = {"point": POINT, "rectangle": RECTANGLE, "circle": CIRCLE, "ellips
 
 
 _EXAMPLES = 100  # rows listed in the report per kind
+#: clicks held by pass 2 before they are handed on (:meth:`_Pass2.run` with a sink)
+FLUSH_CLICKS = 1 << 19
 
 
 # --------------------------------------------------------------------------- annotations
@@ -120,6 +122,33 @@ class _Collector:
         self.frame.append(frame)
         self.w.append(w)
         self.h.append(h)
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    def drain(self) -> dict[str, np.ndarray]:
+        """The clicks collected so far as numpy columns, with each click's shape code (-1: a
+        coordinate-less row) and drawn extent (NaN for points) in place of the shapes kept
+        aside; the collector is emptied (its task and label codes stay)."""
+
+        def col(name: str, dtype) -> np.ndarray:
+            return np.frombuffer(getattr(self, name), dtype=dtype).copy()
+
+        cols = {name: col(name, np.int64) for name in ("row", "task", "tool", "label", "frame")}
+        cols.update({name: col(name, np.float64) for name in ("x", "y", "w", "h")})
+        n = len(self.row)
+        shape = np.where(np.isnan(cols["x"]), -1, POINT).astype(np.int8)
+        xyxy = np.full((n, 4), np.nan)
+        e_pos = col("e_pos", np.int64)
+        shape[e_pos] = col("e_shape", np.int8)
+        xyxy[e_pos] = col("e_xyxy", np.float64).reshape(-1, 4)
+        cols["shape"] = shape
+        for i, name in enumerate(("x1", "y1", "x2", "y2")):
+            cols[name] = xyxy[:, i].copy()
+        codes = self.codes
+        self.__init__()
+        self.codes = codes
+        return cols
 
     def names(self) -> np.ndarray:
         out = np.empty(len(self.codes), dtype=object)
@@ -499,7 +528,7 @@ class _Pass2:
         texts = [c.to_pylist() for c in cols]
         return (texts[0], texts[1], texts[2] if len(texts) > 2 else None), too_large
 
-    def _blocks(self, keep_all, rows_all, sub_w, sub_h):
+    def _blocks(self, keep_all, sub_w, sub_h):
         """The parse jobs of the export's blocks that hold selected rows (file order)."""
         offset = 0
         block = block_size(self.limits["max_field_bytes"])
@@ -514,15 +543,19 @@ class _Pass2:
                 continue
             texts, too_large = self._texts(batch, pa.array(inb))
             p = pos[inb]
-            rows = rows_all[offset - n + inb]
+            rows = offset - n + inb + 1  # 1-based data rows
             yield (int(p[0]), p - p[0], rows, texts, too_large, sub_w[p], sub_h[p], settings)
         if offset != self.n_rows:  # pragma: no cover - the two passes must agree
             raise InputError(
                 f"read {offset} rows in pass 2 but {self.n_rows} in pass 1", path=self.path
             )
 
-    def run(self, sel, rows_all, sub_w, sub_h) -> tuple[_Collector, dict]:
-        """The clicks and counters of the rows ``sel`` (positions in the file)."""
+    def run(self, sel, sub_w, sub_h, sink=None) -> tuple[_Collector, dict]:
+        """The clicks and counters of the rows ``sel`` (positions in the file).
+
+        With ``sink``, the clicks go to ``sink(columns)`` (:meth:`_Collector.drain`) every
+        :data:`FLUSH_CLICKS` clicks and at the end, so that memory holds a few blocks' clicks,
+        not the export's; the collector returned then holds only the task and label codes."""
         keep_all = np.full(self.n_rows, -1, dtype=np.int64)
         keep_all[sel] = np.arange(len(sel))
         stats = _new_stats(len(sel))
@@ -530,12 +563,16 @@ class _Pass2:
         what = f"parsing annotations of {len(sel):,} classifications"
         if self.workers > 1:
             what += f" in {self.workers} processes"
-        jobs = self._blocks(keep_all, rows_all, sub_w, sub_h)
+        jobs = self._blocks(keep_all, sub_w, sub_h)
         parsed = _map_in_order(_parse_block, jobs, self.workers)
         # closed on an error too: the progress bar is cleared before the error is printed
         with timed(what, log), contextlib.closing(jobs), contextlib.closing(parsed):
             for p0, part, part_stats in parsed:
                 _merge_block(coll, stats, p0, part, part_stats)
+                if sink is not None and len(coll) >= FLUSH_CLICKS:
+                    sink(coll.drain())
+        if sink is not None:
+            sink(coll.drain())
         return coll, stats
 
 

@@ -346,18 +346,18 @@ def _first_bad(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
-def to_int(
-    arr: pa.ChunkedArray | pa.Array,
-    column: str,
-    path: object,
-    rows: np.ndarray | None = None,
-    nullable: bool = False,
-) -> np.ndarray:
-    """String column -> int64 numpy (float64 with NaN for blanks if ``nullable``).
+def int_problem(column: str, text: str) -> str:
+    """What is wrong with the text of an integer column (:func:`int_values`' bad rows)."""
+    return f"{column} is empty" if text == "" else f"{column} {_short(text)} is not an integer"
 
-    Accepts "12" and "12.0". Anything else raises InputError naming the 1-based data row
-    (``rows`` maps positions to row numbers when ``arr`` is a subset). Fast path: pyarrow cast.
-    """
+
+def int_values(
+    arr: pa.ChunkedArray | pa.Array, nullable: bool = False
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """String column -> (int64 numpy, or float64 with NaN for blanks if ``nullable``; the mask
+    of texts that are no integer, blanks included unless ``nullable``, or None when there is
+    none). Accepts "12" and "12.0"; a bad text's value is 0 (NaN if ``nullable``). Fast path:
+    pyarrow cast."""
     arr = pc.utf8_trim_whitespace(arr)
     blank = pc.equal(arr, "")
     any_blank = bool(pc.any(blank).as_py() or False)
@@ -373,46 +373,77 @@ def to_int(
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
         ints = None
     if ints is not None:
-        if any_blank and not nullable:
-            i = _first_bad(np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool))
-            row = int(rows[i]) if rows is not None else i + 1
-            raise InputError(f"{column} is empty", path=path, row=row)
         if nullable:
-            return np.asarray(ints.to_numpy(zero_copy_only=False), dtype="float64")
-        return np.asarray(ints.to_numpy(zero_copy_only=False), dtype=np.int64)
-    # slow path: "12.0" style values, or a bad value to report
+            return np.asarray(ints.to_numpy(zero_copy_only=False), dtype="float64"), None
+        if any_blank:
+            bad = np.asarray(blank.to_numpy(zero_copy_only=False), dtype=bool)
+            return np.asarray(ints.fill_null(0).to_numpy(), dtype=np.int64), bad
+        return np.asarray(ints.to_numpy(zero_copy_only=False), dtype=np.int64), None
+    # slow path: "12.0" style values, or bad values
     s = pd.Series(arr.to_numpy(zero_copy_only=False), dtype=object)
     bl = (s == "").to_numpy()
-    num = pd.to_numeric(s.where(~bl, None), errors="coerce").to_numpy(dtype="float64")
+    num = pd.to_numeric(s.where(~bl, None), errors="coerce").to_numpy(dtype="float64", copy=True)
     bad = np.isnan(num) & ~bl
     bad |= ~np.isnan(num) & ((num != np.round(num)) | (np.abs(num) > 2**62))
     if not nullable:
         bad |= bl
-    if bad.any():
-        i = _first_bad(bad)
-        row = int(rows[i]) if rows is not None else i + 1
-        raise InputError(f"{column} {_short(s.iloc[i])} is not an integer", path=path, row=row)
     if nullable:
-        return num
-    return num.astype(np.int64)
+        num[bad] = np.nan
+        return num, bad if bad.any() else None
+    return np.where(bad, 0, num).astype(np.int64), bad if bad.any() else None
 
 
-def parse_created_at(arr: pa.ChunkedArray | pa.Array, path: object, rows: np.ndarray) -> np.ndarray:
-    """Zooniverse ``created_at`` ("2018-04-19 15:16:12 UTC", or ISO 8601) -> int64 ns (UTC)."""
+def to_int(
+    arr: pa.ChunkedArray | pa.Array,
+    column: str,
+    path: object,
+    rows: np.ndarray | None = None,
+    nullable: bool = False,
+) -> np.ndarray:
+    """String column -> int64 numpy (float64 with NaN for blanks if ``nullable``).
+
+    Accepts "12" and "12.0". Anything else raises InputError naming the 1-based data row
+    (``rows`` maps positions to row numbers when ``arr`` is a subset)."""
+    values, bad = int_values(arr, nullable)
+    if bad is not None:
+        i = _first_bad(bad)
+        text = pc.utf8_trim_whitespace(arr.take(pa.array([i]))).to_pylist()[0]
+        row = int(rows[i]) if rows is not None else i + 1
+        raise InputError(int_problem(column, text), path=path, row=row)
+    return values
+
+
+def created_values(arr: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """Zooniverse ``created_at`` ("2018-04-19 15:16:12 UTC", or ISO 8601) -> (int64 ns (UTC),
+    the mask of texts that are no date-time, or None when there is none)."""
     arr = pc.utf8_trim_whitespace(arr)
     t = pc.strptime(arr, format="%Y-%m-%d %H:%M:%S UTC", unit="ns", error_is_null=True)
     ns = np.array(pc.cast(t, pa.int64()).fill_null(np.iinfo(np.int64).min).to_numpy(), np.int64)
     nat = ns == np.iinfo(np.int64).min
-    if nat.any():
-        s = pd.Series(np.asarray(arr.to_numpy(zero_copy_only=False), dtype=object)[nat])
-        alt = s.str.replace(r"\s*UTC$", "", regex=True)
-        t2 = pd.to_datetime(alt, format="ISO8601", utc=True, errors="coerce")
-        if t2.isna().any():
-            i = int(np.flatnonzero(nat)[_first_bad(t2.isna().to_numpy())])
-            raise InputError(
-                f"created_at {_short(s.iloc[_first_bad(t2.isna().to_numpy())])} is not a date-time",
-                path=path,
-                row=int(rows[i]),
-            )
-        ns[nat] = t2.dt.tz_convert("UTC").to_numpy(dtype="datetime64[ns]").view(np.int64)
+    if not nat.any():
+        return ns, None
+    s = pd.Series(np.asarray(arr.to_numpy(zero_copy_only=False), dtype=object)[nat])
+    alt = s.str.replace(r"\s*UTC$", "", regex=True)
+    t2 = pd.to_datetime(alt, format="ISO8601", utc=True, errors="coerce")
+    ok = t2.notna().to_numpy()
+    ns[np.flatnonzero(nat)[ok]] = (
+        t2[ok].dt.tz_convert("UTC").to_numpy(dtype="datetime64[ns]").view(np.int64)
+    )
+    bad = np.zeros(len(ns), dtype=bool)
+    bad[np.flatnonzero(nat)[~ok]] = True
+    return ns, bad if bad.any() else None
+
+
+def created_problem(text: str) -> str:
+    """What is wrong with a ``created_at`` text (:func:`created_values`' bad rows)."""
+    return f"created_at {_short(text)} is not a date-time"
+
+
+def parse_created_at(arr: pa.ChunkedArray | pa.Array, path: object, rows: np.ndarray) -> np.ndarray:
+    """:func:`created_values`; a text that is no date-time raises InputError naming its row."""
+    ns, bad = created_values(arr)
+    if bad is not None:
+        i = _first_bad(bad)
+        text = pc.utf8_trim_whitespace(arr.take(pa.array([i]))).to_pylist()[0]
+        raise InputError(created_problem(text), path=path, row=int(rows[i]))
     return ns

@@ -87,15 +87,20 @@ only), JSON is parsed with ``orjson`` when it is installed (falling back to :fun
 for anything orjson rejects, so the results never depend on it) and the per-click work is one
 tight Python loop, run on the export's blocks in ``workers`` processes side by side (the
 blocks are merged in file order, so the output does not depend on it); everything else is
-vectorised.
+vectorised. Memory: the first pass keeps numbers, not text, and the clicks wait in ranges of
+subjects on disk until :func:`write_clicks` sorts and writes them range by range
+(docs/decisions.md#extract-memory).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import logging
+import tempfile
 import time
-from collections.abc import Iterable, Mapping
+from collections import Counter
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -122,6 +127,7 @@ from clumpscout.data.annotations import (
     shape_extent,
     shape_of,
 )
+from clumpscout.data.click_buckets import ClickBuckets
 from clumpscout.data.export_csv import (
     DROP_FLAGGED,
     FLAG_REASONS,
@@ -132,8 +138,12 @@ from clumpscout.data.export_csv import (
     _short,
     block_size,
     check_limits,
+    created_problem,
+    created_values,
     duration_seconds,
     flag_of,
+    int_problem,
+    int_values,
     iter_column_batches,
     json_depth_exceeds,
     locate_csv_problem,
@@ -149,6 +159,7 @@ from clumpscout.data.subjects_export import (
     read_subjects_export,
 )
 from clumpscout.errors import InputError
+from clumpscout.io import rechunked, write_parquet_blocks
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -178,6 +189,7 @@ __all__ = [
     "check_limits",
     "duration_seconds",
     "extract_clicks",
+    "write_clicks",
     "first_per_group",
     "flag_of",
     "iter_column_batches",
@@ -262,8 +274,54 @@ def extract_clicks(
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. ``workers``:
     processes that parse the JSON of the export's blocks side by side (the result does not
     depend on it). Returns ``(clicks, report)``; ``report`` counts every dropped classification
-    and click by reason and is JSON-serialisable.
+    and click by reason and is JSON-serialisable. :func:`write_clicks` writes the same table
+    to Parquet without holding it.
     """
+    with tempfile.TemporaryDirectory(prefix="clumpscout-extract-") as tmp:
+        ex = _extract(
+            classifications_csv, subjects_csv, tmp, workflow_id, workflow_version, clump_task,
+            unusual_tools, tools, missing_subjects, limits, workers,
+        )  # fmt: skip
+        frames = list(ex.frames())
+        report = ex.report()
+    clicks = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+    return clicks, report
+
+
+def write_clicks(
+    out: str | Path,
+    classifications_csv: str | Path,
+    subjects_csv: str | Path | None,
+    workflow_id: int | str | None = None,
+    workflow_version: str | int | float | None = None,
+    clump_task: str | None = "T1",
+    unusual_tools: Iterable[int] | None = (1,),
+    tools: Iterable[int] | None = None,
+    missing_subjects: str = "keep",
+    limits: Mapping[str, Any] | None = None,
+    workers: int = 1,
+) -> dict:
+    """:func:`extract_clicks` written to the Parquet file ``out`` (atomically: nothing on an
+    error) subject range by subject range, so memory holds one range of clicks, not the
+    export's (docs/decisions.md#extract-memory); the bytes are those of the whole table
+    written at once. Returns the report."""
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        ex = _extract(
+            classifications_csv, subjects_csv, tmp, workflow_id, workflow_version, clump_task,
+            unusual_tools, tools, missing_subjects, limits, workers,
+        )  # fmt: skip
+        with timed(f"writing {out.name}", log):
+            write_parquet_blocks(rechunked(ex.frames()), out)
+        return ex.report()
+
+
+def _extract(
+    classifications_csv, subjects_csv, spill_dir, workflow_id, workflow_version, clump_task,
+    unusual_tools, tools, missing_subjects, limits, workers,
+) -> _Extracted:  # fmt: skip
+    """Both passes over the export; the clicks wait in subject ranges (:class:`_Extracted`)."""
     t_start = time.perf_counter()
     path = Path(classifications_csv)
     if missing_subjects not in MISSING_SUBJECTS:
@@ -281,41 +339,104 @@ def extract_clicks(
         subjects_csv, p1.rows.sid, p1.keep, limits, missing_subjects, p1.dropped
     )
     r = p1.rows.take(np.flatnonzero(keep))
-    r.user_id = to_int(
-        _take(p1.light, "user_id", r.sel), "user_id", path, rows=r.rows, nullable=True
-    )
+    r.rows = None  # sel + 1
+    p1.rows = p1.keep = None  # r holds what pass 2 needs
+    p1.light.check("user_id", r.sel)
+    r.user_id = p1.light.pop("user_id", r.sel)
+    p1.light = None
+    gc.collect()
+    pa.default_memory_pool().release_unused()  # pass 1's blocks: not kept for pass 2
     r.wver = p1.ver[r.sel]
+    p1.ver = None
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
-    # ---- pass 2: JSON of the kept rows only
+    # ---- pass 2: JSON of the kept rows only, the clicks kept by subject range
     p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
-    r, coll, stats, flags = _pass2(p2, r, p1, limits)
+    r, buckets, names, stats, flags = _pass2(p2, r, p1, limits, spill_dir)
     _check_clump_task_seen(clump_task, stats, path)
-
-    clicks = _assemble(
-        coll, r.sid, r.cid, r.vol_code, p1.vol_names, r.user_id, p1.chosen, r.wver, r.created_ns,
-        unusual,
-    )  # fmt: skip
-    report = _report(
-        path,
-        subjects_csv,
-        p1.n_rows,
-        _available(p1.wid, p1.ver),
-        p1.chosen,
-        p1.kept_versions,
-        clump_task,
-        tool_set,
-        unusual,
-        p1.dropped,
-        stats,
-        clicks,
-        missing_report,
-        missing_subjects,
+    settings = (path, subjects_csv, clump_task, tool_set, unusual, missing_subjects, limits)
+    return _Extracted(
+        settings, t_start, p1, r, subjects, missing_report, buckets, names, stats, flags
     )
-    _finish_report(report, limits, stats, r.cid, flags, subjects, clicks)
-    report["seconds"] = round(time.perf_counter() - t_start, 3)
-    log_summary(report)
-    return clicks, report
+
+
+@dataclass
+class _Extracted:
+    """The result of both passes: :meth:`frames` assembles the clicks table range by range
+    (sorted by subject, classification, click order), :meth:`report` the report (after the
+    frames have all been taken)."""
+
+    settings: tuple
+    t_start: float
+    p1: _Selection
+    r: _Rows
+    subjects: pd.DataFrame | None
+    missing_report: dict
+    buckets: ClickBuckets
+    names: np.ndarray
+    stats: dict
+    flags: dict
+
+    def __post_init__(self) -> None:
+        self.tally = _Tally()
+
+    def frames(self) -> Iterator[pd.DataFrame]:
+        """The clicks table, one subject range at a time."""
+        r, unusual = self.r, self.settings[4]
+        for cols in self.buckets.ranges():
+            df = _assemble(
+                cols, self.names, r.sid, r.cid, r.vol_code, self.p1.vol_names, r.user_id,
+                self.p1.chosen, r.wver, r.created_ns, unusual,
+            )  # fmt: skip
+            self.tally.add(df)
+            yield df
+
+    def report(self) -> dict:
+        path, subjects_csv, clump_task, tool_set, unusual, missing_subjects, limits = self.settings
+        p1 = self.p1
+        report = _report(
+            path, subjects_csv, p1.n_rows, p1.available, p1.chosen, p1.kept_versions,
+            clump_task, tool_set, unusual, p1.dropped, self.stats, self.tally,
+            self.missing_report, missing_subjects,
+        )  # fmt: skip
+        _finish_report(
+            report, limits, self.stats, self.r.cid, self.flags, self.subjects, self.tally
+        )
+        report["seconds"] = round(time.perf_counter() - self.t_start, 3)
+        log_summary(report)
+        return report
+
+
+class _Tally:
+    """What the report counts of the clicks table, added up range by range (a classification
+    and a subject lie in one range)."""
+
+    def __init__(self) -> None:
+        self.clicks = self.classifications = self.unusual = 0
+        self.outside = self.size_unknown = 0
+        self.shapes: Counter = Counter()
+        self.tools: Counter = Counter()
+        self.volunteers: set[str] = set()
+        self.subject_ids: list[np.ndarray] = []
+
+    def add(self, clicks: pd.DataFrame) -> None:
+        has_xy = clicks["x"].notna()
+        outside = clicks["outside_image"]
+        self.clicks += int(has_xy.sum())
+        self.classifications += int(clicks["classification_id"].nunique())
+        self.unusual += int(clicks["unusual"].fillna(False).sum())
+        self.outside += int(outside.fillna(False).sum())
+        self.size_unknown += int((outside.isna() & has_xy).sum())
+        self.shapes.update(clicks["shape"].value_counts(dropna=True).to_dict())
+        self.tools.update(clicks.loc[has_xy, "tool"].value_counts().to_dict())
+        self.volunteers.update(clicks["volunteer"].unique())
+        self.subject_ids.append(clicks["subject_id"].unique())
+
+    def subjects(self) -> np.ndarray:
+        """The subjects with a row in the clicks table."""
+        if not self.subject_ids:
+            return np.zeros(0, dtype=np.int64)
+        return np.unique(np.concatenate(self.subject_ids))
 
 
 def _clump_task(clump_task: Any) -> str | None:
@@ -342,11 +463,6 @@ def _check_header(path: Path) -> list[str]:
     return header
 
 
-def _take(light: pa.Table, name: str, sel: np.ndarray) -> pa.ChunkedArray:
-    """Column ``name`` of the rows ``sel`` of the pass-1 table."""
-    return light.column(name).take(pa.array(sel))
-
-
 @dataclass
 class _Rows:
     """Per selected classification: its position in the file (``sel``), 1-based row, subject and
@@ -354,7 +470,7 @@ class _Rows:
     workflow version and the subject export's image size."""
 
     sel: np.ndarray
-    rows: np.ndarray
+    rows: np.ndarray | None  # None once the selection is done (sel + 1)
     sid: np.ndarray
     cid: np.ndarray
     vol_code: np.ndarray
@@ -371,20 +487,110 @@ class _Rows:
 
 @dataclass
 class _Selection:
-    """Pass 1: the export's small columns, the workflow chosen, the de-duplicated rows (``keep``:
-    the first classification of each volunteer and subject) and the classifications dropped."""
+    """Pass 1: the workflows and versions of the export (``available``), the workflow chosen,
+    every row's version (``ver``), the de-duplicated rows (``keep``: the first classification
+    of each volunteer and subject) and the classifications dropped. ``light``: the columns
+    checked only for the rows kept (``user_id``)."""
 
-    light: pa.Table
+    light: _Light
     n_rows: int
-    rows_all: np.ndarray
-    wid: np.ndarray
-    ver: np.ndarray
+    available: dict
+    ver: np.ndarray | None
     chosen: int
     kept_versions: list[str]
     vol_names: np.ndarray
-    rows: _Rows
-    keep: np.ndarray
+    rows: _Rows | None
+    keep: np.ndarray | None
     dropped: dict[str, int]
+
+
+class _Codes:
+    """Texts -> codes in the order they are first met, block after block."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def encode(self, texts: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        enc = pc.dictionary_encode(texts)
+        if isinstance(enc, pa.ChunkedArray):
+            enc = enc.combine_chunks()
+        table = np.array(
+            [self.codes.setdefault(t, len(self.codes)) for t in enc.dictionary.to_pylist()],
+            dtype=np.int32,
+        )
+        return table[np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)]
+
+    def texts(self) -> np.ndarray:
+        return np.asarray(list(self.codes), dtype=object)
+
+
+class _Light:
+    """Pass 1's columns of every row as numbers, read block by block
+    (docs/decisions.md#extract-memory). A text that is no integer or date-time is an error
+    only in a row that is selected: its position and text wait in ``bad`` until the selection
+    is known (:meth:`check`)."""
+
+    INTS = (("subject_ids", False), ("classification_id", False), ("user_id", True))
+
+    def __init__(self, path: Path, n_fields: int, limits: Mapping[str, Any]) -> None:
+        self.path = path
+        versions, names = _Codes(), _Codes()
+        parts: dict[str, list[np.ndarray]] = {}
+        self.bad: dict[str, list[tuple[np.ndarray, list[str]]]] = {}
+        base = 0
+        block = block_size(limits["max_field_bytes"])
+
+        def add(name: str, values: np.ndarray) -> None:
+            parts.setdefault(name, []).append(values)
+
+        for batch in iter_column_batches(path, LIGHT_COLUMNS, n_fields, block):
+            n = batch.num_rows
+            rows = np.arange(base + 1, base + n + 1, dtype=np.int64)
+            col = {name: batch.column(name) for name in LIGHT_COLUMNS}
+            add("workflow_id", to_int(col["workflow_id"], "workflow_id", path, rows=rows))
+            add("version", versions.encode(pc.utf8_trim_whitespace(col["workflow_version"])))
+            subj = pc.utf8_trim_whitespace(col["subject_ids"])
+            multi = np.asarray(pc.match_substring(subj, ";").to_numpy(zero_copy_only=False), bool)
+            add("multi", multi)
+            for name, nullable in self.INTS:
+                text = subj if name == "subject_ids" else col[name]
+                values, bad = int_values(text, nullable)
+                if name == "subject_ids" and bad is not None:
+                    bad &= ~multi  # "a;b" is dropped, not an error
+                add(name, values)
+                self._note(name, bad, text, base)
+            add("user_name", names.encode(pc.utf8_trim_whitespace(col["user_name"])))
+            created, bad = created_values(col["created_at"])
+            add("created_at", created)
+            self._note("created_at", bad, col["created_at"], base)
+            base += n
+        self.n_rows = base
+        self.columns = {}
+        for name in list(parts):  # one column at a time: the blocks' copies go as it is made
+            self.columns[name] = np.concatenate(parts.pop(name))
+        self.versions, self.names = versions.texts(), names.texts()
+
+    def _note(self, name: str, bad: np.ndarray | None, text: pa.Array, base: int) -> None:
+        """Keep the positions and texts of a block's bad values of column ``name``."""
+        if bad is None or not bad.any():
+            return
+        pos = np.flatnonzero(bad)
+        texts = pc.utf8_trim_whitespace(text.take(pa.array(pos))).to_pylist()
+        self.bad.setdefault(name, []).append((pos + base, [t[:200] for t in texts]))
+
+    def pop(self, name: str, sel: np.ndarray) -> np.ndarray:
+        """Column ``name`` at the positions ``sel`` (after :meth:`check`); the column is
+        dropped."""
+        return self.columns.pop(name)[sel]
+
+    def check(self, name: str, sel: np.ndarray) -> None:
+        """:class:`InputError` naming the first row of ``sel`` whose ``name`` is bad."""
+        for pos, texts in self.bad.get(name, []):
+            hit = np.flatnonzero(np.isin(pos, sel))
+            if len(hit):
+                text = texts[hit[0]]
+                what = created_problem(text) if name == "created_at" else int_problem(name, text)
+                raise InputError(what, path=self.path, row=int(pos[hit[0]]) + 1)
 
 
 def _pass1(
@@ -396,18 +602,15 @@ def _pass1(
 ) -> _Selection:
     """Pass 1: read the small columns of every row, select the workflow and de-duplicate."""
     with timed(f"reading {path.name} (selection columns)", log):
-        light = read_columns(path, LIGHT_COLUMNS, n_fields, block_size(limits["max_field_bytes"]))
-    n_rows = light.num_rows
+        light = _Light(path, n_fields, limits)
+    n_rows = light.n_rows
     if n_rows == 0:
         raise InputError("no classifications (the file has only a header)", path=path)
-    rows_all = np.arange(1, n_rows + 1, dtype=np.int64)
     dropped: dict[str, int] = {}
 
-    wid = to_int(light.column("workflow_id"), "workflow_id", path)
-    ver = np.asarray(
-        pc.utf8_trim_whitespace(light.column("workflow_version")).to_numpy(zero_copy_only=False),
-        dtype=object,
-    )
+    wid = light.columns.pop("workflow_id")
+    ver = light.versions[light.columns.pop("version")]  # one text object per version
+    available = _available(wid, ver)
     wmask, vmask, chosen, kept_versions = select_workflow(
         wid, ver, workflow_id, workflow_version, path
     )
@@ -417,36 +620,41 @@ def _pass1(
     dropped["other_workflow_version"] = n_version if workflow_version is not None else 0
     dropped["older_workflow_version"] = n_version if workflow_version is None else 0
     sel = np.flatnonzero(vmask)
+    del wid, wmask, vmask
 
-    rows = rows_all[sel]
-    subj_text = pc.utf8_trim_whitespace(_take(light, "subject_ids", sel))
-    multi = np.asarray(pc.match_substring(subj_text, ";").to_numpy(zero_copy_only=False), bool)
+    multi = light.pop("multi", sel)
     dropped["multiple_subjects"] = int(multi.sum())
-    if multi.any():
-        keep = ~multi
-        sel, rows, subj_text = sel[keep], rows[keep], subj_text.filter(pa.array(keep))
-    sid = to_int(subj_text, "subject_ids", path, rows=rows)
-    cid = to_int(_take(light, "classification_id", sel), "classification_id", path, rows=rows)
+    sel = sel[~multi]
+    rows = sel + 1  # 1-based data rows
+    light.check("subject_ids", sel)
+    sid = light.pop("subject_ids", sel)
+    light.check("classification_id", sel)
+    cid = light.pop("classification_id", sel)
     # duplicate classification ids: the first row in file order
     first = np.zeros(len(cid), dtype=bool)
     first[np.unique(cid, return_index=True)[1]] = True
     dropped["duplicate_classification_id"] = int((~first).sum())
     sel, rows, sid, cid = sel[first], rows[first], sid[first], cid[first]
 
-    user_name = pc.utf8_trim_whitespace(_take(light, "user_name", sel))
-    blank = np.asarray(pc.equal(user_name, "").to_numpy(zero_copy_only=False), bool)
+    # volunteers numbered in the order they first come among the selected rows
+    names, first_at, code = np.unique(
+        light.pop("user_name", sel), return_index=True, return_inverse=True
+    )
+    rank = np.empty(len(names), dtype=np.int32)
+    rank[np.argsort(first_at, kind="stable")] = np.arange(len(names))
+    vol_code = rank[code]
+    vol_names = light.names[names[np.argsort(first_at, kind="stable")]]
+    blank = vol_names[vol_code] == ""
     if blank.any():
         raise InputError("empty user_name", path=path, row=int(rows[_first_bad(blank)]))
-    names_enc = user_name.combine_chunks().dictionary_encode()
-    vol_code = np.asarray(names_enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    vol_names = np.asarray(names_enc.dictionary.to_pylist(), dtype=object)
-    created_ns = parse_created_at(_take(light, "created_at", sel), path, rows)
+    light.check("created_at", sel)
+    created_ns = light.pop("created_at", sel)
 
     # several classifications of one subject by one volunteer: the first by time, then id
     firstvs = first_per_group([vol_code, sid], [created_ns, cid])
     dropped["duplicate_volunteer_subject"] = int((~firstvs).sum())
     return _Selection(
-        light, n_rows, rows_all, wid, ver, chosen, kept_versions, vol_names,
+        light, n_rows, available, ver, chosen, kept_versions, vol_names,
         _Rows(sel, rows, sid, cid, vol_code, created_ns), firstvs, dropped,
     )  # fmt: skip
 
@@ -503,24 +711,39 @@ def subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.nd
 
 
 def _pass2(
-    p2: _Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any]
-) -> tuple[_Rows, _Collector, dict, dict[str, Any]]:
+    p2: _Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any], spill_dir: str | Path
+) -> tuple[_Rows, ClickBuckets, np.ndarray, dict, dict[str, Any]]:
     """Pass 2 over the rows ``r`` and the bot flags (``drop_flagged: volunteers``: every
     classification of a flagged volunteer goes and the others are parsed again): (rows kept,
-    clicks, counters, the report's ``flagged`` section). Counts the drops into ``p1.dropped``."""
+    their clicks by subject range, the task and label names of the clicks' codes, counters,
+    the report's ``flagged`` section). Counts the drops into ``p1.dropped``."""
     dropped = p1.dropped
-    coll, stats = p2.run(r.sel, p1.rows_all, r.sub_w, r.sub_h)
-    flags = _flag_report(stats, r.rows, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
+    buckets = ClickBuckets(r.sid, spill_dir)
+    coll, stats = _run_pass2(p2, r, buckets)
+    flags = _flag_report(stats, r.sel + 1, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
     if limits["drop_flagged"] == "volunteers" and stats["flag"].any():
         # every classification of a flagged volunteer goes; parse the others again
         bad = np.unique(r.vol_code[stats["flag"] > 0])
         keep = ~np.isin(r.vol_code, bad)
         dropped["flagged_volunteer"] = int((~keep).sum())
         r = r.take(keep)
-        coll, stats = p2.run(r.sel, p1.rows_all, r.sub_w, r.sub_h)
+        buckets.close()
+        for f in Path(spill_dir).glob("range-*.arrows"):
+            f.unlink()
+        buckets = ClickBuckets(r.sid, spill_dir)
+        coll, stats = _run_pass2(p2, r, buckets)
     for reason in LIMIT_REASONS + FLAG_REASONS:
         dropped[reason] = dropped.get(reason, 0) + stats["dropped_classifications"][reason]
-    return r, coll, stats, flags
+    return r, buckets, coll.names(), stats, flags
+
+
+def _run_pass2(p2: _Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[_Collector, dict]:
+    """Pass 2 of the rows ``r``, its clicks into ``buckets`` (closed on an error)."""
+    try:
+        return p2.run(r.sel, r.sub_w, r.sub_h, sink=buckets.add)
+    except BaseException:
+        buckets.close()
+        raise
 
 
 def _check_clump_task_seen(clump_task: str | None, stats: dict, path: Path) -> None:
@@ -541,7 +764,7 @@ def _finish_report(
     cid: np.ndarray,
     flags: dict[str, Any],
     subjects: pd.DataFrame | None,
-    clicks: pd.DataFrame,
+    tally: _Tally,
 ) -> None:
     """Add the limits, the rows dropped for a limit, the bot flags and the count of unclassified
     subjects to ``report``."""
@@ -552,14 +775,13 @@ def _finish_report(
     # (a subject set may hold subjects that were never shown in this workflow)
     unclassified = 0
     if subjects is not None:
-        unclassified = int(
-            (~np.isin(subjects["subject_id"].to_numpy(), clicks["subject_id"].to_numpy())).sum()
-        )
+        unclassified = int((~np.isin(subjects["subject_id"].to_numpy(), tally.subjects())).sum())
     report["subjects_without_classifications"] = unclassified
 
 
 def _assemble(
-    coll: _Collector,
+    cols: dict[str, np.ndarray],
+    names: np.ndarray,
     sid: np.ndarray,
     cid: np.ndarray,
     vol_code: np.ndarray,
@@ -570,32 +792,20 @@ def _assemble(
     created_ns: np.ndarray,
     unusual: frozenset[int],
 ) -> pd.DataFrame:
-    """Column lists -> the clicks DataFrame, sorted by subject, classification, click order."""
-    r = np.asarray(coll.row, dtype=np.int64)
+    """Clicks as columns (:meth:`clumpscout.data.click_buckets.ClickBuckets.ranges`) -> the
+    clicks DataFrame, sorted by subject, classification, click order (``seq``)."""
+    order = np.lexsort((cols["seq"], cid[cols["row"]], sid[cols["row"]]))
+    r = cols["row"][order]
     n = len(r)
-    click_order = np.arange(n)
-    order = np.lexsort((click_order, cid[r], sid[r]))
-    r = r[order]
-    # shape codes (-1: no mark) and drawn extents (NaN for points), in click order first
-    shape = np.where(np.isnan(np.asarray(coll.x, dtype=np.float64)), -1, POINT).astype(np.int8)
-    xyxy = np.full((n, 4), np.nan)
-    e_pos = np.asarray(coll.e_pos, dtype=np.int64)
-    shape[e_pos] = np.asarray(coll.e_shape, dtype=np.int8)
-    xyxy[e_pos] = np.asarray(coll.e_xyxy, dtype=np.float64).reshape(-1, 4)
-    shape, xyxy = shape[order], xyxy[order]
-    tool = np.asarray(coll.tool, dtype=np.int64)[order]
-    frame = np.asarray(coll.frame, dtype=np.int64)[order]
-    x = np.asarray(coll.x, dtype=np.float64)[order]
-    y = np.asarray(coll.y, dtype=np.float64)[order]
-    w = np.asarray(coll.w, dtype=np.float64)[order]
-    h = np.asarray(coll.h, dtype=np.float64)[order]
+    shape = cols["shape"][order]
+    tool, frame = cols["tool"][order], cols["frame"][order]
+    x, y, w, h = (cols[k][order] for k in ("x", "y", "w", "h"))
     empty = np.isnan(x)
     known = ~np.isnan(w) & ~np.isnan(h)
     outside = (x < 0) | (y < 0) | (x > w) | (y > h)
     uid = user_id[r]
-    names = coll.names()
-    task = names[np.asarray(coll.task, dtype=np.int64)[order]]
-    label = names[np.asarray(coll.label, dtype=np.int64)[order]]
+    task = names[cols["task"][order]]
+    label = names[cols["label"][order]]
     unusual_arr = np.isin(tool, np.fromiter(unusual, dtype=np.int64)) & ~empty
     df = pd.DataFrame(
         {
@@ -617,10 +827,10 @@ def _assemble(
             "natural_width": pd.array(np.where(known, w, 0).round().astype(np.int64), "Int64"),
             "natural_height": pd.array(np.where(known, h, 0).round().astype(np.int64), "Int64"),
             "shape": pd.array(np.asarray(SHAPES + (None,), dtype=object)[shape], dtype="str"),
-            "x1": xyxy[:, 0],
-            "y1": xyxy[:, 1],
-            "x2": xyxy[:, 2],
-            "y2": xyxy[:, 3],
+            "x1": cols["x1"][order],
+            "y1": cols["y1"][order],
+            "x2": cols["x2"][order],
+            "y2": cols["y2"][order],
         }
     )
     df.loc[np.isnan(uid), "user_id"] = pd.NA
@@ -642,17 +852,13 @@ def _report(
     unusual: frozenset[int],
     dropped: dict[str, int],
     stats: dict,
-    clicks: pd.DataFrame,
+    tally: _Tally,
     missing_report: dict,
     missing_subjects: str,
 ) -> dict:
-    has_xy = clicks["x"].notna()
     other_task_clicks = dict(sorted(stats["other_task_clicks"].items()))
     dropped_clicks = dict(sorted(stats["dropped_clicks"].items()))
     dropped_clicks["other_task"] = int(sum(other_task_clicks.values()))
-    n_cls = int(clicks["classification_id"].nunique())
-    vols = clicks["volunteer"].drop_duplicates()
-    outside = clicks["outside_image"]
     return {
         "classifications_csv": str(path),
         "subjects_csv": None if subjects_csv is None else str(subjects_csv),
@@ -667,23 +873,20 @@ def _report(
         "dropped_clicks": dropped_clicks,
         "other_task_clicks": other_task_clicks,
         "other_task_annotations": dict(sorted(stats["other_task_annotations"].items())),
-        "classifications_kept": n_cls,
-        "clicks_kept": int(has_xy.sum()),
-        "shapes_kept": {k: int((clicks["shape"] == k).sum()) for k in SHAPES},
+        "classifications_kept": tally.classifications,
+        "clicks_kept": tally.clicks,
+        "shapes_kept": {k: int(tally.shapes.get(k, 0)) for k in SHAPES},
         "unsupported_shapes": dict(sorted(stats["unsupported_shapes"].items())),
         "malformed_shapes": dict(sorted(stats["malformed_shapes"].items())),
-        "unusual_clicks": int(clicks["unusual"].fillna(False).sum()),
-        "clicks_per_tool": {
-            str(k): int(v)
-            for k, v in clicks.loc[has_xy, "tool"].value_counts().sort_index().items()
-        },
+        "unusual_clicks": tally.unusual,
+        "clicks_per_tool": {str(k): int(v) for k, v in sorted(tally.tools.items())},
         "empty_classifications": int(stats["empty_classifications"]),
         "classifications_emptied_by_drops": int(stats["classifications_emptied_by_drops"]),
-        "clicks_outside_image": int(outside.fillna(False).sum()),
-        "clicks_image_size_unknown": int((outside.isna() & has_xy).sum()),
-        "subjects": int(clicks["subject_id"].nunique()),
-        "volunteers": int(len(vols)),
-        "not_logged_in_volunteers": int(vols.str.startswith("not-logged-in").sum()),
+        "clicks_outside_image": tally.outside,
+        "clicks_image_size_unknown": tally.size_unknown,
+        "subjects": int(len(tally.subjects())),
+        "volunteers": len(tally.volunteers),
+        "not_logged_in_volunteers": sum(v.startswith("not-logged-in") for v in tally.volunteers),
         "subjects_missing_from_subjects_export": missing_report,
         "missing_subjects": missing_subjects,
     }
@@ -878,9 +1081,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_parquet
+    from clumpscout.io import write_json
 
-    clicks, report = extract_clicks(
+    report = write_clicks(
+        args.out,
         args.classifications,
         args.subjects,
         workflow_id=args.workflow_id,
@@ -892,7 +1096,6 @@ def run(args: argparse.Namespace) -> int:
         limits={k: getattr(args, k) for k in LIMIT_DEFAULTS},
         workers=args.workers,
     )
-    write_parquet(clicks, args.out)
     write_json(report, report_path(args.out))
     log.info("wrote %s and %s", args.out, report_path(args.out))
     return 0

@@ -24,9 +24,10 @@ from pathlib import Path
 import pandas as pd
 
 from clumpscout.errors import InputError
+from clumpscout.io import ROW_GROUP_ROWS
 
 #: rows per block: pyarrow's default row-group length, so block-wise writes keep its layout
-BLOCK_ROWS = 1024 * 1024
+BLOCK_ROWS = ROW_GROUP_ROWS
 
 
 class BoxSource:
