@@ -847,3 +847,33 @@ def test_write_clicks_leaves_nothing_on_an_error(tmp_path):
         write_clicks(out, exp, None, limits={"max_field_bytes": 2000})
     assert err.value.row == 51
     assert list(out.parent.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("column", "bad", "message"),
+    [
+        ("subject_ids", "12x", "subject_ids '12x' is not an integer"),
+        ("classification_id", "", "classification_id is empty"),
+        ("created_at", "yesterday", "created_at 'yesterday' is not a date-time"),
+        ("user_id", "0x10", "user_id '0x10' is not an integer"),
+    ],
+)
+def test_unreadable_values_are_errors_only_in_selected_rows(
+    tmp_path, monkeypatch, column, bad, message
+):
+    """Pass 1 reads block by block and turns values into numbers before it knows which rows
+    are selected: a bad value in another workflow's row is no error, one in a selected row
+    names that row, whichever block it lies in."""
+    import clumpscout.data.export_csv as export_csv
+
+    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    rows = [row(100 + i, f"u{i}", 500 + i % 5, [classic_point(10, 10)]) for i in range(40)]
+    rows[3] = dict(row(103, "u3", 501, workflow_id=999), **{column: bad})  # not selected
+    good = write_export(tmp_path / "good.csv", rows)
+    clicks, rep = extract_clicks(good, None, workflow_id=11803)
+    assert rep["dropped_classifications"]["other_workflow"] == 1
+    assert clicks["classification_id"].nunique() == 39
+    rows[31] = dict(rows[31], **{column: bad})  # selected, in a later block
+    with pytest.raises(InputError) as err:
+        extract_clicks(write_export(tmp_path / "bad.csv", rows), None, workflow_id=11803)
+    assert err.value.row == 32 and err.value.message == message
