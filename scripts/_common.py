@@ -24,11 +24,12 @@ def main(snakemake, fn: Callable[[object], object]) -> None:
     os.environ.setdefault("OMP_NUM_THREADS", threads)
     if _SRC.is_dir() and str(_SRC) not in sys.path:
         sys.path.insert(0, str(_SRC))
-    from clumpscout.errors import InputError
+    from clumpscout.errors import InputError, exit_cleanly_on_sigterm
     from clumpscout.logs import setup_logging
 
     log = snakemake.log[0] if len(snakemake.log) else None
     setup_logging(log)
+    exit_cleanly_on_sigterm()
     try:
         fn(snakemake)
     except InputError as exc:

@@ -49,3 +49,28 @@ def test_ecsv_in_blocks_has_the_whole_tables_bytes(tmp_path):
     assert (tmp_path / "blocks.ecsv").read_bytes() == (tmp_path / "whole.ecsv").read_bytes()
     write_ecsv(t[:0], tmp_path / "empty.ecsv", rows=3)
     assert Table.read(tmp_path / "empty.ecsv").colnames == ["subject_id", "x"]
+
+
+def test_sigterm_removes_a_half_written_output(tmp_path):
+    """A cancelled job (SIGTERM) leaves neither the output nor its temporary file."""
+    import signal
+    import subprocess
+    import sys
+    import textwrap
+
+    out = tmp_path / "out.parquet"
+    code = textwrap.dedent(
+        f"""
+        import os, signal, time
+        from clumpscout.errors import exit_cleanly_on_sigterm
+        from clumpscout.io import atomic_path
+        exit_cleanly_on_sigterm()
+        with atomic_path({str(out)!r}) as tmp:
+            tmp.write_text("half")
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(30)
+        """
+    )
+    proc = subprocess.run([sys.executable, "-c", code], timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM
+    assert list(tmp_path.iterdir()) == []

@@ -17,7 +17,7 @@ import logging
 import sys
 
 from clumpscout import __version__
-from clumpscout.errors import InputError
+from clumpscout.errors import InputError, exit_cleanly_on_sigterm
 
 #: sub-command -> (module, one-line help). Contract names: keep them stable.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     from clumpscout.logs import setup_logging
 
     setup_logging(args.log, logging.DEBUG if args.verbose else logging.INFO)
+    exit_cleanly_on_sigterm()
     try:
         rc = module.run(args)
     except InputError as exc:

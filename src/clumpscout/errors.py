@@ -12,6 +12,9 @@ table position from 0, as pandas and pyarrow index it.
 
 from __future__ import annotations
 
+import signal
+import sys
+
 
 class InputError(Exception):
     """Bad user input: names the file, the row (if any) and the problem."""
@@ -37,3 +40,15 @@ class InputError(Exception):
                 where += f":row {self.row}"
             where += ": "
         return f"{where}{self.message}"
+
+
+def exit_cleanly_on_sigterm() -> None:
+    """Turn SIGTERM (a scheduler cancelling the job, Snakemake stopping a run) into
+    ``SystemExit(143)``, so that the command's cleanup runs as on an error: a half-written
+    output's temporary file and extract's temporary folder are removed, not left beside the
+    outputs. Only from the main thread (where Python delivers signals)."""
+
+    def _exit(signum, _frame):
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _exit)
