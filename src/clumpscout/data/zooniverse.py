@@ -96,6 +96,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import inspect
 import logging
 import tempfile
 import time
@@ -277,51 +278,57 @@ def extract_clicks(
     and click by reason and is JSON-serialisable. :func:`write_clicks` writes the same table
     to Parquet without holding it.
     """
+    options = dict(
+        workflow_id=workflow_id, workflow_version=workflow_version, clump_task=clump_task,
+        unusual_tools=unusual_tools, tools=tools, missing_subjects=missing_subjects,
+        limits=limits, workers=workers,
+    )  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="clumpscout-extract-") as tmp:
-        ex = _extract(
-            classifications_csv, subjects_csv, tmp, workflow_id, workflow_version, clump_task,
-            unusual_tools, tools, missing_subjects, limits, workers,
-        )  # fmt: skip
+        ex = _extract(classifications_csv, subjects_csv, tmp, **options)
         frames = list(ex.frames())
         report = ex.report()
     clicks = frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
     return clicks, report
 
 
+#: the options of :func:`extract_clicks` and their defaults
+_OPTIONS = {
+    k: p.default
+    for k, p in inspect.signature(extract_clicks).parameters.items()
+    if p.default is not inspect.Parameter.empty
+}
+
+
 def write_clicks(
-    out: str | Path,
-    classifications_csv: str | Path,
-    subjects_csv: str | Path | None,
-    workflow_id: int | str | None = None,
-    workflow_version: str | int | float | None = None,
-    clump_task: str | None = "T1",
-    unusual_tools: Iterable[int] | None = (1,),
-    tools: Iterable[int] | None = None,
-    missing_subjects: str = "keep",
-    limits: Mapping[str, Any] | None = None,
-    workers: int = 1,
+    out: str | Path, classifications_csv: str | Path, subjects_csv: str | Path | None, **options
 ) -> dict:
-    """:func:`extract_clicks` written to the Parquet file ``out`` (atomically: nothing on an
-    error) subject range by subject range, so memory holds one range of clicks, not the
-    export's (docs/decisions.md#extract-memory); the bytes are those of the whole table
-    written at once. Returns the report."""
+    """:func:`extract_clicks` (``options``: its keyword arguments) written to the Parquet file
+    ``out`` (atomically: nothing on an error) subject range by subject range, so memory holds
+    one range of clicks, not the export's (docs/decisions.md#extract-memory); the bytes are
+    those of the whole table written at once. Returns the report."""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
-        ex = _extract(
-            classifications_csv, subjects_csv, tmp, workflow_id, workflow_version, clump_task,
-            unusual_tools, tools, missing_subjects, limits, workers,
-        )  # fmt: skip
+        ex = _extract(classifications_csv, subjects_csv, tmp, **options)
         with timed(f"writing {out.name}", log):
             write_parquet_blocks(rechunked(ex.frames()), out)
         return ex.report()
 
 
 def _extract(
-    classifications_csv, subjects_csv, spill_dir, workflow_id, workflow_version, clump_task,
-    unusual_tools, tools, missing_subjects, limits, workers,
-) -> _Extracted:  # fmt: skip
-    """Both passes over the export; the clicks wait in subject ranges (:class:`_Extracted`)."""
+    classifications_csv: str | Path, subjects_csv: str | Path | None, spill_dir, **options
+) -> _Extracted:
+    """Both passes over the export; the clicks wait in subject ranges (:class:`_Extracted`).
+    ``options``: the keyword arguments of :func:`extract_clicks`."""
+    unknown = set(options) - set(_OPTIONS)
+    if unknown:
+        raise TypeError(f"unknown extract option(s): {', '.join(sorted(unknown))}")
+    o = {**_OPTIONS, **options}
+    workflow_id, workflow_version, clump_task = (
+        o["workflow_id"], o["workflow_version"], o["clump_task"]
+    )  # fmt: skip
+    unusual_tools, tools, missing_subjects = o["unusual_tools"], o["tools"], o["missing_subjects"]
+    limits, workers = o["limits"], o["workers"]
     t_start = time.perf_counter()
     path = Path(classifications_csv)
     if missing_subjects not in MISSING_SUBJECTS:
