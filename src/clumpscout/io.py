@@ -131,6 +131,24 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                 writer.close()
 
 
+def release_memory() -> None:
+    """Give freed memory back to the system: collect cyclic garbage, empty pyarrow's pool
+    and trim the C heap (glibc's ``malloc_trim``; a no-op elsewhere). Many small arrays
+    freed at once (a pass read block by block) otherwise stay in the process's resident
+    memory until they are reused."""
+    import ctypes
+    import ctypes.util
+
+    import pyarrow as pa
+
+    gc.collect()
+    pa.default_memory_pool().release_unused()
+    libc = ctypes.util.find_library("c")
+    if libc:
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL(libc).malloc_trim(0)
+
+
 #: pyarrow's default row-group length: blocks of this many rows, written one by one with
 #: :func:`write_parquet_blocks`, give the bytes :func:`write_parquet` gives for the whole table
 ROW_GROUP_ROWS = 1024 * 1024

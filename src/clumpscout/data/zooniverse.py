@@ -95,7 +95,6 @@ subjects on disk until :func:`write_clicks` sorts and writes them range by range
 from __future__ import annotations
 
 import argparse
-import gc
 import inspect
 import logging
 import tempfile
@@ -160,7 +159,7 @@ from clumpscout.data.subjects_export import (
     read_subjects_export,
 )
 from clumpscout.errors import InputError
-from clumpscout.io import rechunked, write_parquet_blocks
+from clumpscout.io import rechunked, release_memory, write_parquet_blocks
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -351,8 +350,7 @@ def _extract(
     p1.light.check("user_id", r.sel)
     r.user_id = p1.light.pop("user_id", r.sel)
     p1.light = None
-    gc.collect()
-    pa.default_memory_pool().release_unused()  # pass 1's blocks: not kept for pass 2
+    release_memory()  # pass 1's blocks: not kept for pass 2
     r.wver = p1.ver[r.sel]
     p1.ver = None
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
@@ -390,6 +388,7 @@ class _Extracted:
     def frames(self) -> Iterator[pd.DataFrame]:
         """The clicks table, one subject range at a time."""
         r, unusual = self.r, self.settings[4]
+        release_memory()  # pass 2's blocks
         for cols in self.buckets.ranges():
             df = _assemble(
                 cols, self.names, r.sid, r.cid, r.vol_code, self.p1.vol_names, r.user_id,
