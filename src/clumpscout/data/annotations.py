@@ -236,7 +236,7 @@ def _new_stats(n: int) -> dict[str, Any]:
         "dropped_classifications": Counter(),
         "over_limits": [],  # (row, position, reason)
         "flag": np.zeros(n, dtype=np.int8),  # index into FLAGS
-        "marks": np.full(n, -1, dtype=np.int64),
+        "marks": np.full(n, -1, dtype=np.int32),
         "seconds": np.full(n, np.nan),
     }
 
@@ -556,7 +556,7 @@ class _Pass2:
         With ``sink``, the clicks go to ``sink(columns)`` (:meth:`_Collector.drain`) every
         :data:`FLUSH_CLICKS` clicks and at the end, so that memory holds a few blocks' clicks,
         not the export's; the collector returned then holds only the task and label codes."""
-        keep_all = np.full(self.n_rows, -1, dtype=np.int64)
+        keep_all = np.full(self.n_rows, -1, dtype=np.int32)  # < 2^31 kept rows
         keep_all[sel] = np.arange(len(sel))
         stats = _new_stats(len(sel))
         coll = _Collector()

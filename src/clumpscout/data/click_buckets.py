@@ -30,10 +30,10 @@ def subject_ranges(sid: np.ndarray, per_range: int = BUCKET_CLASSIFICATIONS) -> 
     ``per_range`` classifications has passed (a subject is never split; a range may be
     empty)."""
     if len(sid) == 0:
-        return np.zeros(0, dtype=np.int64)
+        return np.zeros(0, dtype=np.int32)
     _, inverse, counts = np.unique(sid, return_inverse=True, return_counts=True)
     before = np.cumsum(counts) - counts
-    return (before // int(per_range))[inverse]
+    return (before // int(per_range))[inverse].astype(np.int32)
 
 
 class ClickBuckets:

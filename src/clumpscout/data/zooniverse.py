@@ -344,6 +344,8 @@ def _extract(
     subjects, keep, missing_report = _match_subjects(
         subjects_csv, p1.rows.sid, p1.keep, limits, missing_subjects, p1.dropped
     )
+    if subjects is not None:  # the metadata dicts: read, not needed any more
+        subjects = subjects[["subject_id", "image_width", "image_height"]]
     r = p1.rows.take(np.flatnonzero(keep))
     r.rows = None  # sel + 1
     p1.rows = p1.keep = None  # r holds what pass 2 needs
@@ -351,7 +353,8 @@ def _extract(
     r.user_id = p1.light.pop("user_id", r.sel)
     p1.light = None
     release_memory()  # pass 1's blocks: not kept for pass 2
-    r.wver = p1.ver[r.sel]
+    ver_code, versions = p1.ver
+    r.wver = ver_code[r.sel]
     p1.ver = None
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
@@ -361,8 +364,9 @@ def _extract(
     _check_clump_task_seen(clump_task, stats, path)
     settings = (path, subjects_csv, clump_task, tool_set, unusual, missing_subjects, limits)
     return _Extracted(
-        settings, t_start, p1, r, subjects, missing_report, buckets, names, stats, flags
-    )
+        settings, t_start, p1, r, versions, subjects, missing_report, buckets, names, stats,
+        flags,
+    )  # fmt: skip
 
 
 @dataclass
@@ -375,6 +379,7 @@ class _Extracted:
     t_start: float
     p1: _Selection
     r: _Rows
+    versions: np.ndarray  # the workflow versions of r.wver's codes
     subjects: pd.DataFrame | None
     missing_report: dict
     buckets: ClickBuckets
@@ -392,7 +397,7 @@ class _Extracted:
         for cols in self.buckets.ranges():
             df = _assemble(
                 cols, self.names, r.sid, r.cid, r.vol_code, self.p1.vol_names, r.user_id,
-                self.p1.chosen, r.wver, r.created_ns, unusual,
+                self.p1.chosen, self.versions, r.wver, r.created_ns, unusual,
             )  # fmt: skip
             self.tally.add(df)
             yield df
@@ -501,7 +506,7 @@ class _Selection:
     light: _Light
     n_rows: int
     available: dict
-    ver: np.ndarray | None
+    ver: tuple[np.ndarray, np.ndarray] | None  # every row's version code, the versions
     chosen: int
     kept_versions: list[str]
     vol_names: np.ndarray
@@ -615,7 +620,8 @@ def _pass1(
     dropped: dict[str, int] = {}
 
     wid = light.columns.pop("workflow_id")
-    ver = light.versions[light.columns.pop("version")]  # one text object per version
+    ver_code = light.columns.pop("version")
+    ver = light.versions[ver_code]  # one text object per version, shared by its rows
     available = _available(wid, ver)
     wmask, vmask, chosen, kept_versions = select_workflow(
         wid, ver, workflow_id, workflow_version, path
@@ -626,7 +632,7 @@ def _pass1(
     dropped["other_workflow_version"] = n_version if workflow_version is not None else 0
     dropped["older_workflow_version"] = n_version if workflow_version is None else 0
     sel = np.flatnonzero(vmask)
-    del wid, wmask, vmask
+    del wid, wmask, vmask, ver
 
     multi = light.pop("multi", sel)
     dropped["multiple_subjects"] = int(multi.sum())
@@ -660,7 +666,7 @@ def _pass1(
     firstvs = first_per_group([vol_code, sid], [created_ns, cid])
     dropped["duplicate_volunteer_subject"] = int((~firstvs).sum())
     return _Selection(
-        light, n_rows, available, ver, chosen, kept_versions, vol_names,
+        light, n_rows, available, (ver_code, light.versions), chosen, kept_versions, vol_names,
         _Rows(sel, rows, sid, cid, vol_code, created_ns), firstvs, dropped,
     )  # fmt: skip
 
@@ -794,6 +800,7 @@ def _assemble(
     vol_names: np.ndarray,
     user_id: np.ndarray,
     workflow_id: int,
+    versions: np.ndarray,
     wver: np.ndarray,
     created_ns: np.ndarray,
     unusual: frozenset[int],
@@ -820,7 +827,7 @@ def _assemble(
             "volunteer": pd.array(vol_names[vol_code[r]], dtype="str"),
             "user_id": pd.array(np.where(np.isnan(uid), 0, uid).astype(np.int64), dtype="Int64"),
             "workflow_id": np.full(n, workflow_id, dtype=np.int64),
-            "workflow_version": pd.array(wver[r], dtype="str"),
+            "workflow_version": pd.array(versions[wver[r]], dtype="str"),
             "task": pd.array(task, dtype="str"),
             "tool": pd.array(tool, dtype="Int64"),
             "tool_label": pd.array(label, dtype="str"),
