@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 
 
 class InputError(Exception):
@@ -46,9 +47,10 @@ def exit_cleanly_on_sigterm() -> None:
     """Turn SIGTERM (a scheduler cancelling the job, Snakemake stopping a run) into
     ``SystemExit(143)``, so that the command's cleanup runs as on an error: a half-written
     output's temporary file and extract's temporary folder are removed, not left beside the
-    outputs. Only from the main thread (where Python delivers signals)."""
+    outputs. Installed only from the main thread (where Python delivers signals)."""
 
     def _exit(signum, _frame):
         sys.exit(128 + signum)
 
-    signal.signal(signal.SIGTERM, _exit)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _exit)
