@@ -352,7 +352,6 @@ def _digests(out):
     }
 
 
-@pytest.mark.slow
 def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, monkeypatch):
     """The streaming path (a Parquet file read 7 rows at a time, several row groups) and
     the in-memory DataFrame give the same output bytes and the same assignments table."""

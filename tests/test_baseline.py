@@ -144,7 +144,6 @@ def _tie_subjects(seed: int, n_subjects: int):
     return np.concatenate(blocks), np.array(offsets), np.array(bws)
 
 
-@pytest.mark.slow
 def test_numba_port_equals_scikit_learn_meanshift_on_ties():
     xy, offsets, bws = _tie_subjects(1, 120)
     k = _assert_meanshift_equal(xy, offsets, bws)

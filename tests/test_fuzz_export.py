@@ -643,7 +643,6 @@ def test_hostile_exports_never_crash(case):
 
 
 @pytest.mark.shared
-@pytest.mark.slow  # 12 s: the fast lane keeps the other fuzz tests
 @pytest.mark.skipif(not PENGUIN.is_dir(), reason="../shared is absent")
 @settings(FUZZ_SETTINGS, max_examples=60)
 @given(case=fuzz_cases("penguin"))
