@@ -54,10 +54,16 @@ def _describe(avail: dict[str, dict[str, int]], only: str | None = None) -> str:
 
 
 def select_workflow(
-    wid: np.ndarray, ver: np.ndarray, workflow_id: Any, workflow_version: Any, path: object
+    wid: np.ndarray,
+    ver: np.ndarray,
+    workflow_id: Any,
+    workflow_version: Any,
+    path: object,
+    avail: dict[str, dict[str, int]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, list[str]]:
-    """Masks (workflow, version) of the rows to keep, the workflow id and kept versions."""
-    avail = _available(wid, ver)
+    """Masks (workflow, version) of the rows to keep, the workflow id and kept versions.
+    ``avail``: :func:`_available` of ``wid, ver`` when the caller has it already."""
+    avail = _available(wid, ver) if avail is None else avail
     ids = sorted({int(w) for w in avail})
     if workflow_id is None:
         if len(ids) > 1:

@@ -624,7 +624,7 @@ def _pass1(
     ver = light.versions[ver_code]  # one text object per version, shared by its rows
     available = _available(wid, ver)
     wmask, vmask, chosen, kept_versions = select_workflow(
-        wid, ver, workflow_id, workflow_version, path
+        wid, ver, workflow_id, workflow_version, path, available
     )
     dropped["other_workflow"] = int((~wmask).sum())
     # versions not asked for ("other") or, with no version given, older than the newest major
