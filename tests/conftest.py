@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 
 import pytest
+
+# Two xdist workers share two cores: OpenBLAS (numpy, scipy) would otherwise start a thread
+# per core in each worker and in every process a test starts, and the workers' threads spin
+# against each other. One BLAS thread per process; a caller's own setting wins.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"

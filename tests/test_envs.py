@@ -88,7 +88,8 @@ def rules() -> dict[str, tuple[Path, Path]]:
     return out
 
 
-def third_party_imports(path: Path) -> set[str]:
+@functools.cache  # every env's test walks the same package files
+def third_party_imports(path: Path) -> frozenset[str]:
     """Package names (PyPI spelling) of the third-party modules ``path`` imports anywhere
     (lazy and optional imports included), plus pyarrow when it calls pandas' Parquet I/O."""
     names: set[str] = set()
@@ -100,7 +101,7 @@ def third_party_imports(path: Path) -> set[str]:
         elif isinstance(node, ast.Attribute) and node.attr in PARQUET_CALLS:
             names.add("pyarrow")
     names -= set(sys.stdlib_module_names) | LOCAL | {"__future__"}
-    return {PACKAGE_OF.get(n, n).lower() for n in names}
+    return frozenset(PACKAGE_OF.get(n, n).lower() for n in names)
 
 
 def rule_imports(script: Path) -> set[str]:

@@ -490,6 +490,7 @@ def test_batch_equals_subject_by_subject_and_thread_count_does_not_matter():
     np.testing.assert_array_equal(f1, f)
 
 
+@pytest.mark.slow  # two fresh interpreters, ~7 s; the in-process check above stays fast
 def test_numba_num_threads_1_vs_2_subprocess(tmp_path):
     """Same input, NUMBA_NUM_THREADS=1 and =2 in fresh processes: identical assignments."""
     script = tmp_path / "run.py"

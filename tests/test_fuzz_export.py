@@ -642,6 +642,7 @@ def test_hostile_exports_never_crash(case):
     check_in_tmp(case)
 
 
+@pytest.mark.slow  # ~13 s of hypothesis cases (the full suite runs it)
 @pytest.mark.shared
 @pytest.mark.skipif(not PENGUIN.is_dir(), reason="../shared is absent")
 @settings(FUZZ_SETTINGS, max_examples=60)
