@@ -9,6 +9,8 @@ def _run(sm):
     with metered():  # the numba compile seconds of the job (imports included), in its log
         from pathlib import Path
 
+        import pandas as pd
+
         from clumpscout.data.gold import read_gold
         from clumpscout.evaluation import replay as rp
         from clumpscout.evaluation.regimes import truth_tables
@@ -26,6 +28,7 @@ def _run(sm):
             boxes,
             params,
             settings,
+            full_labels=pd.read_parquet(sm.input.full_labels),  # rule replay_labels
             truth=truth,
             seed=int(sm.params.seed),
             path=sm.input.boxes,

@@ -454,3 +454,32 @@ def test_replay_and_the_one_subject_decision_agree_with_a_gold_map():
         )
         mine = r.labels.loc[r.labels["state"] == i].sort_values("x1")
         np.testing.assert_allclose(d.labels.sort_values("x1")["p_fp"], mine["p_fp"], rtol=1e-9)
+
+
+def test_full_labels_written_by_the_aggregation_give_the_replays_own_scores(tmp_path):
+    """The workflow aggregates the full data in a job of its own (rule replay_labels, the
+    aggregate script on every classification) and hands the replay its labels.parquet: the
+    replay then scores exactly as when it aggregates the full data itself."""
+    from clumpscout.model.aggregator import Aggregator
+
+    b, gold = _gold_toy()
+    boxes = tmp_path / "boxes.parquet"
+    b.to_parquet(boxes)
+    settings = rp.Settings(refit_every=60, fixed_n=(3, 8), caesar_k=(2,), risk_tau=(0.5,))
+    agg = Aggregator(Params(), seed=7, calibration={})
+    agg.fit(str(boxes), gold=gold)  # as scripts/aggregate.py: the file, block by block
+    agg.write(tmp_path / "full")
+    full = pd.read_parquet(tmp_path / "full" / "labels.parquet")
+    own = rp.replay(b, Params(), settings, seed=7, path=boxes, gold=gold, calibration={})
+    given = rp.replay(
+        b, Params(), settings, full_labels=full, seed=7, path=boxes, gold=gold, calibration={}
+    )
+    pd.testing.assert_frame_equal(given[0], own[0])
+    pd.testing.assert_frame_equal(given[1], own[1])
+    assert given[2]["best"] == own[2]["best"]
+    # and the scores do depend on the labels handed over: half of them lose objects
+    half = rp.replay(
+        b, Params(), settings, full_labels=full.iloc[::2], seed=7, path=boxes, gold=gold,
+        calibration={},
+    )  # fmt: skip
+    assert not half[0].equals(own[0])

@@ -556,13 +556,14 @@ def test_compressed_universe_is_what_extract_reads_and_click_truth_is_optional(t
 # ------------------------------------------------------------------ numba's cache warmed first
 def test_numba_cache_is_warmed_once_before_every_job_that_runs_the_kernels(default_dry_run):
     """One numba_cache job, no input of its own (it starts with the data stages); every
-    aggregation and the replay wait for it, through a plain input."""
+    aggregation (the replay's full-data one included) and the replay wait for it, through a
+    plain input."""
     jobs = default_dry_run
     warm = [b for r, _, b in jobs if r == "numba_cache"]
     assert len(warm) == 1
     assert "input:" not in warm[0].split("output:")[0]
     waiting = [r for r, _, b in jobs if "results/numba_cache.json" in b.split("output:")[0]]
-    assert set(waiting) == {"aggregate", "replay"}
+    assert set(waiting) == {"aggregate", "replay_labels", "replay"}
     assert waiting.count("aggregate") == sum(r == "aggregate" for r, _, _ in jobs)
 
 

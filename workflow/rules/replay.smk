@@ -9,6 +9,43 @@
 # `clumpscout replay` by hand on one that has them).
 if not FLAT:
 
+    # The full-data labels the replay is scored against: the default model on every
+    # classification (not a subsample), calibrated on the gold standard when there is one.
+    # A job of its own, so that it runs beside the replay instead of before it.
+    rule replay_labels:
+        input:
+            unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
+            boxes=f"{RESULTS}/boxes/boxes.parquet",
+            numba_cache=rules.numba_cache.output[0],
+        output:
+            labels=f"{RESULTS}/replay/full/labels.parquet",
+            subjects=f"{RESULTS}/replay/full/subjects.parquet",
+            volunteers=f"{RESULTS}/replay/full/volunteers.parquet",
+            assignments=f"{RESULTS}/replay/full/assignments.parquet",
+            clumps=f"{RESULTS}/replay/full/clumps.ecsv",
+            report=f"{RESULTS}/replay/full/report.json",
+        log:
+            f"{RESULTS}/logs/replay_labels.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/replay_labels.tsv"
+        conda:
+            "../../envs/aggregate.yaml"
+        threads: 1
+        resources:
+            mem_mb=4000,
+            runtime=30,
+        params:
+            aggregate={
+                **{k: v for k, v in config["aggregate"].items() if k != "per_tool"},
+                "model": "generative",
+            },
+            per_tool=False,
+            calibration=config["calibration"],
+            seed=seed_for("aggregate"),
+            code=code_digest("aggregate"),
+        script:
+            "../../scripts/aggregate.py"
+
     rule replay:
         input:
             unpack(
@@ -23,6 +60,7 @@ if not FLAT:
             ),
             unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
+            full_labels=rules.replay_labels.output.labels,
             numba_cache=rules.numba_cache.output[0],
         output:
             table=f"{RESULTS}/replay/replay.csv",
