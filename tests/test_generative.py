@@ -553,3 +553,24 @@ def test_weak_objects_are_found_and_named():
     off = aggregate(df, Params(weak_objects=False), seed=0)
     assert _found(good, weak) >= _found(off.labels[off.labels.p_empty < 0.5], weak)
     assert off.labels.p_weak.eq(0).all()
+
+
+def test_merge_candidates_by_hand():
+    """The merge step's candidate: in subject 0, cluster B (boxes 3, 4) overlaps cluster A
+    (boxes 0-2; label Jaccard distance 1 - 81/119 = 0.32 < 0.5) and joins it, the larger;
+    box 3's classification (2) is already in A, so it goes to the dummy; box 4's (3) is
+    also in cluster F, which no box joins, so box 4 moves. Subject 1's clusters are far
+    apart and stay."""
+    sq = [0.0, 0.0, 10.0, 10.0]
+    shifted = [1.0, 1.0, 11.0, 11.0]
+    far = [50.0, 50.0, 60.0, 60.0]
+    b = SimpleNamespace(
+        box_subject=np.array([0, 0, 0, 0, 0, 0, 1, 1, 1]),
+        box_cls=np.array([0, 1, 2, 2, 3, 3, 4, 5, 6]),
+        xyxy=np.array([sq, sq, sq, shifted, shifted, far, sq, sq, far]),
+    )
+    fac = np.array([0, 0, 0, 3, 3, 5, 6, 6, 8])
+    out = em_mod._merge_candidates(b, fac, 0.5)
+    np.testing.assert_array_equal(out, [0, 0, 0, -1, 0, 5, 6, 6, 8])
+    # nothing overlaps closely enough: no candidate
+    assert em_mod._merge_candidates(b, fac, 0.3) is None

@@ -526,7 +526,12 @@ def _merge_candidates(b: Batch, fac: np.ndarray, max_distance: float) -> np.ndar
     out = fac.copy()
     dest = target[cl[moving]]
     n_cls = int(b.box_cls.max()) + 1
-    held = np.unique(cl[cl >= 0] * n_cls + b.box_cls[cl >= 0])
+    # (cluster, classification) pairs of the clusters boxes move into: only those can clash
+    # (the batch's every pair made this the merge step's largest cost)
+    is_big = np.zeros(n_cl, bool)
+    is_big[big] = True
+    into = (cl >= 0) & is_big[np.maximum(cl, 0)]
+    held = cl[into] * n_cls + b.box_cls[into]
     clash = np.isin(dest * n_cls + b.box_cls[moving], held)
     out[moving] = np.where(clash, -1, fac_rows[dest])
     return out
