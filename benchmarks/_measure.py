@@ -56,7 +56,7 @@ def serial_prefix_seconds(results: Path) -> float:
 
 def compile_seconds(results: Path) -> dict[str, tuple[int, float]]:
     """(kernels compiled, seconds) of every job whose log reports numba compilations
-    (rules numba_cache, aggregate and replay), keyed by the log's path below ``logs/``."""
+    (rules numba_cache, aggregate, replay_labels and replay), keyed by the log's path below ``logs/``."""
     out = {}
     root = Path(results) / "logs"
     for log in sorted(root.rglob("*.log")):

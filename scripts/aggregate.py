@@ -1,5 +1,6 @@
-"""Snakemake adapter: rule aggregate -> clumpscout.model.aggregator.Aggregator (with the
-gold standard of the default model, docs/decisions.md#gold-standard)."""
+"""Snakemake adapter: rules aggregate and replay_labels (the replay's full-data labels) ->
+clumpscout.model.aggregator.Aggregator (with the gold standard of the default model,
+docs/decisions.md#gold-standard)."""
 
 from _common import main
 

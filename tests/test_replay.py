@@ -483,3 +483,18 @@ def test_full_labels_written_by_the_aggregation_give_the_replays_own_scores(tmp_
         calibration={},
     )  # fmt: skip
     assert not half[0].equals(own[0])
+
+
+def test_epochs_assessed_in_threads_give_the_same_replay():
+    """Three epochs at once in threads, while the next skills are refitted: the same states
+    and labels as one after the other."""
+    b = toy(10, 8, seed=5)
+    settings = rp.Settings(refit_every=12)
+    one = rp.run_replay(b, Params(), settings)
+    three = rp.run_replay(b, Params(), settings, workers=3)
+    assert len(one.refits) >= 4 and one.states["epoch"].nunique() == len(one.refits) + 1
+    pd.testing.assert_frame_equal(three.states, one.states)
+    pd.testing.assert_frame_equal(three.labels, one.labels)
+    assert [r["population"] for r in three.refits] == [r["population"] for r in one.refits]
+    with pytest.raises(InputError, match="workers must be at least 1"):
+        rp.run_replay(b, Params(), settings, workers=0)

@@ -20,8 +20,8 @@ types the jobs pass.
 
 :class:`CompileMeter` measures what a process compiled (numba's ``numba:compile`` events,
 outermost only: a kernel that compiles the kernels it calls counts once); :func:`metered`
-logs it at the end of the jobs that run the aggregation's kernels (rules aggregate and
-replay: "numba: N kernel(s) compiled in X s"), ~0 once the cache is warm.
+logs it at the end of the jobs that run the aggregation's kernels (rules aggregate,
+replay_labels and replay: "numba: N kernel(s) compiled in X s"), ~0 once the cache is warm.
 """
 
 from __future__ import annotations

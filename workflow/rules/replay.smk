@@ -77,7 +77,7 @@ if not FLAT:
             f"{RESULTS}/benchmarks/replay.tsv"
         conda:
             "../../envs/replay.yaml"
-        threads: 1
+        threads: 4  # epochs assessed side by side (capped at --cores)
         resources:
             mem_mb=6000,
             runtime=60,

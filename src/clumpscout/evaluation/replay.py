@@ -50,15 +50,18 @@ retired subject did not get would have gone to other subjects; docs/decisions.md
 Command line::
 
     clumpscout replay --boxes boxes.parquet --out DIR [--config FILE] [--gold G]
-        [--full-labels L] [--truth T] [--seed N]
+        [--full-labels L] [--truth T] [--seed N] [--workers W]
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import logging
 import time
+from collections import deque
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -369,13 +372,21 @@ def run_replay(
     path=None,
     gold: Gold | None = None,
     calibration: CalibrationSettings | None = None,
+    workers: int = 1,
 ) -> Replay:
     """Steps 1-3 of the module docstring: every prefix of every subject assessed with the
     skills known when its last classification arrived, and judged with the label map known
     then (:class:`clumpscout.model.calibration.LiveMap`): without ``gold`` the default map
     (``calibration.weak_real``); with expert marks, once MIN_GOLD_SUBJECTS gold subjects have
     labels, the map fitted on the gold subjects' prefixes that arrived before
-    (:func:`fit_map_timeline`)."""
+    (:func:`fit_map_timeline`).
+
+    An epoch's prefixes depend only on the skills it starts with, so with ``workers`` > 1
+    up to that many epochs are assessed at once in threads (the kernels and numpy release
+    the GIL) while the next skills are refitted; the result does not depend on ``workers``
+    (docs/decisions.md#replay-threads)."""
+    if workers < 1:
+        raise InputError(f"replay: workers must be at least 1, got {workers}")
     cal = calibration or CalibrationSettings()
     cls = arrival_table(boxes, path)
     pre = _Prefixes(boxes, cls)
@@ -387,24 +398,45 @@ def run_replay(
     n_all = cls["n"].to_numpy()
     states, labels, refits, epoch_skills = [], [], [], []
     offset = 0
-    for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
-        lo, hi = int(edges[e]), int(edges[e + 1])
-        sel = np.arange(lo, hi)
-        sc, nn = codes[sel], n_all[sel]
-        epoch_skills.append(skills)
-        a = _assess(pre.frame(sc, nn), skills, params)
-        st = a.subjects.assign(subject_id=pre.subject_ids[sc], g=sel, epoch=e)
+    pending: deque = deque()  # (epoch, its rows, the assessment or its future), in order
+
+    def collect() -> None:  # the oldest epoch's states and labels, numbered in order
+        nonlocal offset
+        e, sel, a = pending.popleft()
+        a = a.result() if isinstance(a, Future) else a
+        st = a.subjects.assign(subject_id=pre.subject_ids[codes[sel]], g=sel, epoch=e)
         lab = a.labels.rename(columns={"subject_id": "state"})
         lab["state"] += offset
         st.index = np.arange(offset, offset + len(st))
         offset += len(st)
         states.append(st)
         labels.append(lab)
-        if hi < len(cls):  # skills for the next epoch, from what arrived before hi
+
+    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    try:
+        for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
+            lo, hi = int(edges[e]), int(edges[e + 1])
+            sel = np.arange(lo, hi)
+            epoch_skills.append(skills)
+            frame = pre.frame(codes[sel], n_all[sel])
+            if pool is None:
+                pending.append((e, sel, _assess(frame, skills, params)))
+                collect()
+            else:
+                while len(pending) >= workers:  # at most `workers` epochs held at once
+                    collect()
+                # its own copy: the refit below must not touch the skills it is assessed with
+                job = pool.submit(_assess, frame, copy.deepcopy(skills), params)
+                pending.append((e, sel, job))
+            del frame
+            if hi >= len(cls):
+                continue
+            # skills for the next epoch, from what arrived before hi
             t0 = time.perf_counter()
             last = pd.DataFrame({"s": codes[:hi], "n": n_all[:hi]}).groupby("s")["n"].max()
             frame = pre.frame(last.index.to_numpy(), last.to_numpy())
             skills = refit_skills(frame, skills, params)
+            del frame
             refits.append(
                 {
                     "after": int(hi),
@@ -413,6 +445,11 @@ def run_replay(
                     "population": skills.pop.to_dict(),
                 }
             )
+        while pending:
+            collect()
+    finally:
+        if pool is not None:
+            pool.shutdown(cancel_futures=True)
     states = pd.concat(states)
     labels = pd.concat(labels, ignore_index=True)
     order = np.lexsort((states["n"].to_numpy(), states["subject_id"].to_numpy()))
@@ -685,6 +722,7 @@ def replay(
     path=None,
     gold: Gold | None = None,
     calibration: CalibrationSettings | dict | None = None,
+    workers: int = 1,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
     """The replay and its scores: (replay table, retirement points, report). The replay's
     labels and the full-data labels both say what the project counts: with ``gold``, the
@@ -701,7 +739,9 @@ def replay(
         agg = Aggregator(params, seed=seed, calibration=calibration)
         full_labels = agg.fit(boxes, path=path, gold=gold).labels_
     t1 = time.perf_counter()
-    rp = run_replay(boxes, params, settings, path=path, gold=gold, calibration=calibration)
+    rp = run_replay(
+        boxes, params, settings, path=path, gold=gold, calibration=calibration, workers=workers
+    )
     t2 = time.perf_counter()
     table, points = evaluate(rp, params, settings, full_labels, truth)
     t3 = time.perf_counter()
@@ -755,6 +795,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--truth", default=None, help="truth table (CSV: subject_id, x, y)")
     p.add_argument("--seed", type=int, default=0, help="seed of the full-data aggregation")
     p.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="epochs assessed at once, in threads (the same result for any number)",
+    )
+    p.add_argument(
         "--gold",
         default=None,
         help="the project's gold standard (CSV / Parquet of expert marks or counts, as for "
@@ -776,7 +822,7 @@ def run(args: argparse.Namespace) -> int:
     truth = pd.read_csv(args.truth) if args.truth else None
     table, points, report = replay(
         boxes, params, settings, full_labels=full, truth=truth, seed=args.seed, path=args.boxes,
-        gold=gold, calibration=dict(cfg.get("calibration") or {}),
+        gold=gold, calibration=dict(cfg.get("calibration") or {}), workers=args.workers,
     )  # fmt: skip
     write_outputs(args.out, table, points, report)
     log.info("wrote %s", Path(args.out) / "replay.csv")
