@@ -79,7 +79,7 @@ if not FLAT:
             "../../envs/replay.yaml"
         threads: 4  # epochs assessed side by side (capped at --cores)
         resources:
-            mem_mb=6000,
+            mem_mb=8000,  # 4.7 GB at the paper's size with two epochs at once
             runtime=60,
         params:
             aggregate={
