@@ -82,12 +82,16 @@ else:
     GOLD_FILE = GOLD
 
 
-def gold_input(wildcards):
-    """The gold standard of an aggregation: the default model's only (the paper's model
-    keeps the paper's p_fp for the reproduction)."""
-    if wildcards.model != "generative" or GOLD_FILE is None:
+def gold_of(model):
+    """The gold standard of an aggregation by ``model``: the default model's only (the
+    paper's model keeps the paper's p_fp for the reproduction)."""
+    if model != "generative" or GOLD_FILE is None:
         return {}
     return {"gold": GOLD_FILE}
+
+
+def gold_input(wildcards):
+    return gold_of(wildcards.model)
 
 
 # what the aggregations are compared with: the experts' clicks, the simulated truth
@@ -100,11 +104,15 @@ COMPARE_TABLES = ["curve", "summary", "calibration"]
 REPORT = f"{RESULTS}/report.html"
 
 
-def aggregate_params(wildcards):
-    """The model's hyper-parameters: the `aggregate:` section with `model` set from the
-    wildcard (per_tool, a run option, is passed on its own)."""
+def model_params(model):
+    """The model's hyper-parameters: the `aggregate:` section with `model` set (per_tool,
+    a run option, is passed on its own)."""
     params = {k: v for k, v in config["aggregate"].items() if k != "per_tool"}
-    return {**params, "model": wildcards.model}
+    return {**params, "model": model}
+
+
+def aggregate_params(wildcards):
+    return model_params(wildcards.model)
 
 
 def agg_path(model, n, name):

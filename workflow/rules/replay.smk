@@ -14,7 +14,7 @@ if not FLAT:
     # A job of its own, so that it runs beside the replay instead of before it.
     rule replay_labels:
         input:
-            unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
+            unpack(lambda wc: gold_of("generative")),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
             numba_cache=rules.numba_cache.output[0],
         output:
@@ -35,10 +35,7 @@ if not FLAT:
             mem_mb=4000,
             runtime=30,
         params:
-            aggregate={
-                **{k: v for k, v in config["aggregate"].items() if k != "per_tool"},
-                "model": "generative",
-            },
+            aggregate=model_params("generative"),
             per_tool=False,
             calibration=config["calibration"],
             seed=seed_for("aggregate"),
@@ -58,7 +55,7 @@ if not FLAT:
                     else {}
                 )
             ),
-            unpack(lambda wc: {"gold": GOLD_FILE} if GOLD_FILE is not None else {}),
+            unpack(lambda wc: gold_of("generative")),
             boxes=f"{RESULTS}/boxes/boxes.parquet",
             full_labels=rules.replay_labels.output.labels,
             numba_cache=rules.numba_cache.output[0],
@@ -82,10 +79,7 @@ if not FLAT:
             mem_mb=8000,  # 4.7 GB at the paper's size with two epochs at once
             runtime=60,
         params:
-            aggregate={
-                **{k: v for k, v in config["aggregate"].items() if k != "per_tool"},
-                "model": "generative",
-            },
+            aggregate=model_params("generative"),
             replay=section("replay"),
             calibration=config["calibration"],
             seed=seed_for("aggregate"),
