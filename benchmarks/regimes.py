@@ -77,13 +77,26 @@ the calibration report (held-out agreement with the experts), the tuned baseline
 and ``gold_vs_truth``: how well the experts' own marks agree with the counted objects (the
 calibration learns what the experts count, so this bounds its agreement with the truth).
 
+**Gold draws** (``--gold-draws K``, default 20; 0: off). Every number above comes from one
+random gold standard, and a gold standard of 200 subjects is a small sample: which 200 sets
+how well the map fits the other 800. So the generative model's fit (which does not depend on
+the gold: the calibration maps its labels afterwards) is calibrated again on K further
+random draws of the gold subjects (``stage_seed(S, "gold-draw-r")``; the same draws in
+every regime, as the main draw is, because the regimes share their subject ids and seeds),
+each scored on its own held-out subjects against the counted objects and the experts'
+marks, with the baselines' settings tuned again on each draw (from labels computed once
+per setting: a baseline labels each subject on its own). ``regimes_gold_draws.csv`` holds
+one row per regime, truth, draw and method (``draw`` 0 is the main draw);
+``regimes_gold_draws_summary.csv`` per regime and truth the median and the 10th and 90th
+percentiles of the model's ECE and the share of draws that pass each acceptance check.
+
 ``--old-vs-new`` adds ``paper_old``: the ``paper`` regime with the simulator's settings
 before its calibration on the evidence (:data:`OLD_SETTINGS`: faint features in every
 galaxy whatever its resolution, few of them but marked by most volunteers, more spurious
 clicks and wider scatter; docs/calibration.md), next to ``paper``.
 
 Outputs in ``--out``: regimes.csv, regimes_any_object.csv, regimes_experts.csv,
-regimes_acceptance.csv,
+regimes_acceptance.csv, regimes_gold_draws.csv and regimes_gold_draws_summary.csv (with gold draws),
 regimes_curves.csv (the models' C/P curves and the baselines' points), regimes.png and
 regimes_any_object.png (purity vs completeness, a panel per regime), regimes_report.json
 (seeds, gold, tuned baselines, per-stage timings, realised universe totals), regimes.log;
@@ -100,6 +113,7 @@ import math
 import shutil
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -421,6 +435,145 @@ def _generative_views(res, weak_real: float) -> dict[str, tuple[pd.DataFrame, pd
     }
 
 
+# ---------------------------------------------------------------- gold draws
+#: the scores of one method on one draw's held-out subjects (regimes_gold_draws.csv)
+DRAW_SCORES = ("ece", "ece_matched", "purity_05", "completeness_05", "count_mae")
+
+
+def _draw_scores(labels: pd.DataFrame, truth: pd.DataFrame, held_out) -> dict:
+    from clumpscout.evaluation.regimes import count_mae, label_ece, label_ece_matched
+
+    row = {
+        "ece": label_ece(labels, truth, held_out),
+        "ece_matched": label_ece_matched(labels, truth, held_out),
+        "count_mae": count_mae(labels, truth, held_out),
+    }
+    row.update(_at_half(labels, truth, held_out))
+    return row
+
+
+def baseline_settings_labels(boxes: pd.DataFrame, cfg: dict) -> dict[str, dict[int, pd.DataFrame]]:
+    """Single linkage's and DBSCAN's labels on every subject for every setting in
+    :data:`MIN_VOLUNTEERS` (each subject is labelled on its own, so tuning on a gold draw
+    only selects among these)."""
+    from clumpscout.evaluation.baseline import dbscan_labels, single_linkage_labels
+
+    bl = dict(cfg.get("baseline") or {})
+    cut = float(bl.get("single_linkage_cut", 1.0))
+    eps = float(bl.get("dbscan_eps_factor", DBSCAN["eps_factor"]))
+    return {
+        "single_linkage": {
+            v: single_linkage_labels(boxes, cut=cut, min_volunteers=v)[0] for v in MIN_VOLUNTEERS
+        },
+        "dbscan": {
+            v: dbscan_labels(boxes, eps_factor=eps, min_samples=v)[0] for v in MIN_VOLUNTEERS
+        },
+    }
+
+
+def _tuned(by_setting: dict[int, pd.DataFrame], points: pd.DataFrame, subjects) -> int:
+    """The setting with the largest √(C² + P²) against the gold marks (ties: the smaller),
+    as :func:`tune_on_gold` chooses it."""
+    from clumpscout.evaluation.regimes import score_method
+
+    best = None
+    for v, labels in by_setting.items():
+        h = _hypot(score_method(labels, points, subjects)[0])
+        if best is None or h > best[0]:
+            best = (h, v)
+    return best[1]
+
+
+def gold_draws(
+    name: str,
+    fit,
+    experts,
+    subjects: np.ndarray,
+    clumps: pd.DataFrame,
+    settings,
+    baselines: dict[str, dict[int, pd.DataFrame]],
+    seed: int,
+    n_gold: int,
+    k: int,
+) -> list[dict]:
+    """The generative model calibrated on draw 0 (the main gold standard) and ``k`` more
+    random gold standards of ``n_gold`` subjects, with the baselines tuned on each, scored
+    on each draw's held-out subjects (module docstring, "Gold draws")."""
+    from clumpscout.model.calibration import calibrate
+    from clumpscout.simulation.universe import stage_seed
+
+    chatty = [logging.getLogger(f"clumpscout.evaluation.{m}") for m in ("compare", "baseline")]
+    levels = [lg.level for lg in chatty]
+    for lg in chatty:  # thousands of scorings: their INFO lines would drown the log
+        lg.setLevel(logging.WARNING)
+    rows = []
+    try:
+        for r in range(k + 1):
+            tag = "gold" if r == 0 else f"gold-draw-{r}"
+            pick = np.random.default_rng(stage_seed(seed, tag)).permutation(experts.subjects)
+            gold = experts.restrict(pick[:n_gold])
+            held = np.setdiff1d(subjects, gold.subjects)
+            labels, _, _ = calibrate(fit.labels_, fit.subjects_, gold, settings, fit.assignments_)
+            points = _gold_points(gold)
+            methods = {"generative": labels}
+            for method, by_setting in baselines.items():
+                methods[method] = by_setting[_tuned(by_setting, points, gold.subjects)]
+            truths_r = {
+                "clumps": clumps,
+                "experts": experts.restrict(held).marks[["subject_id", "x", "y"]],
+            }
+            for t, truth in truths_r.items():
+                for method, lab in methods.items():
+                    head = {"regime": name, "truth": t, "draw": r, "method": method}
+                    rows.append(head | _draw_scores(lab, truth, held))
+    finally:
+        for lg, level in zip(chatty, levels, strict=True):
+            lg.setLevel(level)
+    return rows
+
+
+def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
+    """Per regime and truth: the model's ECE over the draws (median, 10th and 90th
+    percentiles; ``ece_matched``: a label is real when matched one-to-one, the rule the
+    calibration learns) and the share of draws that pass each acceptance check of
+    regimes_acceptance.csv that a draw can check (ECE ≤ 0.05; purity and completeness at
+    p_fp < 0.5 each ≥ the better baseline's − 0.01; count MAE ≤ the better baseline's)."""
+    out = []
+    for (regime, truth), g in draws.groupby(["regime", "truth"], sort=False):
+        per = g.pivot(index="draw", columns="method")
+        base = [m for m in ("single_linkage", "dbscan") if ("purity_05", m) in per.columns]
+        model = per.xs("generative", axis=1, level="method")
+        best_p = per["purity_05"][base].max(axis=1)
+        best_c = per["completeness_05"][base].max(axis=1)
+        best_mae = per["count_mae"][base].min(axis=1)
+        ece = model["ece"]
+        out.append(
+            {
+                "regime": regime,
+                "truth": truth,
+                "draws": int(len(per)),
+                "ece_main_draw": float(ece.loc[0]),
+                "ece_median": float(ece.median()),
+                "ece_p10": float(ece.quantile(0.1)),
+                "ece_p90": float(ece.quantile(0.9)),
+                "share_ece_le_005": float((ece <= 0.05).mean()),
+                "ece_matched_median": float(model["ece_matched"].median()),
+                "ece_matched_p90": float(model["ece_matched"].quantile(0.9)),
+                "share_ece_matched_le_005": float((model["ece_matched"] <= 0.05).mean()),
+                "share_purity_completeness_05": float(
+                    (
+                        (model["purity_05"] >= best_p - 0.01)
+                        & (model["completeness_05"] >= best_c - 0.01)
+                    ).mean()
+                ),
+                "share_count_mae": float((model["count_mae"] <= best_mae).mean()),
+                "count_mae_median": float(model["count_mae"].median()),
+                "count_mae_best_baseline_median": float(best_mae.median()),
+            }
+        )
+    return pd.DataFrame(out)
+
+
 # ---------------------------------------------------------------- one regime
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
@@ -478,10 +631,13 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
     for model in MODELS:
         with timer(f"aggregate model={model}"):
             params = Params.from_dict({**agg, "model": model})
+            if model == "generative":
+                params_gen = params
             res = Aggregator(params, seed=stage_seed(seed, "aggregate"), calibration=settings).fit(
                 boxes, gold=gold if model == "generative" else None
             )
         if model == "generative":
+            fit = res
             calibration_report = res.report_.get("calibration")
             for k, (lab, sub) in _generative_views(res, settings.weak_real).items():
                 labels[k], subject_tables[k] = lab, sub
@@ -521,6 +677,25 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
         acceptance = _acceptance(
             name, rows, subject_tables, labels, truth, marked, held_out, pd.concat(curves)
         )
+    draws = []
+    if args.gold_draws > 0 and args.gold_source == "experts":
+        with timer(f"{args.gold_draws} more gold draws"):
+            baselines = baseline_settings_labels(boxes, cfg)
+            draws = gold_draws(
+                name,
+                fit,
+                experts,
+                subjects,
+                truth["clumps"],
+                replace(
+                    settings,
+                    risk_weights=(params_gen.alpha_fp, params_gen.alpha_fn, params_gen.alpha_sigma),
+                ),
+                baselines,
+                seed,
+                n_gold,
+                args.gold_draws,
+            )
     seconds = dict(timer.seconds)
     seconds["total"] = time.perf_counter() - t_start
     log.info("[%s] finished in %.1f s", name, seconds["total"])
@@ -528,6 +703,7 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
         shutil.rmtree(main_u, ignore_errors=True)
     return {
         "rows": rows,
+        "draws": draws,
         "acceptance": acceptance,
         "curves": pd.concat(curves, ignore_index=True),
         "report": {
@@ -760,6 +936,13 @@ def parse_args(argv=None) -> argparse.Namespace:
         help="the gold subjects' marks: the simulated experts' (default) or the counted "
         "objects themselves (flawless experts: the calibration's ceiling)",
     )
+    ap.add_argument(
+        "--gold-draws",
+        type=int,
+        default=20,
+        help="calibrate the generative model's fit on this many more random gold standards "
+        "and summarise the spread of its scores (default 20; 0: off; module docstring)",
+    )
     ap.add_argument("--keep-work", action="store_true", help="keep the simulated universes")
     return ap.parse_args(argv)
 
@@ -806,6 +989,12 @@ def main(argv=None) -> int:
     tables["experts"].to_csv(out / "regimes_experts.csv", index=False)
     acceptance.to_csv(out / "regimes_acceptance.csv", index=False)
     curves.to_csv(out / "regimes_curves.csv", index=False)
+    draws = pd.DataFrame([r for res in results.values() for r in res["draws"]])
+    draws_summary = None
+    if len(draws):
+        draws.to_csv(out / "regimes_gold_draws.csv", index=False)
+        draws_summary = summarise_draws(draws)
+        draws_summary.to_csv(out / "regimes_gold_draws_summary.csv", index=False)
     plot(curves, "clumps", out / "regimes.png", regimes, args.n)
     plot(curves, "any_object", out / "regimes_any_object.png", regimes, args.n)
     plot(curves, "experts", out / "regimes_experts.png", regimes, args.n)
@@ -829,6 +1018,9 @@ def main(argv=None) -> int:
     print(_fmt(tables["experts"]))
     print("\n== regimes_acceptance.csv")
     print(_fmt(acceptance))
+    if draws_summary is not None:
+        print(f"\n== regimes_gold_draws_summary.csv ({args.gold_draws} more gold draws)")
+        print(_fmt(draws_summary))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
     return 0
 

@@ -226,7 +226,8 @@ def test_benchmark_smoke(tmp_path):
     """The benchmark's main on a tiny universe: one regime, every method, the three tables."""
     mod = _regimes_module()
     out = tmp_path / "out"
-    assert mod.main(["--subjects", "40", "--out", str(out), "--regimes", "paper"]) == 0
+    argv = ["--subjects", "40", "--out", str(out), "--regimes", "paper", "--gold-draws", "2"]
+    assert mod.main(argv) == 0
     for truth_file in ("regimes.csv", "regimes_any_object.csv", "regimes_experts.csv"):
         t = pd.read_csv(out / truth_file)
         assert t.columns.tolist() == mod.COLUMNS
@@ -243,6 +244,48 @@ def test_benchmark_smoke(tmp_path):
     assert (out / "regimes.png").stat().st_size > 0
     assert (out / "regimes_any_object.png").stat().st_size > 0
     assert not (out / "work").exists()
+    # draw 0 of the gold draws is the main gold standard: the same scores as the tables
+    draws = pd.read_csv(out / "regimes_gold_draws.csv")
+    assert sorted(draws["draw"].unique()) == [0, 1, 2]
+    for truth_file, truth in (("regimes.csv", "clumps"), ("regimes_experts.csv", "experts")):
+        main = pd.read_csv(out / truth_file).set_index("method")
+        d0 = draws[(draws["draw"] == 0) & (draws["truth"] == truth)].set_index("method")
+        for method in ("generative", "single_linkage", "dbscan"):
+            for col in ("purity_05", "completeness_05", "count_mae"):
+                assert d0.loc[method, col] == pytest.approx(main.loc[method, col], nan_ok=True)
+        assert d0.loc["generative", "ece"] == pytest.approx(main.loc["generative", "ece"])
+    summary = pd.read_csv(out / "regimes_gold_draws_summary.csv")
+    assert set(summary["truth"]) == {"clumps", "experts"} and (summary["draws"] == 3).all()
+
+
+def test_gold_draws_summary_by_hand():
+    """Three draws, hand-checked: the median and share of ECE <= 0.05, and each check
+    against the better of the two baselines on the same draw."""
+    mod = _regimes_module()
+    rows = []
+    # (ece, purity_05, completeness_05, count_mae) of the model; baselines' P, C, MAE
+    model = [(0.04, 0.80, 0.90, 0.20), (0.06, 0.70, 0.95, 0.40), (0.05, 0.90, 0.80, 0.10)]
+    sl = [(0.75, 0.91, 0.30), (0.60, 0.94, 0.35), (0.85, 0.82, 0.15)]
+    db = [(0.79, 0.85, 0.25), (0.72, 0.90, 0.50), (0.80, 0.90, 0.12)]
+    for r in range(3):
+        e, p, c, m = model[r]
+        rows.append({"regime": "x", "truth": "clumps", "draw": r, "method": "generative",
+                     "ece": e, "ece_matched": e, "purity_05": p, "completeness_05": c,
+                     "count_mae": m})  # fmt: skip
+        for name, t in (("single_linkage", sl[r]), ("dbscan", db[r])):
+            rows.append({"regime": "x", "truth": "clumps", "draw": r, "method": name,
+                         "ece": np.nan, "ece_matched": np.nan, "purity_05": t[0],
+                         "completeness_05": t[1], "count_mae": t[2]})  # fmt: skip
+    s = mod.summarise_draws(pd.DataFrame(rows)).iloc[0]
+    assert s["draws"] == 3 and s["ece_main_draw"] == 0.04
+    assert s["ece_median"] == pytest.approx(0.05)
+    assert s["share_ece_le_005"] == pytest.approx(2 / 3)
+    # draw 0: P 0.80 >= 0.79 - 0.01, C 0.90 >= 0.91 - 0.01: pass; draw 1: P 0.70 < 0.72 - 0.01;
+    # draw 2: C 0.80 < 0.90 - 0.01
+    assert s["share_purity_completeness_05"] == pytest.approx(1 / 3)
+    # MAE: 0.20 <= 0.25 yes; 0.40 > 0.35 no; 0.10 <= 0.12 yes
+    assert s["share_count_mae"] == pytest.approx(2 / 3)
+    assert s["count_mae_best_baseline_median"] == pytest.approx(0.25)
 
 
 @pytest.mark.slow
