@@ -43,9 +43,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 from scipy import optimize, special
-from sklearn.linear_model import LogisticRegression, PoissonRegressor
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import StandardScaler
 
 from clumpscout.data.gold import Gold
 from clumpscout.evaluation.matching import match_one_to_one, matched_pairs
@@ -213,6 +210,10 @@ def fit_real_map(X: np.ndarray, real: np.ndarray, C: float = 1.0) -> Calibration
     class only, its rate with half a pseudo-label of the other (Jeffreys)."""
     real = np.asarray(real, dtype=bool)
     if len(real) and real.all() != real.any():
+        from sklearn.linear_model import LogisticRegression  # imported when a map is fitted
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
         lr.fit(X, real)
         return CalibrationMap("marks", real=lr)
@@ -228,6 +229,10 @@ def fit_marks_map(
     m = fit_real_map(X, real, C)
     missed = np.asarray(missed, dtype=float)
     if missed.sum() > 0 and len(missed) > 1:
+        from sklearn.linear_model import PoissonRegressor
+        from sklearn.pipeline import make_pipeline
+        from sklearn.preprocessing import StandardScaler
+
         pr = make_pipeline(StandardScaler(), PoissonRegressor(alpha=1.0 / (C * len(missed))))
         pr.fit(Z, missed)
         m.miss = pr
