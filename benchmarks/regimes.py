@@ -499,6 +499,7 @@ def gold_draws(
     """The generative model calibrated on draw 0 (the main gold standard) and ``k`` more
     random gold standards of ``n_gold`` subjects, with the baselines tuned on each, scored
     on each draw's held-out subjects (module docstring, "Gold draws")."""
+    from clumpscout.evaluation.regimes import score_method
     from clumpscout.model.calibration import calibrate
     from clumpscout.simulation.universe import stage_seed
 
@@ -523,9 +524,17 @@ def gold_draws(
                 "experts": experts.restrict(held).marks[["subject_id", "x", "y"]],
             }
             for t, truth in truths_r.items():
+                scored = {m: score_method(lab, truth, held) for m, lab in methods.items()}
+                base = [scored[m][0] for m in baselines]
                 for method, lab in methods.items():
                     head = {"regime": name, "truth": t, "draw": r, "method": method}
-                    rows.append(head | _draw_scores(lab, truth, held))
+                    row = head | _draw_scores(lab, truth, held)
+                    # as regimes_acceptance.csv: the model's curve against the baselines' points
+                    is_model = method == "generative"
+                    row["curve_margin"] = (
+                        curve_margin(scored[method][1], base) if is_model else float("nan")
+                    )
+                    rows.append(row)
     finally:
         for lg, level in zip(chatty, levels, strict=True):
             lg.setLevel(level)
@@ -537,7 +546,8 @@ def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
     percentiles; ``ece_matched``: a label is real when matched one-to-one, the rule the
     calibration learns) and the share of draws that pass each acceptance check of
     regimes_acceptance.csv that a draw can check (ECE ≤ 0.05; purity and completeness at
-    p_fp < 0.5 each ≥ the better baseline's − 0.01; count MAE ≤ the better baseline's)."""
+    p_fp < 0.5 each ≥ the better baseline's − 0.01; the curve margin ≥ −0.01; count MAE ≤
+    the better baseline's)."""
     out = []
     for (regime, truth), g in draws.groupby(["regime", "truth"], sort=False):
         per = g.pivot(index="draw", columns="method")
@@ -566,6 +576,8 @@ def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
                         & (model["completeness_05"] >= best_c - 0.01)
                     ).mean()
                 ),
+                "share_curve": float((model["curve_margin"] >= -0.01).mean()),
+                "curve_margin_min": float(model["curve_margin"].min()),
                 "share_count_mae": float((model["count_mae"] <= best_mae).mean()),
                 "count_mae_median": float(model["count_mae"].median()),
                 "count_mae_best_baseline_median": float(best_mae.median()),

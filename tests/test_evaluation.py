@@ -254,6 +254,9 @@ def test_benchmark_smoke(tmp_path):
             for col in ("purity_05", "completeness_05", "count_mae"):
                 assert d0.loc[method, col] == pytest.approx(main.loc[method, col], nan_ok=True)
         assert d0.loc["generative", "ece"] == pytest.approx(main.loc["generative", "ece"])
+        acc = pd.read_csv(out / "regimes_acceptance.csv").set_index(["truth", "method"])
+        margin = acc.loc[(truth, "generative"), "curve_margin"]
+        assert d0.loc["generative", "curve_margin"] == pytest.approx(margin)
     summary = pd.read_csv(out / "regimes_gold_draws_summary.csv")
     assert set(summary["truth"]) == {"clumps", "experts"} and (summary["draws"] == 3).all()
 
@@ -271,11 +274,12 @@ def test_gold_draws_summary_by_hand():
         e, p, c, m = model[r]
         rows.append({"regime": "x", "truth": "clumps", "draw": r, "method": "generative",
                      "ece": e, "ece_matched": e, "purity_05": p, "completeness_05": c,
-                     "count_mae": m})  # fmt: skip
+                     "count_mae": m, "curve_margin": [0.02, -0.005, -0.03][r]})  # fmt: skip
         for name, t in (("single_linkage", sl[r]), ("dbscan", db[r])):
             rows.append({"regime": "x", "truth": "clumps", "draw": r, "method": name,
                          "ece": np.nan, "ece_matched": np.nan, "purity_05": t[0],
-                         "completeness_05": t[1], "count_mae": t[2]})  # fmt: skip
+                         "completeness_05": t[1], "count_mae": t[2],
+                         "curve_margin": np.nan})  # fmt: skip
     s = mod.summarise_draws(pd.DataFrame(rows)).iloc[0]
     assert s["draws"] == 3 and s["ece_main_draw"] == 0.04
     assert s["ece_median"] == pytest.approx(0.05)
@@ -286,6 +290,7 @@ def test_gold_draws_summary_by_hand():
     # MAE: 0.20 <= 0.25 yes; 0.40 > 0.35 no; 0.10 <= 0.12 yes
     assert s["share_count_mae"] == pytest.approx(2 / 3)
     assert s["count_mae_best_baseline_median"] == pytest.approx(0.25)
+    assert s["share_curve"] == pytest.approx(2 / 3) and s["curve_margin_min"] == -0.03
 
 
 @pytest.mark.slow
