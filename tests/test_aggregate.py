@@ -353,7 +353,7 @@ def _digests(out):
 
 
 def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, monkeypatch):
-    """The streaming path (a Parquet file read 7 rows at a time, several row groups) and
+    """The streaming path (a Parquet file read 23 rows at a time, across row groups of 10) and
     the in-memory DataFrame give the same output bytes and the same assignments table."""
     from clumpscout.model import source
 
@@ -361,7 +361,7 @@ def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, mon
     shuffled = toy.sample(frac=1.0, random_state=3).reset_index(drop=True)
     shuffled.to_parquet(boxes, row_group_size=10)
     params = Params(min_batch_classifications=15)
-    monkeypatch.setattr(source, "BLOCK_ROWS", 7)
+    monkeypatch.setattr(source, "BLOCK_ROWS", 23)
     whole = Aggregator(params, seed=5).fit(pd.read_parquet(boxes))
     whole.write(tmp_path / "frame")
     streamed = Aggregator(params, seed=5).fit(boxes)
