@@ -324,30 +324,16 @@ def _gold_points(gold) -> pd.DataFrame:
 
 
 def tune_on_gold(boxes: pd.DataFrame, gold, cfg: dict) -> tuple[dict, list]:
-    """single linkage's ``min_volunteers`` and DBSCAN's ``min_samples`` in 2..10, each
-    maximising √(C² + P²) against the gold marks on the gold subjects (ties: the smaller)."""
-    from clumpscout.evaluation.baseline import dbscan_labels, single_linkage_labels
-    from clumpscout.evaluation.regimes import score_method
-
-    bl = dict(cfg.get("baseline") or {})
-    cut = float(bl.get("single_linkage_cut", 1.0))
-    eps = float(bl.get("dbscan_eps_factor", DBSCAN["eps_factor"]))
+    """single linkage's ``min_volunteers`` and DBSCAN's ``min_samples`` in
+    :data:`MIN_VOLUNTEERS`, each maximising √(C² + P²) against the gold marks on the gold
+    subjects (ties: the smaller)."""
     gold_boxes = boxes.loc[boxes["subject_id"].isin(gold.subjects)]
     points = _gold_points(gold)
-    runs = {
-        "single_linkage": lambda v: single_linkage_labels(gold_boxes, cut=cut, min_volunteers=v)[0],
-        "dbscan": lambda v: dbscan_labels(gold_boxes, eps_factor=eps, min_samples=v)[0],
-    }
-    best: dict[str, tuple[float, int]] = {}
-    trials = []
-    for method, run in runs.items():
-        for v in MIN_VOLUNTEERS:
-            row, _ = score_method(run(v), points, gold.subjects)
-            h = _hypot(row)
-            trials.append({"method": method, "setting": v, "hypot": h})
-            if method not in best or h > best[method][0]:
-                best[method] = (h, v)
-    return {k: v[1] for k, v in best.items()}, trials
+    tuned, trials = {}, []
+    for method, by_setting in baseline_settings_labels(gold_boxes, cfg).items():
+        tuned[method], hyp = _tuned(by_setting, points, gold.subjects)
+        trials += [{"method": method, "setting": v, "hypot": h} for v, h in hyp.items()]
+    return tuned, trials
 
 
 def _baseline_labels(boxes: pd.DataFrame, cfg: dict, tuned: dict, timer: Timer):
@@ -436,10 +422,6 @@ def _generative_views(res, weak_real: float) -> dict[str, tuple[pd.DataFrame, pd
 
 
 # ---------------------------------------------------------------- gold draws
-#: the scores of one method on one draw's held-out subjects (regimes_gold_draws.csv)
-DRAW_SCORES = ("ece", "ece_matched", "purity_05", "completeness_05", "count_mae")
-
-
 def _draw_scores(labels: pd.DataFrame, truth: pd.DataFrame, held_out) -> dict:
     from clumpscout.evaluation.regimes import count_mae, label_ece, label_ece_matched
 
@@ -471,17 +453,16 @@ def baseline_settings_labels(boxes: pd.DataFrame, cfg: dict) -> dict[str, dict[i
     }
 
 
-def _tuned(by_setting: dict[int, pd.DataFrame], points: pd.DataFrame, subjects) -> int:
-    """The setting with the largest √(C² + P²) against the gold marks (ties: the smaller),
-    as :func:`tune_on_gold` chooses it."""
+def _tuned(
+    by_setting: dict[int, pd.DataFrame], points: pd.DataFrame, subjects
+) -> tuple[int, dict[int, float]]:
+    """The setting with the largest √(C² + P²) against the gold marks on the gold subjects
+    (ties: the smaller), and every setting's √(C² + P²)."""
     from clumpscout.evaluation.regimes import score_method
 
-    best = None
-    for v, labels in by_setting.items():
-        h = _hypot(score_method(labels, points, subjects)[0])
-        if best is None or h > best[0]:
-            best = (h, v)
-    return best[1]
+    hyp = {v: _hypot(score_method(lab, points, subjects)[0]) for v, lab in by_setting.items()}
+    best = max(hyp, key=lambda v: (hyp[v] if np.isfinite(hyp[v]) else -np.inf, -v))
+    return best, hyp
 
 
 def gold_draws(
@@ -518,7 +499,7 @@ def gold_draws(
             points = _gold_points(gold)
             methods = {"generative": labels}
             for method, by_setting in baselines.items():
-                methods[method] = by_setting[_tuned(by_setting, points, gold.subjects)]
+                methods[method] = by_setting[_tuned(by_setting, points, gold.subjects)[0]]
             truths_r = {
                 "clumps": clumps,
                 "experts": experts.restrict(held).marks[["subject_id", "x", "y"]],
