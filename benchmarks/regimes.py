@@ -113,7 +113,6 @@ import math
 import shutil
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -422,18 +421,6 @@ def _generative_views(res, weak_real: float) -> dict[str, tuple[pd.DataFrame, pd
 
 
 # ---------------------------------------------------------------- gold draws
-def _draw_scores(labels: pd.DataFrame, truth: pd.DataFrame, held_out) -> dict:
-    from clumpscout.evaluation.regimes import count_mae, label_ece, label_ece_matched
-
-    row = {
-        "ece": label_ece(labels, truth, held_out),
-        "ece_matched": label_ece_matched(labels, truth, held_out),
-        "count_mae": count_mae(labels, truth, held_out),
-    }
-    row.update(_at_half(labels, truth, held_out))
-    return row
-
-
 def baseline_settings_labels(boxes: pd.DataFrame, cfg: dict) -> dict[str, dict[int, pd.DataFrame]]:
     """Single linkage's and DBSCAN's labels on every subject for every setting in
     :data:`MIN_VOLUNTEERS` (each subject is labelled on its own, so tuning on a gold draw
@@ -508,14 +495,18 @@ def gold_draws(
                 scored = {m: score_method(lab, truth, held) for m, lab in methods.items()}
                 base = [scored[m][0] for m in baselines]
                 for method, lab in methods.items():
-                    head = {"regime": name, "truth": t, "draw": r, "method": method}
-                    row = head | _draw_scores(lab, truth, held)
-                    # as regimes_acceptance.csv: the model's curve against the baselines' points
-                    is_model = method == "generative"
-                    row["curve_margin"] = (
-                        curve_margin(scored[method][1], base) if is_model else float("nan")
+                    row, curve = scored[method]
+                    rows.append(
+                        {"regime": name, "truth": t, "draw": r, "method": method}
+                        | {k: row[k] for k in ("ece", "ece_matched", "count_mae")}
+                        | _at_half(lab, truth, held)
+                        # as regimes_acceptance.csv: the model's curve against the baselines
+                        | {
+                            "curve_margin": curve_margin(curve, base)
+                            if method == "generative"
+                            else np.nan
+                        }
                     )
-                    rows.append(row)
     finally:
         for lg, level in zip(chatty, levels, strict=True):
             lg.setLevel(level)
@@ -624,8 +615,6 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
     for model in MODELS:
         with timer(f"aggregate model={model}"):
             params = Params.from_dict({**agg, "model": model})
-            if model == "generative":
-                params_gen = params
             res = Aggregator(params, seed=stage_seed(seed, "aggregate"), calibration=settings).fit(
                 boxes, gold=gold if model == "generative" else None
             )
@@ -680,10 +669,7 @@ def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> di
                 experts,
                 subjects,
                 truth["clumps"],
-                replace(
-                    settings,
-                    risk_weights=(params_gen.alpha_fp, params_gen.alpha_fn, params_gen.alpha_sigma),
-                ),
+                settings,
                 baselines,
                 seed,
                 n_gold,

@@ -204,17 +204,24 @@ def _scale(X: np.ndarray) -> tuple:
     return X.mean(axis=0), np.where(sd > 0, sd, 1.0)
 
 
+def _scaled(estimator):
+    """``estimator`` on standardised features (scikit-learn is imported only when a map is
+    fitted: runs without gold never need it)."""
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    return make_pipeline(StandardScaler(), estimator)
+
+
 def fit_real_map(X: np.ndarray, real: np.ndarray, C: float = 1.0) -> CalibrationMap:
     """P(real | x) from labels' features ``X`` and their verdict ``real`` (matched to an
     expert object): an L2-penalised logistic regression on standardised features; with one
     class only, its rate with half a pseudo-label of the other (Jeffreys)."""
     real = np.asarray(real, dtype=bool)
     if len(real) and real.all() != real.any():
-        from sklearn.linear_model import LogisticRegression  # imported when a map is fitted
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
+        from sklearn.linear_model import LogisticRegression
 
-        lr = make_pipeline(StandardScaler(), LogisticRegression(C=C, max_iter=1000))
+        lr = _scaled(LogisticRegression(C=C, max_iter=1000))
         lr.fit(X, real)
         return CalibrationMap("marks", real=lr)
     return CalibrationMap("constant", constant_real=(real.sum() + 0.5) / (len(real) + 1.0))
@@ -230,10 +237,8 @@ def fit_marks_map(
     missed = np.asarray(missed, dtype=float)
     if missed.sum() > 0 and len(missed) > 1:
         from sklearn.linear_model import PoissonRegressor
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
 
-        pr = make_pipeline(StandardScaler(), PoissonRegressor(alpha=1.0 / (C * len(missed))))
+        pr = _scaled(PoissonRegressor(alpha=1.0 / (C * len(missed))))
         pr.fit(Z, missed)
         m.miss = pr
         m.z_range = (Z.min(axis=0), Z.max(axis=0))
