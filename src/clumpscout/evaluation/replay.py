@@ -11,7 +11,7 @@ known? The replay answers it for every retirement policy of :mod:`clumpscout.mod
 2. **Skills known at the time.** The volunteers' skills are refitted after every
    ``refit_every`` classifications (global arrival order; with ``refit_growth`` g > 0, once
    the project is large, only when the count has grown by the factor 1 + g:
-   :func:`refit_points`) from the classifications that arrived before, and only those: one EM step of the generative model (partition with
+   :func:`clumpscout.model.live.refit_points`) from the classifications that arrived before, and only those: one EM step of the generative model (partition with
    the skills of the moment, then the M step) on each subject's classifications so far.
    Before the first refit every volunteer has the population's prior.
 3. **Every prefix assessed.** After its n-th classification, each subject is assessed by
@@ -82,17 +82,18 @@ from clumpscout.model.calibration import (
     LiveMap,
     live_features,
 )
-from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
 from clumpscout.model.live import (
     Assessment,
     LiveSkills,
     Policy,
-    _assess_batch,
     apply_map,
+    assess_model,
     decide,
+    refit_points,
+    refit_skills,
 )
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges, prepare
+from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges
 
 log = logging.getLogger(__name__)
 
@@ -226,33 +227,6 @@ class _Prefixes:
 
 
 # ------------------------------------------------------------------ skills over time
-
-
-def refit_skills(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> LiveSkills:
-    """One EM step of the generative model on ``frame`` (every subject's classifications so
-    far) starting from ``skills``: the partition with those skills, then the M step
-    (posterior-weighted counts, empirical-Bayes population and volunteers)."""
-    prep = prepare(frame)
-    engine = _GenerativeEngine(prep, params, seed=0)
-    sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
-    b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
-    state = engine._estimate(b, fac, engine.empty_counts(), sk)
-    return LiveSkills(prep.volunteer_names.astype(object), state.skills.vp, state.skills.pop)
-
-
-def refit_points(total: int, every: int, growth: float = 0.0) -> np.ndarray:
-    """The arrival counts after which the skills are refitted: every ``every``
-    classifications, and once the count exceeds ``every / growth`` every time it has grown
-    by the factor ``1 + growth`` (so a large project needs O(log) refits; 0: no growth rule).
-    """
-    out, last = [], 0
-    while True:
-        nxt = max(last + int(every), int(np.ceil(last * (1.0 + growth))))
-        if nxt >= total:
-            return np.asarray(out, dtype=np.int64)
-        out.append(nxt)
-        last = nxt
 
 
 @dataclass
@@ -512,12 +486,8 @@ def _judge(states, labels, maps, default, horizon, wait: bool = False):
 
 
 def _assess(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Assessment:
-    """:func:`clumpscout.model.live.assess` on the prefixes (subject_id = prefix index)."""
-    prep = prepare(frame)
-    engine = _GenerativeEngine(prep, params, seed=0)
-    sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
-    b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    a = _assess_batch(engine, prep, b, sk, params)
+    """:func:`clumpscout.model.live.assess_model` on the prefixes (subject_id = prefix index)."""
+    a = assess_model(frame, skills, params)
     if not np.array_equal(a.subjects["subject_id"].to_numpy(), np.arange(len(a.subjects))):
         raise AssertionError("every prefix holds at least one classification")
     return a

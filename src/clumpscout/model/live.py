@@ -21,7 +21,10 @@ skills held fixed** (those known at that moment), then a retirement policy
   classifications still to come could add or remove (:func:`open_objects`).
 
 :func:`assess` is the same model step on any number of subjects at once (one row per
-subject in ``subjects``, one row per label in ``labels``).
+subject in ``subjects``, one row per label in ``labels``); :func:`assess_model` the same
+before a label map is applied. :func:`refit_skills` learns the skills again from every
+classification so far (one EM step), at the arrival counts :func:`refit_points` gives: the
+replay and a live service refit at the same points.
 
 The steps are those of the aggregation (:mod:`clumpscout.model.em`): the facility-location
 partition with the generative costs (strong objects, then weak ones among the lone boxes,
@@ -398,13 +401,47 @@ def assess(
     posterior is ``p_empty``); the open objects look ahead to ``horizon`` classifications
     (:func:`apply_map`).
     """
+    return apply_map(assess_model(boxes, skills, params, path), label_map, horizon)
+
+
+def assess_model(boxes: pd.DataFrame, skills: LiveSkills, params: Params, path=None) -> Assessment:
+    """The model's own numbers of every subject of ``boxes`` with fixed volunteer skills
+    (:func:`assess` before a label map is applied: labels carry ``p_empty`` and ``p_weak``,
+    not yet ``p_fp``; :func:`apply_map` adds them)."""
     if params.model != "generative":
         raise InputError("live retirement needs aggregate.model: generative", path=path)
     prep = prepare(boxes, path=path)
     engine = _GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    return apply_map(_assess_batch(engine, prep, b, sk, params), label_map, horizon)
+    return _assess_batch(engine, prep, b, sk, params)
+
+
+def refit_skills(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> LiveSkills:
+    """One EM step of the generative model on ``frame`` (every subject's classifications so
+    far) starting from ``skills``: the partition with those skills, then the M step
+    (posterior-weighted counts, empirical-Bayes population and volunteers)."""
+    prep = prepare(frame)
+    engine = _GenerativeEngine(prep, params, seed=0)
+    sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
+    b = Batch.build(prep, np.arange(len(prep.subject_ids)))
+    fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
+    state = engine._estimate(b, fac, engine.empty_counts(), sk)
+    return LiveSkills(prep.volunteer_names.astype(object), state.skills.vp, state.skills.pop)
+
+
+def refit_points(total: int, every: int, growth: float = 0.0) -> np.ndarray:
+    """The arrival counts after which the skills are refitted: every ``every``
+    classifications, and once the count exceeds ``every / growth`` every time it has grown
+    by the factor ``1 + growth`` (so a large project needs O(log) refits; 0: no growth rule).
+    """
+    out, last = [], 0
+    while True:
+        nxt = max(last + int(every), int(np.ceil(last * (1.0 + growth))))
+        if nxt >= total:
+            return np.asarray(out, dtype=np.int64)
+        out.append(nxt)
+        last = nxt
 
 
 def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Assessment:
