@@ -1,0 +1,126 @@
+"""Write a benchmark's measured tables into docs/benchmarks.md (one section per benchmark).
+
+Every table in docs/benchmarks.md is written by the script that measured it, never by hand:
+the script calls :func:`write_section` with its tables in Markdown, and the section records
+the command that was run, the date and the machine. A section is delimited by two HTML
+comments (``<!-- begin NAME -->`` ... ``<!-- end NAME -->``); writing it again replaces it in
+place and leaves every other section as it was, so each benchmark refreshes only its own.
+
+    from docs_table import markdown_table, write_section   # scripts run from benchmarks/
+    write_section("regimes", "The regime grid", markdown_table(df), command=sys.argv)
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+#: the file every benchmark writes its section into
+DOCS = REPO / "docs" / "benchmarks.md"
+
+HEADER = """# Measured results
+
+Every table below is written by the benchmark script that measured it (the command, the date
+and the machine are given with each); none is typed by hand. Run the command again to refresh a
+section; the other sections stay as they are. Decisions these numbers led to are in
+`docs/decisions.md`; the history of earlier measurements is in git.
+"""
+
+
+def machine() -> str:
+    """One line about this machine: cores, memory, CPU model, Python."""
+    mem = ""
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        mem = f", {pages / 2**30:.0f} GB"
+    except (ValueError, OSError, AttributeError):
+        pass
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores{mem}, {cpu}, Python {platform.python_version()}"
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command as a user would type it from the repository root."""
+    argv = list(sys.argv if argv is None else argv)
+    if argv and argv[0].endswith(".py"):
+        try:
+            argv[0] = str(Path(argv[0]).resolve().relative_to(REPO))
+        except ValueError:
+            pass
+        argv.insert(0, ".venv/bin/python")
+    return shlex.join(argv)
+
+
+def markdown_table(df, floatfmt: str = "{:.3f}", index: bool = False) -> str:
+    """A pandas DataFrame as a Markdown table (floats with ``floatfmt``; NaN left empty)."""
+    frame = df.reset_index() if index else df
+
+    def cell(v) -> str:
+        if v is None or (isinstance(v, float) and v != v):
+            return ""
+        if isinstance(v, float):
+            return floatfmt.format(v)
+        return str(v).replace("|", "\\|").replace("\n", " ")
+
+    head = "| " + " | ".join(str(c) for c in frame.columns) + " |"
+    rule = "|" + "|".join("---" for _ in frame.columns) + "|"
+    rows = ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join([head, rule, *rows])
+
+
+def render_section(name: str, title: str, body: str, command: str, date: str, where: str) -> str:
+    """The text of one section, markers included."""
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
+        raise ValueError(f"section name {name!r}: letters, digits, '_', '.', '-' only")
+    return (
+        f"<!-- begin {name} -->\n## {title}\n\n"
+        f"Written by `{command}` on {date} ({where}).\n\n{body.strip()}\n<!-- end {name} -->\n"
+    )
+
+
+def replace_section(text: str, name: str, section: str) -> str:
+    """``text`` with section ``name`` replaced by ``section`` (appended when absent)."""
+    pat = re.compile(
+        rf"^<!-- begin {re.escape(name)} -->\n.*?^<!-- end {re.escape(name)} -->\n?",
+        flags=re.S | re.M,
+    )
+    if pat.search(text):
+        return pat.sub(lambda _m: section, text, count=1)
+    if text and not text.endswith("\n"):
+        text += "\n"
+    return text + ("\n" if text else "") + section
+
+
+def write_section(
+    name: str,
+    title: str,
+    body: str,
+    command: Sequence[str] | str | None = None,
+    path: Path | str = DOCS,
+    date: str | None = None,
+) -> Path:
+    """Write (or replace) section ``name`` of docs/benchmarks.md; returns the file's path."""
+    path = Path(path)
+    cmd = command if isinstance(command, str) else command_line(command)
+    day = date or _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d")
+    section = render_section(name, title, body, cmd, day, machine())
+    text = path.read_text(encoding="utf-8") if path.exists() else HEADER
+    new = replace_section(text, name, section)
+    tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
+    tmp.write_text(new, encoding="utf-8")
+    os.replace(tmp, path)
+    return path
