@@ -12,9 +12,11 @@ def _run(sm):
         from pathlib import Path
 
         from clumpscout.data.gold import read_gold
+        from clumpscout.logs import log_startup
         from clumpscout.model.aggregator import Aggregator
         from clumpscout.model.params import Params
 
+        log_startup()  # interpreter, Snakemake's preamble and the imports (the job's split)
         params = Params.from_dict(dict(sm.params.aggregate))
         gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
         agg = Aggregator(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -32,11 +34,39 @@ def setup_logging(logfile: str | None = None, level: int = logging.INFO) -> None
 
 @contextlib.contextmanager
 def timed(what: str, logger: logging.Logger = log) -> Iterator[None]:
-    """Log ``what`` when it starts and how long it took when it ends."""
+    """Log ``what`` when it starts and how long it took when it ends: wall seconds and the
+    process's CPU seconds (every thread; on a busy machine the wall time varies, the CPU
+    time much less)."""
     logger.info("%s ...", what)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     yield
-    logger.info("%s done in %.2f s", what, time.perf_counter() - t0)
+    logger.info(
+        "%s done in %.2f s (CPU %.2f s)",
+        what,
+        time.perf_counter() - t0,
+        time.process_time() - c0,
+    )
+
+
+def since_start() -> float | None:
+    """Wall seconds since this process started (Linux: /proc; None elsewhere)."""
+    try:
+        start_ticks = int(Path("/proc/self/stat").read_text().rsplit(")", 1)[1].split()[19])
+        uptime = float(Path("/proc/uptime").read_text().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def log_startup(logger: logging.Logger = log) -> None:
+    """Log the job's start-up: the seconds from the process's start to now (interpreter,
+    imports, configuration) and its CPU seconds so far. Call it where the work begins."""
+    wall = since_start()
+    logger.info(
+        "start-up done in %s s (CPU %.2f s)",
+        "?" if wall is None else f"{wall:.2f}",
+        time.process_time(),
+    )
 
 
 def progress(it: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:

@@ -77,6 +77,8 @@ rule gold:
         f"{RESULTS}/gold/gold.csv",
     log:
         f"{RESULTS}/logs/gold.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/gold.tsv"
     conda:
         "../../envs/aggregate.yaml"
     threads: 1

@@ -43,6 +43,8 @@ rule compare:
         },
     log:
         f"{RESULTS}/logs/compare/{{model}}/{{reference}}_n{{n}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/compare_{{model}}_{{reference}}_n{{n}}.tsv"
     wildcard_constraints:
         n=r"\d+",
         model=MODEL_RE,
@@ -79,6 +81,8 @@ rule compare_collect:
         },
     log:
         f"{RESULTS}/logs/compare/{{model}}/{{reference}}_collect.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/compare_collect_{{model}}_{{reference}}.tsv"
     wildcard_constraints:
         model=MODEL_RE,
         reference=REFERENCE_RE,
@@ -157,6 +161,8 @@ rule baseline_counts:
         f"{RESULTS}/baseline/count_difference.csv",
     log:
         f"{RESULTS}/logs/baseline/baseline_counts.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/baseline_counts.tsv"
     conda:
         "../../envs/aggregate.yaml"
     threads: 1
@@ -187,6 +193,8 @@ rule baseline_compare:
         **{t: f"{RESULTS}/baseline/{{reference}}_{t}.csv" for t in COMPARE_TABLES},
     log:
         f"{RESULTS}/logs/baseline/baseline_compare_{{reference}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/baseline_compare_{{reference}}.tsv"
     wildcard_constraints:
         reference=REFERENCE_RE,
     conda:

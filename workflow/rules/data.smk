@@ -45,6 +45,8 @@ rule subjects:
         report=f"{RESULTS}/subjects/subjects_report.json",
     log:
         f"{RESULTS}/logs/subjects.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/subjects.tsv"
     conda:
         "../../envs/data.yaml"
     threads: 1
@@ -97,6 +99,8 @@ rule extract_experts:
         report=f"{RESULTS}/clicks/expert_clicks_report.json",
     log:
         f"{RESULTS}/logs/extract_experts.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/extract_experts.tsv"
     conda:
         "../../envs/data.yaml"
     threads: 1

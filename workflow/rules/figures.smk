@@ -30,6 +30,8 @@ for _fig in FIGURE_REGISTRY.FIGURES:
             **fig_out(_fig),
         log:
             f"{RESULTS}/logs/figures/{_fig.name}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/fig_{_fig.name}.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1
@@ -75,6 +77,8 @@ rule headline:
         ),
     log:
         f"{RESULTS}/logs/headline.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/headline.tsv"
     conda:
         "../../envs/figures.yaml"
     threads: 1

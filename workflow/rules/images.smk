@@ -86,6 +86,8 @@ if IMAGES:
             report=f"{IMG}/photometry/truth.json",
         log:
             f"{RESULTS}/logs/images/photometry_truth.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/photometry_truth.tsv"
         conda:
             "../../envs/images.yaml"
         threads: 1
@@ -114,6 +116,8 @@ if IMAGES:
                 report=f"{IMG}/photometry/n{PHOT_N}.json",
             log:
                 f"{RESULTS}/logs/images/photometry_n{PHOT_N}.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/photometry_labels.tsv"
             conda:
                 "../../envs/images.yaml"
             threads: 1
@@ -136,6 +140,8 @@ if IMAGES:
             **flux_outputs("labels" in FLUX_TABLES),
         log:
             f"{RESULTS}/logs/images/flux_figures.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/flux_figures.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1
@@ -172,6 +178,8 @@ if IMGCFG["real_demo"]:
             ),
         log:
             f"{RESULTS}/logs/images/real_demo.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/real_demo.tsv"
         conda:
             "../../envs/images.yaml"
         threads: 1

@@ -31,6 +31,8 @@ for _sec in PROJECT_NAMES:
             json=f"{PROJ}/{_sec}.json",
         log:
             f"{RESULTS}/logs/project/{_sec}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/project_{_sec}.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1
@@ -55,6 +57,8 @@ rule catalogue:
         images=f"{RESULTS}/images.csv",
     log:
         f"{RESULTS}/logs/catalogue.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/catalogue.tsv"
     conda:
         "../../envs/aggregate.yaml"
     threads: 1

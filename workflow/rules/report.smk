@@ -19,6 +19,8 @@ if not PROJECT:
             REPORT,
         log:
             f"{RESULTS}/logs/report.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/report.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1
@@ -48,6 +50,8 @@ else:
             REPORT,
         log:
             f"{RESULTS}/logs/report.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/report.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1

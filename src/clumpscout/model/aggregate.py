@@ -76,7 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from clumpscout.data.gold import read_gold
+    from clumpscout.logs import log_startup
 
+    log_startup()
     params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
     calibration = {} if args.config is None else load_calibration(args.config)
     seed = args.seed if args.seed is not None else (cfg_seed or 0)
