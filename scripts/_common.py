@@ -25,13 +25,14 @@ def main(snakemake, fn: Callable[[object], object]) -> None:
     if _SRC.is_dir() and str(_SRC) not in sys.path:
         sys.path.insert(0, str(_SRC))
     from clumpscout.errors import InputError, exit_cleanly_on_sigterm
-    from clumpscout.logs import setup_logging
+    from clumpscout.logs import log_resources, setup_logging
 
     log = snakemake.log[0] if len(snakemake.log) else None
     setup_logging(log)
     exit_cleanly_on_sigterm()
     try:
         fn(snakemake)
+        log_resources()  # the job's exact CPU seconds and peak memory, last in its log
     except InputError as exc:
         msg = f"error: {exc.one_line()}"
         print(msg, file=sys.stderr)

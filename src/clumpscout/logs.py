@@ -69,6 +69,29 @@ def log_startup(logger: logging.Logger = log) -> None:
     )
 
 
+def log_resources(logger: logging.Logger = log) -> None:
+    """Log what the process has used so far: wall seconds since it started, CPU seconds and
+    peak resident memory, its own and its finished children's (exact, from the kernel;
+    Snakemake's ``benchmark:`` files sample a job every 30 s). The workflow's scripts log it
+    as their last line; benchmarks/bench_dag_scale.py reads it."""
+    import resource
+
+    me, kids = (
+        resource.getrusage(resource.RUSAGE_SELF),
+        resource.getrusage(resource.RUSAGE_CHILDREN),
+    )
+    wall = since_start()
+    logger.info(
+        "job resources: wall %s s, CPU %.2f s, peak RSS %.0f MB; children CPU %.2f s, "
+        "peak RSS %.0f MB",
+        "?" if wall is None else f"{wall:.2f}",
+        me.ru_utime + me.ru_stime,
+        me.ru_maxrss / 1024,
+        kids.ru_utime + kids.ru_stime,
+        kids.ru_maxrss / 1024,
+    )
+
+
 def progress(it: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:
     """A tqdm progress bar on stderr (quiet when stderr is not a terminal and short)."""
     from tqdm.auto import tqdm
