@@ -2,7 +2,8 @@
 
 Snakemake runs each adapter in a fresh interpreter with this folder on
 ``sys.path``; :func:`main` puts the repository's ``src/`` first on the path (so
-the adapters also work in a conda env where the package is not installed), sets
+the adapters also work in a conda env where the package is not installed, and a
+copy of the project runs its own code, not an installed checkout's), sets
 NUMBA_NUM_THREADS from the rule's ``threads:``, logs to the rule's log file and
 turns a data error into a one-line message and a non-zero exit.
 """
@@ -22,7 +23,12 @@ def main(snakemake, fn: Callable[[object], object]) -> None:
     threads = str(getattr(snakemake, "threads", 1) or 1)
     os.environ["NUMBA_NUM_THREADS"] = threads
     os.environ.setdefault("OMP_NUM_THREADS", threads)
-    if _SRC.is_dir() and str(_SRC) not in sys.path:
+    if _SRC.is_dir() and sys.path[:1] != [str(_SRC)]:
+        # first, even when already on the path: Snakemake's preamble appends it after
+        # site-packages, where an installed (or editable) clumpscout of another checkout
+        # would win, and a copied project would run that checkout's code
+        if str(_SRC) in sys.path:
+            sys.path.remove(str(_SRC))
         sys.path.insert(0, str(_SRC))
     from clumpscout.errors import InputError, exit_cleanly_on_sigterm
     from clumpscout.logs import log_resources, setup_logging
