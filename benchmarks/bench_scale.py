@@ -69,7 +69,7 @@ MODELS = ("generative", "paper")
 
 _STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
 _RULE = re.compile(r"^(?:local)?rule (\S+):$")
-_FIELD = re.compile(r"^\s+(jobid|input|output|wildcards): (.*)$")
+_FIELD = re.compile(r"^\s+(jobid|input|output|wildcards|log|benchmark): (.*)$")
 _DONE = re.compile(r"^Finished jobid: (\d+) \(Rule: (\S+)\)$")
 
 
@@ -83,6 +83,8 @@ class Job:
     wildcards: str = ""
     inputs: list[str] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    log: str = ""  # the job's log file (the first, if several)
+    benchmark: str = ""  # its benchmark file
 
     @property
     def name(self) -> str:
@@ -109,8 +111,10 @@ def parse_log(text: str) -> list[Job]:
             key, value = m.groups()
             if key == "jobid":
                 jobs[int(value)] = current
-            elif key == "wildcards":
-                current.wildcards = value.strip()
+            elif key in ("wildcards", "benchmark"):
+                setattr(current, key, value.strip())
+            elif key == "log":
+                current.log = value.split(",")[0].strip()
             else:
                 paths = [v.strip() for v in value.split(",") if v.strip()]
                 (current.inputs if key == "input" else current.outputs).extend(paths)

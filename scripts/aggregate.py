@@ -1,6 +1,7 @@
 """Snakemake adapter: rules aggregate and replay_labels (the replay's full-data labels) ->
 clumpscout.model.aggregator.Aggregator (with the gold standard of the default model,
-docs/decisions.md#gold-standard)."""
+docs/decisions.md#gold-standard). Writes the outputs the rule declares, nothing else
+(docs/decisions.md#outputs-someone-reads)."""
 
 from _common import main
 
@@ -26,7 +27,8 @@ def _run(sm):
             calibration=dict(sm.params.calibration),
         )
         agg.fit(sm.input.boxes, gold=gold)  # the file is read block by block
-        agg.write(Path(sm.output.labels).parent)
+        # only the files the rule declares: what something downstream reads
+        agg.write(Path(sm.output.labels).parent, outputs=[Path(f).name for f in sm.output])
 
 
 main(snakemake, _run)  # noqa: F821

@@ -202,6 +202,20 @@ def test_determinism_same_bytes(toy, tmp_path):
     }
 
 
+def test_a_rule_asks_for_fewer_outputs(result, tmp_path):
+    """write(outputs=...) writes those files and no other; an unknown name is an error."""
+    result.write(tmp_path / "some", outputs=["labels.parquet", "report.json"])
+    assert sorted(f.name for f in (tmp_path / "some").iterdir()) == [
+        "labels.parquet",
+        "report.json",
+    ]
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "some" / "labels.parquet"), result.labels_
+    )
+    with pytest.raises(ValueError, match="clumps.csv"):
+        result.write(tmp_path / "bad", outputs=["clumps.csv"])
+
+
 def test_clumps_ecsv_units_and_meta(result, tmp_path):
     from astropy.table import Table
 
@@ -265,6 +279,15 @@ def test_cli_writes_outputs_and_reports_bad_input(toy, tmp_path, capsys):
         assert len(pd.read_parquet(out / f"{f}.parquet")) > 0
     assert (out / "clumps.ecsv").exists()
     assert len(pd.read_parquet(out / "assignments.parquet")) == len(toy)
+    lean = tmp_path / "lean"
+    argv = ["aggregate", "--boxes", str(boxes), "--out", str(lean), "--config", str(cfg)]
+    assert cli.main([*argv, "--skip", "assignments.parquet", "clumps.ecsv"]) == 0
+    assert sorted(f.name for f in lean.iterdir()) == [
+        "labels.parquet",
+        "report.json",
+        "subjects.parquet",
+        "volunteers.parquet",
+    ]
     bad = tmp_path / "bad.parquet"
     toy.drop(columns="subject_id").to_parquet(bad)
     rc = cli.main(["aggregate", "--boxes", str(bad), "--out", str(tmp_path / "o2")])
@@ -371,6 +394,8 @@ def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, mon
     a = pd.read_parquet(tmp_path / "file" / "assignments.parquet")
     pd.testing.assert_frame_equal(a, whole.assignments_)
     pd.testing.assert_frame_equal(streamed.assignments_, whole.assignments_)
+    # the file's assignments went the Arrow way (no pandas round trip), to the same bytes
+    assert streamed.result_.assignment_codes._arrow_schema() is not None
     # every row of the input in input order, a box's cluster where it went
     assert a["classification_id"].tolist() == shuffled["classification_id"].tolist()
     no_box = shuffled["x1"].isna().to_numpy()

@@ -120,7 +120,7 @@ def test_dag_produces_every_stage(run_a):
         "clicks/clicks_report.json",
         *(f"aggregate/{m}/n20/labels.parquet" for m in ("generative", "paper")),
         *(f"aggregate/{m}/n3/subjects.parquet" for m in ("generative", "paper")),
-        "aggregate/paper/n20/clumps.ecsv",
+        "catalogue.ecsv",
         "compare/generative/truth_summary.csv",
         "compare/paper/experts_summary.csv",
         "baseline/dbscan_labels.parquet",
@@ -130,6 +130,12 @@ def test_dag_produces_every_stage(run_a):
         "figures/method_comparison.png",
     ]:
         assert (res / rel).is_file(), rel
+    # the ECSV is written once, where a user reads it: the catalogue, not every aggregation
+    assert not list(res.glob("aggregate/*/*/clumps.ecsv"))
+    assert sorted(p.name for p in (res / "replay/full").iterdir()) == [
+        "labels.parquet",
+        "report.json",
+    ]
     pngs = list((res / "figures").rglob("*.png"))
     assert len(pngs) >= 10, pngs
     import pandas as pd

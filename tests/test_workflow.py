@@ -66,7 +66,7 @@ def parsed_rules(snakefile: Path, workdir: Path, configfiles=()) -> list:
 
 
 def incomplete_rules(snakefile: Path, workdir: Path, configfiles=()) -> list[str]:
-    """One line per rule that lacks log, threads, resources (mem_mb, runtime), conda, params
+    """One line per rule that lacks log, benchmark, threads, resources (mem_mb, runtime), conda, params
     (with the code digest) or has a run: block. `threads:` is read from the rule's text (a
     parsed rule has a thread count either way), located by the rule's own line number."""
     rules = parsed_rules(snakefile, workdir, configfiles)
@@ -84,6 +84,7 @@ def incomplete_rules(snakefile: Path, workdir: Path, configfiles=()) -> list[str
             name
             for name, ok in (
                 ("log:", bool(r.log)),
+                ("benchmark:", bool(r.benchmark)),  # benchmarks/bench_dag_scale.py reads it
                 ("threads:", "threads:" in text),
                 ("resources:", {"mem_mb", "runtime"} <= set(r.resources.keys())),
                 ("conda:", bool(r.conda_env)),

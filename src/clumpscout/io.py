@@ -131,6 +131,28 @@ def write_parquet_blocks(blocks: Iterable[pd.DataFrame], path: str | os.PathLike
                 writer.close()
 
 
+def write_table_blocks(tables: Iterable, path: str | os.PathLike) -> None:
+    """Write pyarrow Tables (one schema) to one Parquet file atomically, one in memory at a
+    time, each its own row group(s): :func:`write_parquet_blocks` without pandas (Tables
+    with the schema ``pa.Table.from_pandas`` gives their rows as a DataFrame give the same
+    bytes)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    with atomic_path(path) as tmp:
+        writer = None
+        try:
+            for table in tables:
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                writer.write_table(table)
+                del table
+                pa.default_memory_pool().release_unused()  # not cached between blocks
+        finally:
+            if writer is not None:
+                writer.close()
+
+
 def release_memory() -> None:
     """Give freed memory back to the system: collect cyclic garbage, empty pyarrow's pool
     and trim the C heap (glibc's ``malloc_trim``; a no-op elsewhere). Many small arrays

@@ -32,6 +32,9 @@ rule numba_cache:
         "../../scripts/numba_cache.py"
 
 
+# The outputs are what a rule or a user reads (the script writes only these): the labels'
+# ECSV with units is the catalogue's (rule catalogue), not one per aggregation
+# (docs/decisions.md#outputs-someone-reads).
 rule aggregate:
     input:
         unpack(gold_input),
@@ -42,7 +45,6 @@ rule aggregate:
         subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",
         volunteers=f"{RESULTS}/aggregate/{{model}}/n{{n}}/volunteers.parquet",
         assignments=f"{RESULTS}/aggregate/{{model}}/n{{n}}/assignments.parquet",
-        clumps=f"{RESULTS}/aggregate/{{model}}/n{{n}}/clumps.ecsv",
         report=f"{RESULTS}/aggregate/{{model}}/n{{n}}/report.json",
     log:
         f"{RESULTS}/logs/aggregate/{{model}}/n{{n}}.log",

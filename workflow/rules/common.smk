@@ -218,7 +218,7 @@ def final_targets():
             model=MODELS,
             n=NS,
             f=["labels.parquet", "subjects.parquet", "volunteers.parquet"]
-            + ["assignments.parquet", "clumps.ecsv"],
+            + ["assignments.parquet"],
         ),
         *expand(
             f"{RESULTS}/compare/{{model}}/{{reference}}_{{t}}.csv",

@@ -11,7 +11,8 @@ if not FLAT:
 
     # The full-data labels the replay is scored against: the default model on every
     # classification (not a subsample), calibrated on the gold standard when there is one.
-    # A job of its own, so that it runs beside the replay instead of before it.
+    # A job of its own, so that it runs beside the replay instead of before it. The replay
+    # reads the labels only: no assignments, subjects, volunteers or ECSV are written.
     rule replay_labels:
         input:
             unpack(lambda wc: gold_of("generative")),
@@ -19,10 +20,6 @@ if not FLAT:
             numba_cache=rules.numba_cache.output[0],
         output:
             labels=f"{RESULTS}/replay/full/labels.parquet",
-            subjects=f"{RESULTS}/replay/full/subjects.parquet",
-            volunteers=f"{RESULTS}/replay/full/volunteers.parquet",
-            assignments=f"{RESULTS}/replay/full/assignments.parquet",
-            clumps=f"{RESULTS}/replay/full/clumps.ecsv",
             report=f"{RESULTS}/replay/full/report.json",
         log:
             f"{RESULTS}/logs/replay_labels.log",

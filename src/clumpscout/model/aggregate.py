@@ -34,7 +34,7 @@ Python API (estimator style)::
 Command line::
 
     clumpscout aggregate --boxes boxes.parquet --out DIR [--config FILE] [--seed N] [--per-tool]
-                         [--gold FILE]
+                         [--gold FILE] [--skip FILE ...]
 
 Input: the boxes table of ``clumpscout boxes``: one row per click (x1, y1, x2, y2 in
 subject pixels), or one coordinate-less row (NaN) for a classification that marked nothing.
@@ -72,6 +72,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(docs/decisions.md#gold-standard); without it the default map "
         "(docs/decisions.md#no-gold-default)",
     )
+    parser.add_argument(
+        "--skip",
+        nargs="+",
+        default=[],
+        metavar="FILE",
+        choices=["assignments.parquet", "clumps.ecsv", "subjects.parquet", "volunteers.parquet"],
+        help="do not write these outputs (e.g. assignments.parquet: every input row again)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -84,10 +92,10 @@ def run(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else (cfg_seed or 0)
     # the gold standard is checked before the (numba-compiling) aggregation is imported
     gold = None if args.gold is None else read_gold(args.gold)
-    from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.aggregator import OUTPUTS, Aggregator
 
     agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)
     agg.fit(args.boxes, gold=gold)  # the file is read block by block
     with timed(f"writing {args.out}"):
-        agg.write(args.out)
+        agg.write(args.out, outputs=[f for f in OUTPUTS if f not in args.skip])
     return 0

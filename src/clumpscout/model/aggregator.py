@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -78,7 +79,13 @@ import pandas as pd
 from clumpscout import __version__
 from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
-from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_blocks
+from clumpscout.io import (
+    atomic_path,
+    write_json,
+    write_parquet,
+    write_parquet_blocks,
+    write_table_blocks,
+)
 from clumpscout.logs import timed
 from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
@@ -96,7 +103,7 @@ from clumpscout.model.retirement import (
     pre_batch_status,
     retire_mask,
 )
-from clumpscout.model.source import BoxSource, box_source
+from clumpscout.model.source import BoxSource, ParquetSource, box_source, to_pandas
 
 log = logging.getLogger(__name__)
 
@@ -148,23 +155,42 @@ class AggregationResult:
         t.meta["n_labels"] = int(len(self.labels))
         return t
 
-    def write(self, out_dir) -> None:
-        """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and report.json."""
-        from clumpscout.ecsv import write_ecsv
-
+    def write(self, out_dir, outputs: Iterable[str] | None = None) -> None:
+        """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and
+        report.json into ``out_dir``; ``outputs``: only these of :data:`OUTPUTS` (a workflow
+        rule asks for the files something reads; None: all)."""
+        wanted = set(OUTPUTS if outputs is None else outputs)
+        unknown = wanted - set(OUTPUTS)
+        if unknown:
+            raise ValueError(f"unknown output(s) {sorted(unknown)}; known: {', '.join(OUTPUTS)}")
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        with timed("writing labels.parquet"):
-            write_parquet(self.labels, out / "labels.parquet")
-        with timed("writing subjects.parquet"):
-            write_parquet(self.subjects, out / "subjects.parquet")
-        with timed("writing volunteers.parquet"):
-            write_parquet(self.volunteers, out / "volunteers.parquet")
-        with timed("writing assignments.parquet"):
-            self.assignment_codes.write(out / "assignments.parquet")
-        with timed("writing clumps.ecsv"), atomic_path(out / "clumps.ecsv") as tmp:
-            write_ecsv(self.clumps_table(), tmp)
-        write_json(self.report, out / "report.json")
+        tables = {"labels": self.labels, "subjects": self.subjects, "volunteers": self.volunteers}
+        for name, df in tables.items():
+            if f"{name}.parquet" in wanted:
+                with timed(f"writing {name}.parquet"):
+                    write_parquet(df, out / f"{name}.parquet")
+        if "assignments.parquet" in wanted:
+            with timed("writing assignments.parquet"):
+                self.assignment_codes.write(out / "assignments.parquet")
+        if "clumps.ecsv" in wanted:
+            from clumpscout.ecsv import write_ecsv
+
+            with timed("writing clumps.ecsv"), atomic_path(out / "clumps.ecsv") as tmp:
+                write_ecsv(self.clumps_table(), tmp)
+        if "report.json" in wanted:
+            write_json(self.report, out / "report.json")
+
+
+#: the files :meth:`AggregationResult.write` writes (all of them by default)
+OUTPUTS = (
+    "labels.parquet",
+    "subjects.parquet",
+    "volunteers.parquet",
+    "assignments.parquet",
+    "clumps.ecsv",
+    "report.json",
+)
 
 
 #: row codes of :class:`Assignments` below the clump indices
@@ -204,11 +230,48 @@ class Assignments:
 
     def write(self, path) -> None:
         """Write the table to Parquet atomically, one input block at a time (the bytes of
-        :func:`clumpscout.io.write_parquet` on :meth:`frame`)."""
+        :func:`clumpscout.io.write_parquet` on :meth:`frame`). A Parquet input is copied
+        block by block as Arrow tables, the two columns appended (:meth:`_arrow_schema`):
+        no conversion to pandas and back."""
         if self._frame is not None:
             write_parquet(self._frame, path)
-        else:
+            return
+        schema = self._arrow_schema()
+        if schema is None:
             write_parquet_blocks((self._block(i, df) for i, df in self.source.blocks()), path)
+            return
+        write_table_blocks((self._arrow_block(i, t, schema) for i, t in self.source.tables()), path)
+
+    def _arrow_schema(self):
+        """The output's Arrow schema (types and pandas metadata) exactly as
+        :meth:`write`'s pandas path makes it, from the first input row; None where the
+        Arrow path cannot promise the same bytes (a DataFrame input, no rows, an object
+        column whose type pandas infers from its values, or an input column named
+        ``cluster`` or ``assignment``)."""
+        import pyarrow as pa
+
+        if not isinstance(self.source, ParquetSource) or self.source.n_rows == 0:
+            return None
+        if {"cluster", "assignment"} & set(self.source.columns):
+            return None
+        first = next(iter(self.source.tables(rows=1)))[1]
+        df = self._block(0, to_pandas(first))
+        if any(pd.api.types.is_object_dtype(t) for t in df.drop(columns="assignment").dtypes):
+            return None
+        return pa.Table.from_pandas(df, preserve_index=False).schema
+
+    def _arrow_block(self, start: int, table, schema):
+        """One input block as an Arrow table with ``cluster`` and ``assignment`` appended,
+        cast to the output ``schema``."""
+        import pyarrow as pa
+
+        code = self.codes[start : start + table.num_rows]
+        cluster = pa.array(np.where(code >= _DUMMY, code, 0).astype(np.int64), mask=code < _DUMMY)
+        kind = np.select([code >= 0, code == _DUMMY, code == _NOT_AGGREGATED], [0, 1, 3], 2)
+        names = pa.array(["clump", "dummy", "empty", "not_aggregated"], pa.large_string())
+        table = table.append_column("cluster", cluster)
+        table = table.append_column("assignment", names.take(pa.array(kind.astype(np.int8))))
+        return table.cast(schema)
 
 
 class Aggregator:
@@ -335,9 +398,10 @@ class Aggregator:
         """:meth:`fit`, then the labels table ``labels_``."""
         return self.fit(boxes, path=path).labels_
 
-    def write(self, out_dir) -> None:
-        """Write the fitted tables and report (:meth:`AggregationResult.write`)."""
-        self.result_.write(out_dir)
+    def write(self, out_dir, outputs: Iterable[str] | None = None) -> None:
+        """Write the fitted tables and report (:meth:`AggregationResult.write`; ``outputs``:
+        only these files)."""
+        self.result_.write(out_dir, outputs)
 
 
 def aggregate(

@@ -84,6 +84,16 @@ class ParquetSource(BoxSource):
         self.columns = list(self._file.schema_arrow.names)
 
     def blocks(self, columns=None, rows=None):
+        for start, table in self.tables(columns, rows):
+            try:
+                df = to_pandas(table)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read boxes table ({exc})", path=self.path) from None
+            yield start, df
+
+    def tables(self, columns=None, rows=None):
+        """(first row, block) pairs as :meth:`blocks` gives them, as pyarrow Tables (the
+        file's types and schema metadata, no conversion)."""
         import pyarrow as pa
 
         rows = rows or BLOCK_ROWS
@@ -98,11 +108,11 @@ class ParquetSource(BoxSource):
                 have += batch.num_rows
                 while have >= rows:
                     table = pa.Table.from_batches(pending, schema=schema)
-                    yield start, _to_pandas(table.slice(0, rows))
+                    yield start, table.slice(0, rows)
                     rest = table.slice(rows)
                     pending, have, start = rest.to_batches(), rest.num_rows, start + rows
             if have or start == 0:
-                yield start, _to_pandas(pa.Table.from_batches(pending, schema=schema))
+                yield start, pa.Table.from_batches(pending, schema=schema)
         except (OSError, ValueError) as exc:
             raise InputError(f"cannot read boxes table ({exc})", path=self.path) from None
 
@@ -112,7 +122,7 @@ class ParquetSource(BoxSource):
         return read_boxes(self.path)
 
 
-def _to_pandas(table) -> pd.DataFrame:
+def to_pandas(table) -> pd.DataFrame:
     """A block as ``pd.read_parquet`` converts it (pandas' own conversion of an Arrow table)."""
     from pandas.io._util import arrow_table_to_pandas
 
