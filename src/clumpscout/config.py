@@ -54,7 +54,8 @@ class ConfigError(InputError):
 def _schema() -> dict:
     import yaml
 
-    return yaml.safe_load(SCHEMA.read_text())
+    # libyaml's loader where PyYAML has it: the same data, ~8x faster (every job loads this)
+    return yaml.load(SCHEMA.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 def schema() -> dict:
