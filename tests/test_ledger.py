@@ -41,6 +41,7 @@ from clumpscout.data.ledger import (
     build_ledger,
     check_ledger,
     per_n_paths,
+    run_ledger,
     subsample_ledger,
 )
 from clumpscout.data.ledger_export import count_marks
@@ -524,9 +525,15 @@ def test_missing_assignment_row_api(toy, tmp_path):
 
 
 def test_snakemake_adapter(toy, tmp_path, monkeypatch):
-    """scripts/ledger.py with a stand-in ``snakemake`` object (the rule's input names)."""
+    """scripts/ledger.py with a stand-in ``snakemake`` object (the rule's input names): one
+    job for two models (here the same aggregation twice) counts the export once and writes
+    each model's ledger, the bytes :func:`run_ledger` writes counting it on its own."""
     r = toy["results"]
     p = per_n_paths(r / "subsamples", r / "aggregate", NS)
+    files = (toy["files"]["export"], r / "clicks/clicks_report.json", r / "boxes/boxes.parquet")
+    run_ledger(*files, p, tmp_path / "alone.csv", tmp_path / "alone.json",
+               subjects_csv=toy["files"]["subjects_export"])  # fmt: skip
+    out = {f"{m}_{ext}": str(tmp_path / f"{m}.{ext}") for m in "ab" for ext in ("csv", "json")}
     sm = SimpleNamespace(
         input=SimpleNamespace(
             classifications=str(toy["files"]["export"]),
@@ -535,11 +542,11 @@ def test_snakemake_adapter(toy, tmp_path, monkeypatch):
             boxes=str(r / "boxes/boxes.parquet"),
             subsamples=[p[n]["subsample"] for n in NS],
             subsample_reports=[p[n]["subsample_report"] for n in NS],
-            assignments=[p[n]["assignments"] for n in NS],
-            aggregate_reports=[p[n]["aggregate_report"] for n in NS],
+            assignments=[p[n]["assignments"] for n in NS] * 2,
+            aggregate_reports=[p[n]["aggregate_report"] for n in NS] * 2,
         ),
-        output=SimpleNamespace(csv=str(tmp_path / "l.csv"), json=str(tmp_path / "l.json")),
-        params=SimpleNamespace(ns=list(NS), code="x"),
+        output=out,
+        params=SimpleNamespace(ns=list(NS), models=["a", "b"], code="x"),
         log=[str(tmp_path / "ledger.log")],
         # the thread count numba in this process already uses: main() writes it to
         # NUMBA_NUM_THREADS, and numba refuses a different value once its threads run
@@ -562,5 +569,10 @@ def test_snakemake_adapter(toy, tmp_path, monkeypatch):
             h.close()
             root.removeHandler(h)
         root.propagate = True
-    assert pd.read_csv(tmp_path / "l.csv")["balanced"].all()
-    assert json.loads((tmp_path / "l.json").read_text())["balanced"] is True
+    for m in "ab":
+        assert pd.read_csv(tmp_path / f"{m}.csv")["balanced"].all()
+        assert json.loads((tmp_path / f"{m}.json").read_text())["balanced"] is True
+        for ext in ("csv", "json"):
+            assert (tmp_path / f"{m}.{ext}").read_bytes() == (
+                tmp_path / f"alone.{ext}"
+            ).read_bytes()

@@ -637,25 +637,47 @@ def _read_parquet(path: str | Path, columns: list[str] | None = None) -> pd.Data
         raise InputError(f"cannot read Parquet file: {exc}", path=path) from None
 
 
+def ledger_of_export(
+    classifications_csv: str | Path,
+    clicks_report: str | Path,
+    boxes: str | Path,
+    subjects_csv: str | Path | None = None,
+    bx: pd.DataFrame | None = None,
+) -> tuple[dict, list[Check]]:
+    """:func:`export_ledger` on the files: the part of the ledger every n and every model
+    shares (the export read once for all of them: pass it to :func:`build_ledger`);
+    ``bx``: the boxes table's classification_id and x1, when already read."""
+    if bx is None:
+        bx = _read_parquet(boxes, ["classification_id", "x1"])
+    return export_ledger(
+        classifications_csv,
+        read_json(clicks_report),
+        bx,
+        subjects_csv,
+        boxes_path=boxes,
+        report_path=clicks_report,
+    )
+
+
 def build_ledger(
     classifications_csv: str | Path,
     clicks_report: str | Path,
     boxes: str | Path,
     per_n: dict[int, dict[str, str]],
     subjects_csv: str | Path | None = None,
+    export: tuple[dict, list[Check]] | None = None,
 ) -> Ledger:
     """The ledger of every n (decisions.md#click-ledger).
 
     ``per_n`` maps n to the paths ``subsample`` (Z~_n boxes.parquet), ``subsample_report``,
-    ``assignments`` and ``aggregate_report``. Returns the :class:`Ledger`; use
+    ``assignments`` and ``aggregate_report``; ``export``: :func:`ledger_of_export` of the
+    same files, when already computed (else it is). Returns the :class:`Ledger`; use
     :func:`check_ledger` to fail when it does not add up.
     """
-    report = read_json(clicks_report)
     bx = _read_parquet(boxes, ["classification_id", "x1"])
-    export, checks = export_ledger(
-        classifications_csv, report, bx, subjects_csv, boxes_path=boxes, report_path=clicks_report
-    )
-    ledger = Ledger(export=export, checks=checks)
+    if export is None:
+        export = ledger_of_export(classifications_csv, clicks_report, boxes, subjects_csv, bx)
+    ledger = Ledger(export=export[0], checks=list(export[1]))
     box_index = BoxIndex.of(bx)
     for n in sorted(per_n):
         p = {k: str(v) for k, v in per_n[n].items()}
@@ -664,7 +686,7 @@ def build_ledger(
         zrep = read_json(p["subsample_report"]) if p.get("subsample_report") else {}
         arep = read_json(p["aggregate_report"]) if p.get("aggregate_report") else {}
         cols, ch = subsample_ledger(n, bx, zn, zrep, asg, arep, p, box_index)
-        ch.append(_total_check(n, export, cols, p["assignments"]))
+        ch.append(_total_check(n, ledger.export, cols, p["assignments"]))
         ledger.per_n[int(n)] = cols
         ledger.checks += ch
     for c in ledger.failures:
@@ -674,8 +696,8 @@ def build_ledger(
         len(ledger.checks),
         len(per_n),
         len(ledger.failures),
-        f"{export['clicks']:,}",
-        f"{export['rows']:,}",
+        f"{ledger.export['clicks']:,}",
+        f"{ledger.export['rows']:,}",
     )
     return ledger
 
@@ -707,9 +729,11 @@ def run_ledger(
     out_csv,
     out_json,
     subjects_csv=None,
+    export: tuple[dict, list[Check]] | None = None,
 ) -> Ledger:
-    """Build, check (raises :class:`LedgerError`; nothing written) and write the ledger."""
-    ledger = build_ledger(classifications_csv, clicks_report, boxes, per_n, subjects_csv)
+    """Build, check (raises :class:`LedgerError`; nothing written) and write the ledger
+    (``export``: as :func:`build_ledger`)."""
+    ledger = build_ledger(classifications_csv, clicks_report, boxes, per_n, subjects_csv, export)
     if not ledger.balanced():
         log.error("ledger (not written): %s", json.dumps(ledger.as_dict(), sort_keys=True))
     check_ledger(ledger)
