@@ -127,7 +127,7 @@ def test_counting_regime_dag_has_no_catalogue_no_images_and_the_truth(tmp_path):
     assert "galaxies.csv" not in subjects and "subjects_export.csv" in subjects
     for rule in ("render_frames", "cutouts", "photometry_truth", "flux_figures"):
         assert rule not in blocks, rule
-    for rule in ("simulate", "compare_collect", "baseline_compare", "headline"):
+    for rule in ("simulate", "compare", "baseline_compare", "headline"):
         assert rule in blocks, rule
     truth = [b for b in blocks["compare"] if "reference=truth" in b]
     models = {b.split("model=", 1)[1].split(",")[0].split()[0] for b in truth}

@@ -167,16 +167,18 @@ def input_expert_classifications():
 
 
 def reference_inputs(n):
-    """The reference files of a comparison at subsample n (a function of the wildcards):
-    the experts' clicks, or the true clumps and the subsample's subjects."""
+    """The reference files of a comparison at subsample n, or at every n of a list (a
+    function of the wildcards): the experts' clicks, or the true clumps and the
+    subsample's (or subsamples') subjects."""
+
+    def subsample(k):
+        return f"{RESULTS}/subsamples/n{k}/boxes.parquet"
 
     def inputs(wildcards):
         if wildcards.reference == "experts":
             return {"points": f"{RESULTS}/clicks/expert_clicks.parquet"}
-        return {
-            "truth": universe("truth_clumps.csv"),
-            "subjects": f"{RESULTS}/subsamples/n{n or wildcards.n}/boxes.parquet",
-        }
+        subjects = [subsample(k) for k in n] if isinstance(n, list) else subsample(n)
+        return {"truth": universe("truth_clumps.csv"), "subjects": subjects}
 
     return inputs
 

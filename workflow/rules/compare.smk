@@ -32,21 +32,22 @@ rule subsample:
         "../../scripts/subsample.py"
 
 
+# One job per model and reference scores the labels of every n: the reference is read and
+# prepared once, not once per n (decisions.md#reference-wildcard).
 rule compare:
     input:
-        unpack(reference_inputs(None)),
-        labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
+        unpack(reference_inputs(NS)),
+        labels=lambda wc: [agg_path(wc.model, n, "labels.parquet") for n in NS],
     output:
         **{
-            t: f"{RESULTS}/compare/{{model}}/{{reference}}/n{{n}}_{t}.csv"
+            t: f"{RESULTS}/compare/{{model}}/{{reference}}_{t}.csv"
             for t in COMPARE_TABLES
         },
     log:
-        f"{RESULTS}/logs/compare/{{model}}/{{reference}}_n{{n}}.log",
+        f"{RESULTS}/logs/compare/{{model}}/{{reference}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/compare_{{model}}_{{reference}}_n{{n}}.tsv"
+        f"{RESULTS}/benchmarks/compare_{{model}}_{{reference}}.tsv"
     wildcard_constraints:
-        n=r"\d+",
         model=MODEL_RE,
         reference=REFERENCE_RE,
     conda:
@@ -56,46 +57,13 @@ rule compare:
         mem_mb=2000,
         runtime=10,
     params:
-        n=lambda wc: int(wc.n),
+        ns=NS,
         model=lambda wc: wc.model,
         thresholds=config["compare"]["thresholds"],
         bins=config["compare"]["calibration_bins"],
         code=code_digest("compare"),
     script:
         "../../scripts/compare.py"
-
-
-rule compare_collect:
-    input:
-        **{
-            t: expand(
-                f"{RESULTS}/compare/{{{{model}}}}/{{{{reference}}}}/n{{n}}_{t}.csv",
-                n=NS,
-            )
-            for t in COMPARE_TABLES
-        },
-    output:
-        **{
-            t: f"{RESULTS}/compare/{{model}}/{{reference}}_{t}.csv"
-            for t in COMPARE_TABLES
-        },
-    log:
-        f"{RESULTS}/logs/compare/{{model}}/{{reference}}_collect.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/compare_collect_{{model}}_{{reference}}.tsv"
-    wildcard_constraints:
-        model=MODEL_RE,
-        reference=REFERENCE_RE,
-    conda:
-        "../../envs/aggregate.yaml"
-    threads: 1
-    resources:
-        mem_mb=1000,
-        runtime=5,
-    params:
-        code=code_digest("compare_collect"),
-    script:
-        "../../scripts/compare_collect.py"
 
 
 rule baseline:

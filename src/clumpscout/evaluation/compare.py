@@ -445,7 +445,11 @@ def score_truth(
 
 def collect_tables(paths: Iterable[str | Path]) -> pd.DataFrame:
     """Concatenate per-n CSV tables (same columns) into one, sorted by their tag columns."""
-    frames = [pd.read_csv(p) for p in paths]
+    return collect_frames([pd.read_csv(p) for p in paths])
+
+
+def collect_frames(frames: list[pd.DataFrame]) -> pd.DataFrame:
+    """Concatenate per-n tables (same columns) into one, sorted by their tag columns."""
     if not frames:
         return pd.DataFrame()
     out = pd.concat(frames, ignore_index=True)
