@@ -413,3 +413,51 @@ def test_blockwise_parquet_has_the_whole_tables_bytes(tmp_path):
     blocks = (df.iloc[i : i + BLOCK_ROWS] for i in range(0, n, BLOCK_ROWS))
     write_parquet_blocks(blocks, tmp_path / "blocks.parquet")
     assert (tmp_path / "whole.parquet").read_bytes() == (tmp_path / "blocks.parquet").read_bytes()
+
+
+def _prepared_equal(a, b) -> bool:
+    """Two Prepared objects hold the same arrays (NaN equal to NaN) and the same report."""
+    for f in fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if isinstance(x, np.ndarray):
+            if x.dtype != y.dtype or not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+def test_a_parquet_file_is_read_column_by_column_to_the_frames_arrays(toy, tmp_path, monkeypatch):
+    """A Parquet file is converted straight from Arrow (pandas' block reader is never
+    called), to the arrays the same table as a DataFrame gives; a column of another type
+    (coordinates as text, times as text, a volunteer without a name) takes pandas' way and
+    still gives the DataFrame's arrays; a missing id is the DataFrame's error, same row."""
+    from clumpscout.model import prepare as prep_mod
+
+    df = toy.copy()
+    df["created_at"] = pd.Timestamp("2020-01-01", tz="UTC") + pd.to_timedelta(
+        np.arange(len(df)), unit="s"
+    )
+    plain = tmp_path / "plain.parquet"
+    df.to_parquet(plain)
+    expected = prepare(df)
+    with monkeypatch.context() as m:
+        m.setattr(prep_mod, "_read_block", lambda *a: pytest.fail("pandas block reader called"))
+        assert _prepared_equal(prepare(str(plain)), expected)
+    odd = df.copy()
+    odd["x1"] = odd["x1"].map(lambda v: "" if np.isnan(v) else repr(v)).replace("", None)
+    odd["created_at"] = odd["created_at"].astype(str)
+    odd.loc[odd["classification_id"] == odd["classification_id"].iloc[3], "volunteer"] = None
+    odd.to_parquet(tmp_path / "odd.parquet")
+    assert _prepared_equal(prepare(str(tmp_path / "odd.parquet")), prepare(odd))
+    bad = df.copy()
+    bad["classification_id"] = bad["classification_id"].astype("Int64")
+    bad.loc[5, "classification_id"] = pd.NA
+    bad.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(InputError) as from_file:
+        prepare(str(tmp_path / "bad.parquet"))
+    with pytest.raises(InputError) as from_frame:
+        prepare(bad)
+    assert from_file.value.row == from_frame.value.row == 5
+    for err in (from_file.value, from_frame.value):
+        assert str(err).endswith("classification_id is missing")
