@@ -148,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--models", nargs="+", default=["generative", "paper"])
     ap.add_argument("--gold", default=None, help="the generative model's gold standard")
     ap.add_argument("--docs", action="store_true", help="write the table to docs/benchmarks.md")
+    ap.add_argument("--note", default="", help="a sentence for the docs: where the boxes come from")
     args = ap.parse_args(argv)
     sys.path.insert(0, str(REPO / "src"))
     from clumpscout.data.gold import read_gold
@@ -178,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
             "the parts of the cycles are inclusive and do not overlap: clustering, merge, "
             "estimate, risk, record, batch and the rest add up to the cycles; posterior, soft "
             "counts and M step are within estimate, re-clustering and coincidence within "
-            "risk), and the run's visit statistics.\n\n" + text
+            "risk), and the run's visit statistics. " + args.note + "\n\n" + text
         )
         write_section("cycle_profile", "Where an aggregation's time goes", body, command=sys.argv)
     return 0
