@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
-from clumpscout.model.source import BoxSource, ParquetSource, box_source
+from clumpscout.model.source import BoxSource, box_source
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +218,8 @@ class _Rows:
 def _read_block(rows: _Rows, off: int, df: pd.DataFrame, path) -> None:
     """One block's columns into ``rows[off:]``, with every row-level check (rows in errors
     are positions in the whole table)."""
+    n = len(df)
+    sl = slice(off, off + n)
 
     def num(col):
         try:
@@ -238,75 +240,14 @@ def _read_block(rows: _Rows, off: int, df: pd.DataFrame, path) -> None:
         except (ValueError, TypeError) as exc:
             raise InputError(f"column {col} is not integer ({exc})", path=path) from None
 
-    cols = {k: ints(k) for k in ("classification_id", "subject_id")}
-    cols.update({k: num(k) for k in ("x1", "y1", "x2", "y2", "image_width", "image_height")})
-    if "unusual" in df.columns:
-        cols["unusual"] = df["unusual"].fillna(False).to_numpy(dtype=bool)
-    if rows.time is not None:
-        t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
-        tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
-        cols["created_at"] = np.where(t.isna().to_numpy(), np.iinfo(np.int64).min, tv)
-    _store_block(rows, off, cols, path)
-    sl = slice(off, off + len(df))
-    rows.vol[sl] = _block_volunteers(rows, df["volunteer"], cols["classification_id"])
-
-
-def _read_block_arrow(rows: _Rows, off: int, table: pa.Table, path) -> bool:
-    """:func:`_read_block` on an Arrow block, converting each column straight to NumPy (no
-    pandas, no Python objects but the distinct volunteer names). False, with nothing
-    stored, when a column needs pandas' conversion or checks (a type other than the usual
-    one, a missing id or volunteer name): the caller then reads the block with
-    :func:`_read_block`, which gives the same arrays or the same error."""
-    import pyarrow.compute as pc
-
-    def col(name):
-        return table.column(name)
-
-    cols = {}
-    for k in ("classification_id", "subject_id"):
-        c = col(k)
-        if not pa.types.is_signed_integer(c.type) or c.null_count:
-            return False
-        cols[k] = c.to_numpy().astype(np.int64, copy=False)
-    for k in ("x1", "y1", "x2", "y2", "image_width", "image_height"):
-        c = col(k)
-        if not (pa.types.is_floating(c.type) or pa.types.is_signed_integer(c.type)):
-            return False
-        cols[k] = c.to_numpy().astype(np.float64, copy=False)  # nulls: NaN
-    if "unusual" in table.column_names:
-        c = col("unusual")
-        if not pa.types.is_boolean(c.type):
-            return False
-        cols["unusual"] = c.fill_null(False).to_numpy()
-    if rows.time is not None:
-        c = col("created_at")
-        if not pa.types.is_timestamp(c.type):
-            return False
-        try:  # the instant in UTC ns (a naive time read as UTC, as pandas does)
-            ns = c.cast(pa.timestamp("ns", tz=c.type.tz)).cast(pa.int64())
-        except pa.ArrowInvalid:  # beyond ns timestamps: pandas coerces it
-            return False
-        cols["created_at"] = ns.fill_null(np.iinfo(np.int64).min).to_numpy()
-    vol = col("volunteer")
-    if not (pa.types.is_string(vol.type) or pa.types.is_large_string(vol.type)) or vol.null_count:
-        return False
-    _store_block(rows, off, cols, path)
-    enc = pc.dictionary_encode(vol).combine_chunks()  # codes in order of first appearance
-    codes = enc.indices.to_numpy().astype(np.int64, copy=False)
-    uniq = enc.dictionary.to_pylist()
-    rows.vol[off : off + table.num_rows] = _register_names(rows, uniq, np.zeros(len(uniq), bool))[
-        codes
-    ]
-    return True
-
-
-def _store_block(rows: _Rows, off: int, cols: dict[str, np.ndarray], path) -> None:
-    """The checks on a block's numeric columns, then the columns into ``rows[off:]``."""
-    c = {k: cols[k] for k in ("x1", "y1", "x2", "y2")}
-    width, height = cols["image_width"], cols["image_height"]
-    finite = [np.isfinite(v) for v in c.values()]
-    valid = finite[0] & finite[1] & finite[2] & finite[3]
-    partial = (finite[0] | finite[1] | finite[2] | finite[3]) & ~valid
+    cid = ints("classification_id")
+    rows.cid[sl] = cid
+    rows.sid[sl] = ints("subject_id")
+    c = {k: num(k) for k in ("x1", "y1", "x2", "y2")}
+    width, height = num("image_width"), num("image_height")
+    finite = np.isfinite(np.column_stack([c["x1"], c["y1"], c["x2"], c["y2"]]))
+    valid = finite.all(axis=1)
+    partial = finite.any(axis=1) & ~valid
     if partial.any():
         raise InputError(
             "box has some but not all of x1, y1, x2, y2",
@@ -325,16 +266,16 @@ def _store_block(rows: _Rows, off: int, cols: dict[str, np.ndarray], path) -> No
         raise InputError(
             "box with x2 <= x1 or y2 <= y1", path=path, row=off + int(np.flatnonzero(bad_box)[0])
         )
-    sl = slice(off, off + len(width))
-    rows.cid[sl] = cols["classification_id"]
-    rows.sid[sl] = cols["subject_id"]
     for k, v in c.items():
         rows.coords[k][sl] = v
     rows.width[sl], rows.height[sl], rows.valid[sl] = width, height, valid
-    if "unusual" in cols:
-        rows.unusual[sl] = cols["unusual"]
+    if "unusual" in df.columns:
+        rows.unusual[sl] = df["unusual"].fillna(False).to_numpy(dtype=bool)
     if rows.time is not None:
-        rows.time[sl] = cols["created_at"]
+        t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
+        tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)
+        rows.time[sl] = np.where(t.isna().to_numpy(), np.iinfo(np.int64).min, tv)
+    rows.vol[sl] = _block_volunteers(rows, df["volunteer"], cid)
 
 
 def _block_volunteers(rows: _Rows, vol_series: pd.Series, cid: np.ndarray) -> np.ndarray:
@@ -351,12 +292,6 @@ def _block_volunteers(rows: _Rows, vol_series: pd.Series, cid: np.ndarray) -> np
         if no_name.any()
         else np.zeros(len(uniq), bool)
     )
-    return _register_names(rows, uniq, nameless)[codes]
-
-
-def _register_names(rows: _Rows, uniq, nameless: np.ndarray) -> np.ndarray:
-    """The provisional codes of a block's distinct names ``uniq`` (new ones are added to
-    ``rows.names`` in order, with their ``nameless`` flags)."""
     glob = np.empty(len(uniq), np.int64)
     for i, name in enumerate(uniq):
         g = rows.names.get(name)
@@ -364,7 +299,7 @@ def _register_names(rows: _Rows, uniq, nameless: np.ndarray) -> np.ndarray:
             g = rows.names[name] = len(rows.names)
             rows.nameless.append(bool(nameless[i]))
         glob[i] = g
-    return glob
+    return glob[codes]
 
 
 def _sorted_volunteers(rows: _Rows) -> tuple[np.ndarray, np.ndarray]:
@@ -385,9 +320,7 @@ def _read_rows(src: BoxSource, path) -> _Rows:
         raise InputError(f"missing column(s): {', '.join(missing)}", path=path)
     rows = _Rows(src.n_rows, "created_at" in src.columns)
     pool = pa.default_memory_pool()
-    # a Parquet file's blocks as Arrow tables (converted column by column), else DataFrames
-    arrow = isinstance(src, ParquetSource)
-    blocks = iter((src.tables if arrow else src.blocks)(list(_READ_COLUMNS)))
+    blocks = iter(src.blocks(list(_READ_COLUMNS)))
     read_s = read_cpu = 0.0  # the file format's share: reading blocks, not checking them
     while True:
         t0, c0 = time.perf_counter(), time.process_time()
@@ -395,12 +328,9 @@ def _read_rows(src: BoxSource, path) -> _Rows:
         read_s, read_cpu = read_s + time.perf_counter() - t0, read_cpu + time.process_time() - c0
         if block is None:
             break
-        off, data = block
-        if not arrow:
-            _read_block(rows, off, data, path)
-        elif not _read_block_arrow(rows, off, data, path):
-            _read_block(rows, off, src.frame_of(data), path)
-        del data, block
+        off, df = block
+        _read_block(rows, off, df, path)
+        del df, block
         pool.release_unused()  # the block's Arrow buffers back to the system, not cached
     log.info("reading %s rows done in %.2f s (CPU %.2f s)", f"{src.n_rows:,}", read_s, read_cpu)
     return rows

@@ -85,14 +85,11 @@ class ParquetSource(BoxSource):
 
     def blocks(self, columns=None, rows=None):
         for start, table in self.tables(columns, rows):
-            yield start, self.frame_of(table)
-
-    def frame_of(self, table) -> pd.DataFrame:
-        """A block of :meth:`tables` as :meth:`blocks` gives it (a DataFrame)."""
-        try:
-            return to_pandas(table)
-        except (OSError, ValueError) as exc:
-            raise InputError(f"cannot read boxes table ({exc})", path=self.path) from None
+            try:
+                df = to_pandas(table)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read boxes table ({exc})", path=self.path) from None
+            yield start, df
 
     def tables(self, columns=None, rows=None):
         """(first row, block) pairs as :meth:`blocks` gives them, as pyarrow Tables (the
