@@ -135,3 +135,32 @@ def test_k_copies_of_a_project_are_k_times_the_project(tmp_path):
     )
     gold = pd.read_csv(rep.replicate_gold(tmp_path / "g.csv", 3, tmp_path / "g3.csv"))
     assert gold["subject_id"].tolist() == [sid + j * rep.SUBJECT_STEP for j in range(3)]
+
+
+def test_an_aggregation_log_gives_the_jobs_split(tmp_path):
+    """bench_dag_scale reads a job's phases from its log (CPU seconds; preparing without the
+    reading it includes; writing summed over the files) and its exact resources line."""
+    mod = _module("bench_dag_scale")
+    log = tmp_path / "n3.log"
+    log.write_text(
+        "09:00:01 INFO clumpscout: start-up done in 3.10 s (CPU 1.50 s)\n"
+        "09:00:01 INFO clumpscout: preparing 10 rows ...\n"
+        "09:00:02 INFO clumpscout.model.prepare: reading 10 rows done in 0.90 s (CPU 0.20 s)\n"
+        "09:00:02 INFO clumpscout: preparing 10 rows done in 1.00 s (CPU 0.50 s)\n"
+        "09:00:09 INFO clumpscout: cycles done in 7.00 s (CPU 4.00 s)\n"
+        "09:00:10 INFO clumpscout.model.aggregator: calibration (marks): 5 labels, p_fp < 0.5 "
+        "on 3, done in 1.20 s (CPU 0.70 s)\n"
+        "09:00:10 INFO clumpscout: writing labels.parquet done in 0.20 s (CPU 0.10 s)\n"
+        "09:00:11 INFO clumpscout: writing assignments.parquet done in 0.90 s (CPU 0.60 s)\n"
+        "09:00:11 INFO clumpscout: job resources: wall 12.00 s, CPU 8.25 s, peak RSS 700 MB; "
+        "children CPU 0.50 s, peak RSS 900 MB\n"
+    )
+    split = mod.aggregation_split(log)
+    assert split["start-up"] == pytest.approx(1.5) and split["reading"] == pytest.approx(0.2)
+    assert split["preparing"] == pytest.approx(0.3) and split["cycles"] == pytest.approx(4.0)
+    assert split["calibration"] == pytest.approx(0.7)
+    assert split["writing"] == pytest.approx(0.7)
+    assert split["writing assignments.parquet"] == pytest.approx(0.6)
+    res = mod.job_resources(log)
+    assert res == {"cpu_s": pytest.approx(8.75), "max_rss_mb": 900.0}
+    assert mod.job_resources(tmp_path / "absent.log") is None
