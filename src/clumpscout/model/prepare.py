@@ -36,7 +36,7 @@ import pyarrow as pa
 
 from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
-from clumpscout.model.source import BoxSource, box_source
+from clumpscout.model.source import BoxSource, ParquetSource, box_source
 
 log = logging.getLogger(__name__)
 
@@ -332,7 +332,8 @@ def _read_rows(src: BoxSource, path) -> _Rows:
         _read_block(rows, off, df, path)
         del df, block
         pool.release_unused()  # the block's Arrow buffers back to the system, not cached
-    log.info("reading %s rows done in %.2f s (CPU %.2f s)", f"{src.n_rows:,}", read_s, read_cpu)
+    if isinstance(src, ParquetSource):  # a file's reading (a DataFrame's blocks are slices)
+        log.info("reading %s rows done in %.2f s (CPU %.2f s)", f"{src.n_rows:,}", read_s, read_cpu)
     return rows
 
 
