@@ -164,17 +164,23 @@ def aggregation_split(log: Path) -> dict[str, float]:
 # ------------------------------------------------------------------ the run's jobs
 
 
+def _log_jobs(project: Path) -> dict:
+    """The jobs of the project's Snakemake logs (bench_scale.parse_log) by benchmark file (a
+    job run again in a later log replaces the earlier)."""
+    from bench_scale import parse_log  # bench_scale imports this module
+
+    jobs = {}
+    for log in sorted((project / ".snakemake" / "log").glob("*.snakemake.log")):
+        for j in parse_log(log.read_text(errors="replace")):
+            if j.benchmark:
+                jobs[j.benchmark] = j
+    return jobs
+
+
 def run_jobs(project: Path) -> list[dict]:
     """Every job of the run that has a benchmark file: rule, wildcards, wall ``s``, ``cpu_s``
     and ``max_rss_mb`` (exact from the job's log when it says, else sampled), ``log``."""
-    from bench_scale import parse_log  # bench_scale imports this module
-
-    logs = sorted((project / ".snakemake" / "log").glob("*.snakemake.log"))
-    jobs = {}  # by benchmark file: a job run again in a later log replaces the earlier
-    for text in (p.read_text(errors="replace") for p in logs):
-        for j in parse_log(text):
-            if j.benchmark:
-                jobs[j.benchmark] = j
+    jobs = _log_jobs(project)
     rows = []
     for path, j in jobs.items():
         b = _bench_file(project / path)
@@ -272,12 +278,17 @@ def report(project: Path, wall: float | None = None) -> tuple[str, pd.DataFrame,
     split = split_table(jobs)
     exact = sum(j["exact"] for j in jobs)
     cfg = yaml.safe_load((project / "config.yaml").read_text())
+    from bench_scale import dag_summary
+
+    dag = dag_summary(list(_log_jobs(project).values()))  # from the log: 1 s resolution
     head = [
         f"{cfg['simulate']['n_subjects']:,} subjects, n = {cfg['subsample']['n']}; "
         f"{len(jobs)} jobs ({exact} with exact CPU and RSS from their logs, the others "
         f"sampled by Snakemake); rule-seconds (wall) {rules['wall_s'].iloc[-1]:,.0f}, "
-        f"CPU seconds {rules['cpu_s'].iloc[-1]:,.0f}"
-        + (f"; whole run {wall:,.0f} s wall" if wall is not None else "")
+        f"CPU seconds {rules['cpu_s'].iloc[-1]:,.0f}; the run from its first job's start to "
+        f"its last job's end {dag['wall_s']:,.0f} s wall (critical path "
+        f"{dag['critical_path_s']:,.0f} s, longest job {dag['longest_job']})"
+        + (f"; the snakemake command {wall:,.0f} s wall" if wall is not None else "")
         + ".",
         "",
         "Per rule (sorted by CPU seconds):",
@@ -319,6 +330,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="report finished runs (project folders) instead of running")  # fmt: skip
     ap.add_argument("--docs", action="store_true", help="write the tables to docs/benchmarks.md")
     ap.add_argument("--label", default=None, help="docs section dag_scale_<label>")
+    ap.add_argument(
+        "--note", default="", help="a sentence for the docs (the code, the machine's load)"
+    )
     args = ap.parse_args(argv)
     runs = [(p, None) for p in args.report] if args.report else []
     for n in [] if args.report else args.sizes:
@@ -337,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
         title = "The whole DAG, per rule and per aggregation job" + (
             f" ({args.label})" if args.label else ""
         )
-        write_section(name, title, "\n".join(texts), command=sys.argv)
+        write_section(name, title, "\n\n".join([args.note, *texts]), command=sys.argv)
     return 0
 
 
