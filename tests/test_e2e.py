@@ -79,7 +79,8 @@ def _without_timings(obj):
 def table_hashes(results: Path) -> dict[str, str]:
     """sha256 of every table (Parquet, CSV, ECSV: the raw bytes) and JSON report (without
     run timings) under ``results``, figures' sidecar JSON included; logs and benchmarks
-    excluded."""
+    excluded, and numba_cache.json (what this run found in numba's cache and how long it
+    compiled: the machine's state, not a result)."""
     out = {}
     for path in sorted(results.rglob("*")):
         if (
@@ -87,6 +88,7 @@ def table_hashes(results: Path) -> dict[str, str]:
             or path.suffix not in TABLE_SUFFIXES
             or "logs" in path.parts
             or "benchmarks" in path.parts
+            or path.name == "numba_cache.json"
         ):
             continue
         data = path.read_bytes()
