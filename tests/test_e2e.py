@@ -39,16 +39,17 @@ def tiny_config() -> dict:
 
 
 def make_project(dest: Path, cfg: dict) -> Path:
-    """A self-contained copy of the workflow (so code edits don't touch the repo)."""
+    """A self-contained copy of the workflow (so code edits don't touch the repo), whose jobs
+    run the copy's own code. numba's cache files come along (``__pycache__`` without the
+    bytecode): an entry is valid while its source file keeps its time stamp and size, which
+    the copy keeps, so the copy does not compile the kernels again (an edited module is)."""
     dest.mkdir(parents=True, exist_ok=True)
     for name in COPY:
         src = REPO / name
         if not src.exists():
             continue
         if src.is_dir():
-            shutil.copytree(
-                src, dest / name, ignore=shutil.ignore_patterns("__pycache__", "*.egg-info")
-            )
+            shutil.copytree(src, dest / name, ignore=shutil.ignore_patterns("*.pyc", "*.egg-info"))
         else:
             shutil.copy2(src, dest / name)
     (dest / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
