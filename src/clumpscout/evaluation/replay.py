@@ -70,6 +70,7 @@ import pandas as pd
 from tqdm import tqdm
 
 from clumpscout import config as _config
+from clumpscout.arrays import ranges
 from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
@@ -93,7 +94,7 @@ from clumpscout.model.live import (
     refit_skills,
 )
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges
+from clumpscout.model.prepare import REQUIRED_COLUMNS
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +218,7 @@ class _Prefixes:
         """Rows of every (subject, first n classifications) pair; subject_id = pair index."""
         start = np.searchsorted(self.key, subject_codes * self.big, side="left")
         end = np.searchsorted(self.key, subject_codes * self.big + n, side="right")
-        idx = _ranges(start, end)
+        idx = ranges(start, end)
         out = self.rows.iloc[idx].reset_index(drop=True)
         pair = np.repeat(np.arange(len(n), dtype=np.int64), end - start)
         out["subject_id"] = pair

@@ -76,6 +76,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import __version__
+from clumpscout.arrays import ranges
 from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_blocks
@@ -84,7 +85,7 @@ from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
 from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import Prepared, _ranges, prepare, split_by_tool
+from clumpscout.model.prepare import Prepared, prepare, split_by_tool
 from clumpscout.model.retirement import (
     RETIRED,
     RETIRED_EMPTY,
@@ -504,7 +505,7 @@ def _health(prep: Prepared, box_assign, batch_no, labels: pd.DataFrame) -> dict:
             stop = int(np.searchsorted(off[agg_subj + 1], off[agg_subj[start]] + _HEALTH_BLOCK))
             stop = max(stop, start + 1)
             subj = agg_subj[start:stop]
-            idx = _ranges(off[subj], off[subj + 1])
+            idx = ranges(off[subj], off[subj + 1])
             local = np.repeat(np.arange(start, stop, dtype=np.int64), prep.subj_n_boxes[subj])
             yield prep.box_px[idx], prep.box_vol[idx].astype(np.int64), local
             start = stop

@@ -39,10 +39,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from clumpscout.arrays import ranges
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
 from clumpscout.model.distance import jaccard_distance
-from clumpscout.model.prepare import Prepared, _ranges
+from clumpscout.model.prepare import Prepared
 from clumpscout.model.risk import (
     clump_false_positive_prob,
     clump_location_variance,
@@ -112,8 +113,8 @@ class Batch:
         subjects = np.asarray(subjects, np.int64)
         bs, be = prep.subj_box_off[subjects], prep.subj_box_off[subjects + 1]
         cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
-        box_idx = _ranges(bs, be)
-        cls_idx = _ranges(cs, ce)
+        box_idx = ranges(bs, be)
+        cls_idx = ranges(cs, ce)
         nb = be - bs
         nc = ce - cs
         box_off = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
@@ -505,7 +506,7 @@ def _merge_candidates(b: Batch, fac: np.ndarray, max_distance: float) -> np.ndar
     size = np.bincount(cl[cl >= 0], minlength=n_cl)
     end = np.searchsorted(cs, cs, side="right")  # clusters are sorted by subject
     first = np.arange(n_cl)
-    second = _ranges(first + 1, end)
+    second = ranges(first + 1, end)
     first = np.repeat(first, end - first - 1)
     if len(first) == 0:
         return None
@@ -870,7 +871,7 @@ class _GenerativeEngine(_Engine):
         vp = gen.volunteer_params(counts, pop)
         prep = self.prep
         cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
-        idx = _ranges(cs, ce)
+        idx = ranges(cs, ce)
         which = np.repeat(np.arange(len(subjects)), ce - cs)
         args = (prep.cls_vol[idx].astype(np.int64), which, len(subjects), vp.p_fn)
         strong = pop.rho * np.exp(gen.subject_all_miss(*args))

@@ -32,7 +32,6 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
 from clumpscout.model.source import BoxSource, box_source
 
@@ -115,10 +114,6 @@ def read_boxes(path) -> pd.DataFrame:
         return pd.read_parquet(path)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read boxes table ({exc})", path=path) from None
-
-
-#: concatenated aranges (the name em.py and evaluation.replay import from here)
-_ranges = ranges
 
 
 def _change_points(*keys: np.ndarray) -> np.ndarray:
