@@ -15,7 +15,7 @@ def _run(sm):
         from clumpscout.evaluation import replay as rp
         from clumpscout.evaluation.regimes import truth_tables
         from clumpscout.model.params import Params
-        from clumpscout.model.prepare import read_boxes
+        from clumpscout.model.source import read_boxes
 
         params = Params.from_dict(dict(sm.params.aggregate))
         settings = rp.Settings.from_dict(dict(sm.params.replay))

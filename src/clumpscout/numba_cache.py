@@ -150,7 +150,7 @@ def warm_up(models: tuple[str, ...] = ("generative", "paper")) -> dict:
             # imported here: a kernel compiled at import is counted too
             from clumpscout.io import write_parquet
             from clumpscout.model.aggregator import Aggregator
-            from clumpscout.model.prepare import read_boxes
+            from clumpscout.model.source import read_boxes
 
             path = Path(tmp) / "boxes.parquet"
             write_parquet(warm_up_boxes(), path)

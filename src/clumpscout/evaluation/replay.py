@@ -782,7 +782,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from clumpscout.config import load
-    from clumpscout.model.prepare import read_boxes
+    from clumpscout.model.source import read_boxes
 
     cfg = load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))

@@ -108,14 +108,6 @@ class Prepared:
         return np.searchsorted(self.subj_box_off, box_idx, side="right") - 1
 
 
-def read_boxes(path) -> pd.DataFrame:
-    """The boxes table from Parquet; an unreadable file is an :class:`InputError`."""
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read boxes table ({exc})", path=path) from None
-
-
 def _change_points(*keys: np.ndarray) -> np.ndarray:
     """Boolean mask: row starts a new group of equal ``keys`` (rows sorted)."""
     n = len(keys[0])
