@@ -9,7 +9,7 @@
 ``generative``         the generative (default) model: likelihood, E and M steps
 ``distance``           Jaccard distance and the paper's distance likelihood (§3.4, §4.4)
 ``facility_location``  greedy facility location with a dummy facility (§5.3, §5.7)
-``facility_greedy``    its numba kernels (the greedy search)
+``facility_kernels``   its numba kernels (the greedy search)
 ``skills``             the paper's volunteer skills and subject difficulty (§5.4-5.5)
 ``risk``               the paper's per-clump p_fp, p_sigma and subject risk (§5.7)
 ``retirement``         working batch and retirement (§5.1, §5.8)

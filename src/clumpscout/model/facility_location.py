@@ -107,7 +107,7 @@ smaller Jaccard distance (for openings: the smaller sum of distances from the fa
 star), then the canonical index. Within a classification the cheaper box, then the nearer,
 then the canonical first is the star's candidate.
 
-API: :func:`solve_batch` (the numba kernels, :mod:`clumpscout.model.facility_greedy`, over
+API: :func:`solve_batch` (the numba kernels, :mod:`clumpscout.model.facility_kernels`, over
 all subjects, threads over subjects),
 :func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment).
 The exact optimum of a small subject (the tests' reference) is ``tests/oracles.py``'s
@@ -127,7 +127,7 @@ from clumpscout.model.distance import (
     likelihood_code,
     neg_log_distance_likelihood,
 )
-from clumpscout.model.facility_greedy import (
+from clumpscout.model.facility_kernels import (
     DUMMY,
     UNASSIGNED,
     _solve_range,
