@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from clumpscout.model.distance import jaccard_distance, neg_log_distance_likelihood
-from clumpscout.model.facility_location import DUMMY, UNASSIGNED, _cost_arrays, _masks
+from clumpscout.model.facility_location import DUMMY, UNASSIGNED
 
 
 def brute_force(
@@ -38,8 +38,15 @@ def brute_force(
     if n > 12:
         raise ValueError("brute_force is for at most 12 boxes")
     cls = np.asarray(cls, np.int64)
-    oc, cc, s2, dc = _cost_arrays(n, open_cost, conn_const, sigma2, dummy_cost)
-    fac, city, min_eff = _masks(n, can_be_facility, can_be_city, allow_dummy, min_cluster_size)
+    oc, cc, s2, dc = (
+        np.broadcast_to(np.asarray(x, np.float64), (n,))
+        for x in (open_cost, conn_const, sigma2, dummy_cost)
+    )
+    fac, city = (
+        np.ones(n, bool) if m is None else np.asarray(m, bool)
+        for m in (can_be_facility, can_be_city)
+    )
+    min_eff = max(1, min_cluster_size) if allow_dummy else 1  # singletons without the dummy
     D = jaccard_distance(boxes[:, None, :], boxes[None, :, :])
     if init_phase:
         C = np.where(D <= d_max, 0.0, np.inf)

@@ -130,7 +130,7 @@ from clumpscout.model.distance import (
 from clumpscout.model.facility_kernels import (
     DUMMY,
     UNASSIGNED,
-    _solve_range,
+    solve_range,
 )
 
 
@@ -282,10 +282,10 @@ def solve_batch(
     n_sub = offsets.size - 1
     ranges = _subject_ranges(offsets, _n_threads())
     if len(ranges) <= 1:
-        _solve_range(0, n_sub, *args)
+        solve_range(0, n_sub, *args)
     else:
         with ThreadPoolExecutor(max_workers=_n_threads()) as pool:
-            list(pool.map(lambda r: _solve_range(r[0], r[1], *args), ranges))
+            list(pool.map(lambda r: solve_range(r[0], r[1], *args), ranges))
     return out
 
 
