@@ -299,8 +299,8 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
     Returns a dict: report (simulate_report), labels / subjects per n, expert_clicks,
     seconds per stage."""
     from clumpscout.data.subsample import draw_subsample
-    from clumpscout.model.aggregate import Params
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
 
     timer = Timer("calibration")

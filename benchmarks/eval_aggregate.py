@@ -43,8 +43,8 @@ def main(argv=None) -> int:
 
     from clumpscout.evaluation import baseline, compare
     from clumpscout.logs import setup_logging
-    from clumpscout.model.aggregate import Params
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params
 
     setup_logging(None, logging.WARNING)
     boxes = pd.read_parquet(args.boxes)

@@ -12,8 +12,8 @@ import pytest
 from clumpscout import cli
 from clumpscout.errors import InputError
 from clumpscout.model import aggregator
-from clumpscout.model.aggregate import Params
 from clumpscout.model.aggregator import Aggregator
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import split_by_tool
 
 

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from clumpscout.model import em as em_mod
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
-from clumpscout.model.aggregate import Params
 from clumpscout.model.aggregator import aggregate
+from clumpscout.model.params import Params
 
 SIDE = 20.0
 

@@ -39,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "the experts' clicks -> a gold-standard marks table (objects a majority marked)",
     ),
     "aggregate": (
-        "clumpscout.model.aggregate",
+        "clumpscout.model.command",
         "consensus labels with p_fp: the generative model or the paper's (§4-5)",
     ),
     "subsample": ("clumpscout.data.subsample", "draw n classifications per subject (Z~_n)"),

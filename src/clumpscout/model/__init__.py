@@ -1,7 +1,7 @@
 """The consensus models (paper §3.4-5 and Appendix A; equation index: docs/model.md).
 
 =====================  ===========================================================
-``aggregate``          ``clumpscout aggregate``: the command line
+``command``            ``clumpscout aggregate``: the command line
 ``params``             the hyper-parameters ``Params`` and ``load_config``
 ``aggregator``         the estimator ``Aggregator``: cycles, retirement, output tables (§5)
 ``prepare``            the boxes table read, validated and indexed in canonical order

@@ -14,7 +14,7 @@ skills held fixed** (those known at that moment), then a retirement policy
   image_width, image_height; one coordinate-less row for a classification that marked
   nothing); ``skills``, the volunteers' current skills (:class:`LiveSkills`; volunteers it
   does not know get the population's prior); ``policy`` (:class:`Policy`); ``params``,
-  the ``aggregate:`` hyper-parameters (:class:`clumpscout.model.aggregate.Params`).
+  the ``aggregate:`` hyper-parameters (:class:`clumpscout.model.params.Params`).
 * output: a :class:`Decision`: ``retire`` (bool), the subject's current labels (p_fp,
   p_weak per label), and the numbers the policies read: classifications, empty ones,
   N_fp, N_fn, N_σ, the risk R and the expected number of objects that the

@@ -1,7 +1,7 @@
 """The aggregation's hyper-parameters (:class:`Params`, config.yaml's ``aggregate:`` section)
 and :func:`load_config`.
 
-They live apart from the command line (:mod:`clumpscout.model.aggregate`) so that the engine
+They live apart from the command line (:mod:`clumpscout.model.command`) so that the engine
 (:mod:`clumpscout.model.em`, :mod:`clumpscout.model.aggregator`) imports them without importing
 its own front end.
 """

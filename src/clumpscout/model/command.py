@@ -25,7 +25,7 @@ Two models share the working batches, the EM loop, risk and retirement:
 
 Python API (estimator style)::
 
-    from clumpscout.model.aggregate import Params
+    from clumpscout.model.params import Params
     from clumpscout.model.aggregator import Aggregator
     agg = Aggregator(Params(), seed=1).fit(boxes_df)
     agg.labels_, agg.subjects_, agg.volunteers_, agg.assignments_, agg.loglik_history_
