@@ -83,7 +83,7 @@ from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_
 from clumpscout.logs import timed
 from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
-from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
+from clumpscout.model.em import ENGINES, Batch, Clustering, Engine, make_engine
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import Prepared, prepare, split_by_tool
 from clumpscout.model.retirement import (
@@ -307,7 +307,7 @@ class Aggregator:
             result = _fit_per_tool(src.frame(), self.params, self.seed, path)
         else:
             result, markers = _fit(src, self.params, self.seed, path, markers=gold is not None)
-        if gold is not None or self.params.model == "generative":
+        if gold is not None or ENGINES[self.params.model].default_calibration:
             p = self.params
             settings = replace(
                 self.calibration, risk_weights=(p.alpha_fp, p.alpha_fn, p.alpha_sigma)
@@ -432,10 +432,11 @@ def _fit(
 
     labels = _final_labels(prog.label_parts)
     prog.label_parts = []
-    if isinstance(engine, _GenerativeEngine) and empty.any():
+    idx = np.flatnonzero(empty)
+    misses = engine.empty_subject_misses(idx, cache.counts) if len(idx) else None
+    if misses is not None:
         # nobody marked anything: the objects everyone missed are all that can be there
-        idx = np.flatnonzero(empty)
-        strong, weak = engine.empty_subject_misses(idx, cache.counts)
+        strong, weak = misses
         prog.numbers["n_fn"][idx] = strong
         prog.numbers["n_fn_weak"][idx] = weak
         prog.numbers["risk"][idx] = p.alpha_fn * strong
@@ -537,7 +538,7 @@ def _queue(prep: Prepared, p: Params, empty: np.ndarray, eligible: np.ndarray) -
 
 
 def _run_cycles(
-    engine: _Engine,
+    engine: Engine,
     prep: Prepared,
     p: Params,
     queue: np.ndarray,
@@ -590,7 +591,7 @@ def _run_cycles(
 
 
 def _record_cycle(
-    engine: _Engine,
+    engine: Engine,
     prep: Prepared,
     p: Params,
     b: Batch,
@@ -699,7 +700,7 @@ def _final_labels(label_parts: list[pd.DataFrame]) -> pd.DataFrame:
     return labels.sort_values(["subject_id", "clump"], kind="stable").reset_index(drop=True)
 
 
-def _volunteers_frame(engine: _Engine, prep: Prepared, cache: SkillCache) -> pd.DataFrame:
+def _volunteers_frame(engine: Engine, prep: Prepared, cache: SkillCache) -> pd.DataFrame:
     vt = engine.volunteer_table(cache.counts)
     return pd.DataFrame(
         {
@@ -746,7 +747,7 @@ def _subjects_frame(prep: Prepared, prog: _Progress) -> pd.DataFrame:
     )
 
 
-def _report(prep, p: Params, seed: int, engine: _Engine, prog: _Progress, labels) -> dict:
+def _report(prep, p: Params, seed: int, engine: Engine, prog: _Progress, labels) -> dict:
     """report.json without the health check and the total time."""
     status_counts = {
         str(k): int(v)
@@ -762,7 +763,7 @@ def _report(prep, p: Params, seed: int, engine: _Engine, prog: _Progress, labels
             "boxes_on_dummy": int((prog.box_assign == -1).sum()),
             "boxes_not_aggregated": int((prog.box_assign == -3).sum()),
             "cycles": prog.batch_reports,
-            "model": {"name": p.model, "em_stop": p.em_stop_rule, **engine.summary()},
+            "model": {"name": engine.name, "em_stop": engine.em_stop_rule, **engine.summary()},
         }
     )
     return report

@@ -126,13 +126,6 @@ class Params:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @property
-    def em_stop_rule(self) -> str:
-        """The effective EM stopping rule (``auto`` resolved by the model)."""
-        if self.em_stop != "auto":
-            return self.em_stop
-        return "paper_code" if self.model == "paper" else "converge"
-
 
 def load_config(path) -> tuple[Params, int | None]:
     """Params (and the master seed, if present) from a YAML file.
