@@ -1,9 +1,13 @@
 """The estimator: consensus labels from volunteers' boxes (paper §5, Fig. agg_algo).
 
-:class:`Aggregator` follows the scikit-learn / crowd-kit convention: hyper-parameters go to
-the constructor, :meth:`Aggregator.fit` takes the boxes table and returns the estimator
-with the fitted attributes ``labels_``, ``subjects_``, ``volunteers_``, ``assignments_``,
-``report_`` and ``loglik_history_``; :meth:`Aggregator.fit_predict` returns ``labels_``.
+The estimators follow the scikit-learn / crowd-kit convention, one class per model:
+:class:`GenerativeAggregator` (the default model) and :class:`PaperAggregator` (the
+paper's); :class:`Aggregator`, their base, runs the model that ``params.model`` (config
+``aggregate.model``) names. Hyper-parameters go to the constructor, :meth:`Aggregator.fit`
+takes the boxes table and returns the estimator with the fitted attributes ``labels_``,
+``probas_`` (p_fp per label), ``subjects_``, ``volunteers_``, ``assignments_``, ``report_``
+and ``loglik_history_``; :meth:`Aggregator.fit_predict` returns ``labels_``. A model is an
+engine of :mod:`clumpscout.model.em` (:data:`clumpscout.model.em.ENGINES`).
 
 What ``fit`` does:
 
@@ -71,6 +75,7 @@ import logging
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
@@ -83,7 +88,15 @@ from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_
 from clumpscout.logs import timed
 from clumpscout.model import health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
-from clumpscout.model.em import ENGINES, Batch, Clustering, Engine, make_engine
+from clumpscout.model.em import (
+    ENGINES,
+    Batch,
+    Clustering,
+    Engine,
+    GenerativeEngine,
+    PaperEngine,
+    make_engine,
+)
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import Prepared, prepare, split_by_tool
 from clumpscout.model.retirement import (
@@ -211,6 +224,9 @@ class Assignments:
 class Aggregator:
     """Consensus labels from volunteers' boxes, as an estimator (scikit-learn / crowd-kit style).
 
+    The model is the one ``params.model`` names; :class:`GenerativeAggregator` and
+    :class:`PaperAggregator` fix it.
+
     Parameters
     ----------
     params : Params, dict or None
@@ -228,6 +244,9 @@ class Aggregator:
     ------------------------------
     labels_, subjects_, volunteers_, assignments_ : pandas.DataFrame
         The output tables (:mod:`clumpscout.model.aggregator` describes their columns).
+    probas_ : pandas.Series
+        p_fp, the probability that a label is false, indexed by the label's subject_id (and
+        tool, per tool) and clump.
     report_ : dict
         The run report (report.json).
     loglik_history_ : list of float
@@ -262,7 +281,12 @@ class Aggregator:
     True
     >>> agg.fit_predict(boxes).equals(agg.labels_)
     True
+    >>> agg.probas_.index.names
+    FrozenList(['subject_id', 'clump'])
     """
+
+    #: the engine of the estimator's model (None: the one ``params.model`` names)
+    engine: ClassVar[type[Engine] | None] = None
 
     def __init__(
         self,
@@ -274,6 +298,8 @@ class Aggregator:
     ):
         if isinstance(params, dict) or params is None:
             params = Params.from_dict(params)
+        if self.engine is not None and params.model != self.engine.name:
+            params = replace(params, model=self.engine.name)
         self.params = params
         self.seed = int(seed)
         if per_tool is None:  # the setting, once Params carries aggregate.per_tool
@@ -283,7 +309,7 @@ class Aggregator:
             calibration = CalibrationSettings(**{"seed": self.seed, **(calibration or {})})
         self.calibration = calibration
 
-    def fit(self, boxes, path=None, gold: Gold | None = None) -> Aggregator:
+    def fit(self, boxes, gold: Gold | None = None, *, path=None) -> Aggregator:
         """Aggregate the boxes table; ``path`` (the table's file) only names it in errors.
 
         ``boxes``: a DataFrame, or the path of a Parquet file, which is then read and written
@@ -315,6 +341,8 @@ class Aggregator:
             result = _calibrated(result, gold, settings, markers)
         self.result_ = result
         self.labels_ = result.labels
+        keys = [c for c in ("subject_id", "tool", "clump") if c in result.labels.columns]
+        self.probas_ = result.labels.set_index(keys)["p_fp"]
         self.subjects_ = result.subjects
         self.volunteers_ = result.volunteers
         self.report_ = result.report
@@ -328,13 +356,38 @@ class Aggregator:
         """The assignments table (built from the input on first use)."""
         return self.result_.assignments
 
-    def fit_predict(self, boxes: pd.DataFrame, path=None) -> pd.DataFrame:
+    def fit_predict(self, boxes, gold: Gold | None = None, *, path=None) -> pd.DataFrame:
         """:meth:`fit`, then the labels table ``labels_``."""
-        return self.fit(boxes, path=path).labels_
+        return self.fit(boxes, gold, path=path).labels_
 
     def write(self, out_dir) -> None:
         """Write the fitted tables and report (:meth:`AggregationResult.write`)."""
         self.result_.write(out_dir)
+
+
+class GenerativeAggregator(Aggregator):
+    """The generative model (``model: generative``, the default;
+    docs/decisions.md#generative-model): false boxes are a Poisson count per classification
+    thrown over the whole image and true boxes scatter around their object, so boxes of
+    independent volunteers that coincide are strong evidence; the population's parameters
+    are learned from the data (empirical Bayes). Its p_fp is mapped to what the project
+    counts: with the gold standard given to :meth:`fit`, else the default map
+    (docs/decisions.md#no-gold-default).
+
+    Parameters and attributes: :class:`Aggregator` (``params.model`` is ignored)."""
+
+    engine = GenerativeEngine
+
+
+class PaperAggregator(Aggregator):
+    """The paper's model as published (``model: paper``; eq. anno_model, joint_model), kept
+    for the reproduction, with the authors' EM stopping rule by default
+    (docs/decisions.md#paper-model). Its p_fp is the model's own unless a gold standard is
+    given to :meth:`fit`.
+
+    Parameters and attributes: :class:`Aggregator` (``params.model`` is ignored)."""
+
+    engine = PaperEngine
 
 
 def aggregate(

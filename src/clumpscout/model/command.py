@@ -1,34 +1,18 @@
 """``clumpscout aggregate``: consensus labels from volunteers' boxes (paper §4-5, Appendix A).
 
-This module is the command line; the hyper-parameters (:class:`Params`, config.yaml's
-``aggregate:`` section) and :func:`load_config` live in :mod:`clumpscout.model.params` (and are
-re-exported here); the work is done by
-
-* :mod:`clumpscout.model.prepare`: reading, validating and indexing the boxes table;
-* :mod:`clumpscout.model.em`: the EM over working batches, with both models' engines;
-* :mod:`clumpscout.model.aggregator`: the estimator :class:`~clumpscout.model.aggregator.Aggregator`
-  (cycles, retirement, output tables; its docstring describes the outputs).
-
-Two models share the working batches, the EM loop, risk and retirement:
-
-* ``model: generative`` (default): a well-posed generative likelihood
-  (:mod:`clumpscout.model.generative`; docs/decisions.md#generative-model): false boxes are a
-  Poisson count per classification thrown over the whole image, true boxes scatter around
-  their object with a 2-D density, so that boxes of independent volunteers coinciding are
-  strong evidence; population parameters are learned from the data (empirical Bayes).
-* ``model: paper``: the paper's equations as published (eq. anno_model, eq. joint_model),
-  kept for the reproduction, with the authors' effective EM stopping rule by default
-  (``em_stop: paper_code``; docs/decisions.md#paper-model explains why this likelihood runs
-  away to "every box is false" with a converged EM on noisy data).
-
-``docs/model.md`` indexes where each equation of both models is implemented.
+The command line of :mod:`clumpscout.model.aggregator`, whose estimators do the work:
+:class:`~clumpscout.model.aggregator.GenerativeAggregator` (the default model) or
+:class:`~clumpscout.model.aggregator.PaperAggregator` (the paper's, kept for the
+reproduction), as config ``aggregate.model`` says; the hyper-parameters are
+:class:`clumpscout.model.params.Params` (config.yaml's ``aggregate:`` section). The
+estimators' docstrings describe the models and the outputs; ``docs/model.md`` indexes where
+each equation of both models is implemented.
 
 Python API (estimator style)::
 
-    from clumpscout.model.params import Params
-    from clumpscout.model.aggregator import Aggregator
-    agg = Aggregator(Params(), seed=1).fit(boxes_df)
-    agg.labels_, agg.subjects_, agg.volunteers_, agg.assignments_, agg.loglik_history_
+    from clumpscout.model.aggregator import GenerativeAggregator
+    agg = GenerativeAggregator(seed=1).fit(boxes_df)  # or PaperAggregator(Params(...), seed)
+    agg.labels_, agg.probas_, agg.subjects_, agg.volunteers_, agg.assignments_
     agg.write("out/")
 
 Command line::
@@ -47,7 +31,7 @@ import argparse
 from clumpscout.logs import timed
 from clumpscout.model.params import Params, load_calibration, load_config
 
-__all__ = ["Params", "load_config", "add_arguments", "run"]
+__all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
