@@ -39,6 +39,27 @@ def test_sections_are_replaced_in_place_and_others_kept(tmp_path):
     assert "body two" in text and "Written by `run two` on 2026-01-02" in text
     # section one stays where it was: before section two
     assert text.index("<!-- begin one -->") < text.index("<!-- begin two -->")
+    # each section carries an anchor of its name, for links into docs/benchmarks.md#one
+    assert text.count('<a id="one"></a>') == 1 and text.count('<a id="two"></a>') == 1
+    assert text.index('<a id="one"></a>') < text.index("## First")
+
+
+def test_tests_never_write_the_repository_docs(_benchmarks_md):
+    """The suite points write_section at a file of its own (tests/conftest.py)."""
+    path = dt.write_section("probe", "Probe", "body", command="probe", date="2026-01-01")
+    assert path == _benchmarks_md and path != dt.DOCS
+    assert "<!-- begin probe -->" in path.read_text()
+
+
+def test_pending_section_names_the_command_and_holds_no_number(tmp_path, monkeypatch):
+    path = tmp_path / "b.md"
+    monkeypatch.setenv("CLUMPSCOUT_BENCHMARKS_MD", str(path))
+    cmd = ".venv/bin/python benchmarks/bench_scale.py --out /tmp/s"
+    assert dt.main(["pending", "scale", "Paper scale", cmd]) == 0
+    text = path.read_text()
+    body = text.split("## Paper scale", 1)[1].split("<!-- end scale -->")[0]
+    assert f"Not measured yet by this script: run `{cmd}`." in body
+    assert "load average" in body
 
 
 def test_command_line_is_relative_to_the_repository():
