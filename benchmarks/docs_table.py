@@ -5,7 +5,7 @@ the script calls :func:`write_section` with its tables in Markdown, and the sect
 the command that was run, the date and the machine. A section is delimited by two HTML
 comments (``<!-- begin NAME -->`` ... ``<!-- end NAME -->``); writing it again replaces it in
 place and leaves every other section as it was, so each benchmark refreshes only its own.
-Each section starts with an anchor of its name (``docs/benchmarks.md#NAME``), which the README
+Each section starts with an anchor of its name (``docs/benchmarks.md#<name>``), which the README
 and the other docs link to.
 
     from docs_table import markdown_table, write_section   # scripts run from benchmarks/

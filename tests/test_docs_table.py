@@ -39,7 +39,7 @@ def test_sections_are_replaced_in_place_and_others_kept(tmp_path):
     assert "body two" in text and "Written by `run two` on 2026-01-02" in text
     # section one stays where it was: before section two
     assert text.index("<!-- begin one -->") < text.index("<!-- begin two -->")
-    # each section carries an anchor of its name, for links into docs/benchmarks.md#one
+    # each section carries an anchor of its name, for links to it from the other docs
     assert text.count('<a id="one"></a>') == 1 and text.count('<a id="two"></a>') == 1
     assert text.index('<a id="one"></a>') < text.index("## First")
 
