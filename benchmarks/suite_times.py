@@ -32,7 +32,9 @@ LANES = {"fast": ["-m", "not slow"], "full": []}
 
 
 def minutes(seconds: float) -> str:
-    return f"{int(seconds // 60)}:{seconds % 60:04.1f}"
+    """m:ss.s, rounded to a tenth of a second first (59.96 s is 1:00.0)."""
+    m, s = divmod(round(seconds, 1), 60)
+    return f"{int(m)}:{s:04.1f}"
 
 
 def summary_line(output: str) -> str:
