@@ -89,7 +89,7 @@ def docs_markdown(df: pd.DataFrame, args, seconds: float) -> str:
     }
     cols = ["precision", "recall", "f1", "ece", "count_mae", "max_p_fp"]
     mean = df.groupby("view", sort=False)[cols].mean()
-    mean.index = [names.get(v, v) for v in mean.index]
+    mean.index = pd.Index([names.get(v, v) for v in mean.index], name="p_fp")
     mean = mean.rename(columns={"f1": "F1", "ece": "ECE", "count_mae": "count MAE",
                                 "max_p_fp": "highest p_fp"})  # fmt: skip
     gold = df.loc[df["view"] == "gold"]
