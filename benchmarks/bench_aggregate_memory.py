@@ -164,7 +164,7 @@ def main(argv=None) -> int:
             f"{r.get('s_per_cycle', float('nan')):.3f} | {per_row:.0f} |"
         )
     print("\n" + "\n".join(lines))
-    from docs_table import write_section
+    from docs_table import publish
 
     body = (
         f"k independent copies of `{a.boxes}` (`_replicate.py`: subjects, classifications and "
@@ -174,9 +174,13 @@ def main(argv=None) -> int:
         "times that. Peak RSS does not depend on the machine's load; the wall times do.\n\n"
         + "\n".join(lines)
     )
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    title = "Aggregation memory and time on k copies of a project"
-    print(f"docs: {write_section('aggregate-memory', title, body, command=cmd)}")
+    publish(
+        "aggregate-memory",
+        "Aggregation memory and time on k copies of a project",
+        body,
+        __file__,
+        argv,
+    )
     if a.clean:
         for k in a.ks:
             shutil.rmtree(work / f"x{k}", ignore_errors=True)

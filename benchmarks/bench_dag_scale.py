@@ -107,7 +107,7 @@ def main() -> None:
     print("\nsubjects  wall_s  s_per_1k_subjects  peak_rule_rss_MB")
     for n, wall, peak in summary:
         print(f"{n:>8,} {wall:>7,.0f} {1000 * wall / n:>18.2f} {peak:>17,.0f}")
-    from docs_table import write_section
+    from docs_table import publish
 
     body = "\n".join(
         [
@@ -119,8 +119,7 @@ def main() -> None:
             *(f"| {n:,} | {w:,.0f} | {1000 * w / n:.2f} | {pk:,.0f} |" for n, w, pk in summary),
         ]
     )
-    title = "The whole DAG at several sizes"
-    print(f"docs: {write_section('dag-scale', title, body, command=[__file__, *sys.argv[1:]])}")
+    publish("dag-scale", "The whole DAG at several sizes", body, __file__, None)
 
 
 if __name__ == "__main__":

@@ -497,11 +497,10 @@ def main(argv: list[str] | None = None) -> int:
         json.dumps({"meta": meta, "dags": dags, "copies": rows}, indent=2, default=str)
     )
     print(text)
-    from docs_table import write_section
+    from docs_table import publish
 
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
     title = "The paper-scale DAG, and extract and aggregation on k copies"
-    print(f"docs: {write_section('paper-scale', title, text, command=cmd)}")
+    publish("paper-scale", title, text, __file__, argv)
     return 0
 
 

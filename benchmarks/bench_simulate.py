@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 from bench_scale import run_measured
-from docs_table import markdown_table, write_section
+from docs_table import markdown_table, publish
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -105,9 +105,7 @@ def main(argv=None) -> int:
             f"The whole run took {time.perf_counter() - t0:,.0f} s (wall).",
         ]
     )
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    title = "The simulator at k times the paper's size"
-    print(f"docs: {write_section('simulate-scale', title, body, command=cmd)}")
+    publish("simulate-scale", "The simulator at k times the paper's size", body, __file__, argv)
     return 0
 
 

@@ -10,6 +10,7 @@ and the other docs link to.
 
     from docs_table import markdown_table, write_section   # scripts run from benchmarks/
     write_section("regimes", "The regime grid", markdown_table(df), command=sys.argv)
+    publish("regimes", "The regime grid", markdown_table(df), __file__, argv)  # from main(argv)
 
 A benchmark too long to run yet gets a section that says so, with the command to run:
 
@@ -143,6 +144,17 @@ def write_section(
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
     tmp.write_text(new, encoding="utf-8")
     os.replace(tmp, path)
+    return path
+
+
+def publish(name: str, title: str, body: str, script: str, argv: Sequence[str] | None) -> Path:
+    """:func:`write_section` for a benchmark's ``main(argv)``: the command is ``script`` with
+    ``argv`` (the command line's arguments when None, as when run as a script); prints where
+    the section went."""
+    path = write_section(
+        name, title, body, command=[script, *(sys.argv[1:] if argv is None else argv)]
+    )
+    print(f"docs: section {name} of {path}")
     return path
 
 

@@ -156,12 +156,11 @@ def main(argv=None) -> int:
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"paper (all clumps): purity ≈ {PAPER['purity']}, completeness ≈ {PAPER['completeness']}")
     print(f"calibration: {cal.get('seconds')} s, held out: {cal.get('held_out')}")
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(df, args, cal, time.perf_counter() - t_start)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
     title = "The paper's expert comparison at the paper's size"
-    print(f"docs: {write_section('expert-comparison', title, body, command=cmd)}")
+    publish("expert-comparison", title, body, __file__, argv)
     return 0
 
 

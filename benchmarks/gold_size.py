@@ -193,11 +193,10 @@ def main(argv=None) -> int:
     mean.to_csv(out / "gold_size_mean.csv", index=False)
     plot(mean, out / "gold_size.png")
     print(mean.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    print(f"docs: {write_section('gold-size', 'How much gold is enough', body, command=cmd)}")
+    publish("gold-size", "How much gold is enough", body, __file__, argv)
     return 0
 
 

@@ -152,12 +152,10 @@ def main(argv=None) -> int:
     df = pd.DataFrame(rows)
     df.to_csv(out / "no_gold_default.csv", index=False)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    title = "The default map without a gold standard"
-    print(f"docs: {write_section('no-gold-default', title, body, command=cmd)}")
+    publish("no-gold-default", "The default map without a gold standard", body, __file__, argv)
     return 0
 
 

@@ -158,12 +158,10 @@ def main(argv=None) -> int:
     mean = df.groupby("view")[["precision", "recall", "f1", "ece", "count_mae"]].mean()
     print("\nmean over seeds:\n" + mean.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"the authors' full model: F1 {AUTHORS_F1}")
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    title = "Real boxes with experts: the pedestrians"
-    print(f"docs: {write_section('pedestrians', title, body, command=cmd)}")
+    publish("pedestrians", "Real boxes with experts: the pedestrians", body, __file__, argv)
     return 0 if np.isfinite(df["f1"]).all() else 1
 
 

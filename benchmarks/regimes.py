@@ -1135,11 +1135,10 @@ def main(argv=None) -> int:
         print(f"\n== regimes_gold_draws_summary.csv ({args.gold_draws} more gold draws)")
         print(_fmt(draws_summary))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(tables, acceptance, draws_summary, report)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
-    print(f"docs: {write_section('regimes', 'The regime grid', body, command=cmd)}")
+    publish("regimes", "The regime grid", body, __file__, argv)
     return 0
 
 

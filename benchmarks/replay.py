@@ -306,16 +306,15 @@ def main(argv=None) -> int:
     if not args.keep_work:
         shutil.rmtree(work, ignore_errors=True)
     log.info("replay benchmark done in %.1f s: %s", time.perf_counter() - t0, out / "replay.csv")
-    from docs_table import write_section
+    from docs_table import publish
 
     body = docs_markdown(table, reports, args, time.perf_counter() - t0)
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
     name, title = (
         ("replay-speed", "The replay at the paper's size")
         if args.speed
         else ("replay", "Early retirement replayed in arrival order")
     )
-    print(f"docs: {write_section(name, title, body, command=cmd)}")
+    publish(name, title, body, __file__, argv)
     return 0
 
 

@@ -240,13 +240,10 @@ def main(argv=None) -> int:
                 print(f"    warning: {w}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
-    from docs_table import write_section
+    from docs_table import publish
 
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
     title = "Scale invariance: k copies of a project"
-    print(
-        f"docs: {write_section('scale-invariance', title, docs_markdown(rows, args), command=cmd)}"
-    )
+    publish("scale-invariance", title, docs_markdown(rows, args), __file__, argv)
     return 0
 
 

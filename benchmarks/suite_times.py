@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 import pandas as pd
-from docs_table import markdown_table, write_section
+from docs_table import markdown_table, publish
 
 REPO = Path(__file__).resolve().parents[1]
 #: the README's test command, and the marker expression of each lane
@@ -85,9 +85,8 @@ def main(argv=None) -> int:
     ]
     if setup is not None:
         parts.append(f"`bash setup.sh --only` in the clone took {minutes(setup)}.")
-    cmd = [__file__, *(sys.argv[1:] if argv is None else argv)]
     body = "\n\n".join(parts)
-    print(f"docs: {write_section('test-suite', 'The test suite', body, command=cmd)}")
+    publish("test-suite", "The test suite", body, __file__, argv)
     return 0 if all(r["exit code"] == 0 for r in rows) else 1
 
 

@@ -51,6 +51,17 @@ def test_tests_never_write_the_repository_docs(_benchmarks_md):
     assert "<!-- begin probe -->" in path.read_text()
 
 
+def test_publish_names_the_script_and_its_arguments(tmp_path, monkeypatch):
+    """A benchmark's main(argv) called from Python: its own arguments, not the caller's."""
+    path = tmp_path / "b.md"
+    monkeypatch.setenv("CLUMPSCOUT_BENCHMARKS_MD", str(path))
+    script = str(REPO / "benchmarks" / "gold_size.py")
+    assert dt.publish("gold-size", "Gold", "body", script, ["--subjects", "60"]) == path
+    assert "Written by `.venv/bin/python benchmarks/gold_size.py --subjects 60` on " in (
+        path.read_text()
+    )
+
+
 def test_pending_section_names_the_command_and_holds_no_number(tmp_path, monkeypatch):
     path = tmp_path / "b.md"
     monkeypatch.setenv("CLUMPSCOUT_BENCHMARKS_MD", str(path))
