@@ -107,6 +107,19 @@ def main() -> None:
     print("\nsubjects  wall_s  s_per_1k_subjects  peak_rule_rss_MB")
     for n, wall, peak in summary:
         print(f"{n:>8,} {wall:>7,.0f} {1000 * wall / n:>18.2f} {peak:>17,.0f}")
+    from docs_table import publish
+
+    body = "\n".join(
+        [
+            f"The whole workflow in a fresh copy per size, `--cores {args.cores}`; peak RSS: "
+            "the largest of the rules' benchmark files.",
+            "",
+            "| subjects | wall (s) | s per 1,000 subjects | largest rule's peak RSS (MB) |",
+            "|---:|---:|---:|---:|",
+            *(f"| {n:,} | {w:,.0f} | {1000 * w / n:.2f} | {pk:,.0f} |" for n, w, pk in summary),
+        ]
+    )
+    publish("dag-scale", "The whole DAG at several sizes", body, __file__, None)
 
 
 if __name__ == "__main__":

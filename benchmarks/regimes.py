@@ -930,6 +930,140 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
 
 
+def _ratio(a, b) -> str:
+    return "" if pd.isna(a) or pd.isna(b) else f"{a:.0f} / {b:.0f}"
+
+
+def docs_markdown(tables: dict, acceptance: pd.DataFrame, draws_summary, report: dict) -> str:
+    """The section of docs/benchmarks.md: the grid, its acceptance checks, the gold draws
+    and the time per regime (every number from this run's tables)."""
+    from docs_table import markdown_table
+
+    main = tables["clumps"]
+    experts = tables["experts"].set_index(["regime", "method"])["ece"]
+    grid = pd.DataFrame(
+        {
+            "regime": main["regime"],
+            "method": main["method"],
+            "P*": main["purity"],
+            "C*": main["completeness"],
+            "ECE": main["ece"],
+            "P (p_fp < 0.5)": main["purity_05"],
+            "C (p_fp < 0.5)": main["completeness_05"],
+            "count MAE": main["count_mae"],
+            "Σ N_fp / false": [
+                _ratio(a, b) for a, b in zip(main["sum_n_fp"], main["realised_fp"], strict=True)
+            ],
+            "Σ N_fn / missed": [
+                _ratio(a, b) for a, b in zip(main["sum_n_fn"], main["realised_fn"], strict=True)
+            ],
+            "ECE vs experts": [
+                experts.get((r, m)) for r, m in zip(main["regime"], main["method"], strict=True)
+            ],
+        }
+    )
+    acc = acceptance.loc[acceptance["method"] == "generative"]
+    checks = [c for c in acc.columns if c.startswith("ok_") and c != "ok_all"]
+    accept = pd.DataFrame(
+        {
+            "regime": acc["regime"],
+            "truth": acc["truth"],
+            "ECE": acc["ece"],
+            "ECE (one-to-one)": acc["ece_matched"],
+            "P − best baseline": acc["purity_05_margin"],
+            "C − best baseline": acc["completeness_05_margin"],
+            "curve margin": acc["curve_margin"],
+            "count MAE": acc["count_mae"],
+            "best baseline's": acc["count_mae_best_baseline"],
+            "Σ N_fp / false": acc["n_fp_ratio"],
+            "Σ N_fn / missed": acc["n_fn_ratio"],
+            "checks passed": [
+                f"{int(r[checks].sum())} of {len(checks)}" for _, r in acc.iterrows()
+            ],
+        }
+    )
+    per = report["per_regime"]
+    gold = {k: v["gold"] for k, v in per.items()}
+    n_gold = sorted({int(g.get("subjects", 0)) for g in gold.values()})
+    parts = [
+        f"{report['subjects']:,} simulated subjects per regime, n = {report['n']}. The simulated "
+        "experts mark every subject; their marks on a random share of the subjects are the gold "
+        f"standard ({', '.join(f'{g:,}' for g in n_gold)} subjects: the default model's p_fp is "
+        "calibrated on them, the baselines' `min_volunteers` / `min_samples` tuned on them), "
+        "and every number is scored on the other subjects against what the project counts (the "
+        "true clumps; every object in `counting`). P* / C*: purity / completeness at the p_fp "
+        "threshold maximising √(P² + C²) (the baselines: their own settings); P / C at "
+        "p_fp < 0.5; ECE of p_fp; count MAE per subject of the labels with p_fp < 0.5; "
+        "Σ N_fp / false and Σ N_fn / missed: the expected against the realised false labels "
+        "and misses; ECE vs experts: against the experts' marks of the held-out subjects. "
+        "`generative` is calibrated on the gold standard, `generative_no_gold` is the same fit "
+        "with the default map (docs/decisions.md#no-gold-default), `generative_p_empty` the "
+        "model's own p_fp. The columns of every CSV are described in the script's docstring.",
+        markdown_table(grid),
+        "### Acceptance checks of the calibrated model (`regimes_acceptance.csv`)",
+        "The default model calibrated on the gold standard against the best gold-tuned baseline "
+        "at p_fp < 0.5. ECE counts a label true when its box holds an object; ECE (one-to-one) "
+        "when it is matched one-to-one to an object (docs/decisions.md#gold-match). Curve "
+        "margin: the model's best completeness at a threshold with at least the baseline's "
+        "purity, minus the baseline's completeness (≥ 0: the model's purity–completeness curve "
+        "passes the baselines' operating points). Σ N_fp / false and Σ N_fn / missed as ratios. "
+        f"Checks: {', '.join(c[3:] for c in checks)} (the script's docstring).",
+        markdown_table(accept),
+    ]
+    if draws_summary is not None and len(draws_summary):
+        d = draws_summary
+        k = int(d["draws"].max())
+        spread = pd.DataFrame(
+            {
+                "regime": d["regime"],
+                "truth": d["truth"],
+                "ECE, main draw": d["ece_main_draw"],
+                "ECE median": d["ece_median"],
+                "10 %": d["ece_p10"],
+                "90 %": d["ece_p90"],
+                "draws with ECE ≤ 0.05": d["share_ece_le_005"].map("{:.0%}".format),
+                "ECE one-to-one, median": d["ece_matched_median"],
+                "draws ≤ 0.05 (one-to-one)": d["share_ece_matched_le_005"].map("{:.0%}".format),
+                "P and C ≥ best baseline − 0.01": d["share_purity_completeness_05"].map(
+                    "{:.0%}".format
+                ),
+                "curve margin ≥ −0.01": d["share_curve"].map("{:.0%}".format),
+                "lowest curve margin": d["curve_margin_min"],
+                "count MAE ≤ best baseline": d["share_count_mae"].map("{:.0%}".format),
+                "count MAE median": d["count_mae_median"],
+                "best baseline's median": d["count_mae_best_baseline_median"],
+            }
+        )
+        parts += [
+            f"### Over {k} gold standards (`regimes_gold_draws_summary.csv`)",
+            "One gold standard is one draw: the same fit is calibrated again on further random "
+            "gold standards of the same size (the baselines tuned again on each), each scored on "
+            "its own held-out subjects; draw 0 is the main draw above. The regimes share their "
+            "subject ids and seeds, so every draw picks the same subjects in every regime.",
+            markdown_table(spread),
+        ]
+    timing = pd.DataFrame(
+        [
+            {
+                "regime": name,
+                "subjects scored": v.get("subjects_scored"),
+                "seconds": v["seconds"].get("total"),
+                "of which aggregation (both models)": sum(
+                    t for st, t in v["seconds"].items() if st.startswith("aggregate")
+                ),
+                "gold draws": sum(t for st, t in v["seconds"].items() if "gold draws" in st),
+            }
+            for name, v in per.items()
+        ]
+    )
+    parts += [
+        "### Time",
+        f"The whole grid took {report['seconds_total']:,.0f} s (wall).",
+        markdown_table(timing, floatfmt="{:.0f}"),
+    ]
+    return "\n\n".join(parts)
+
+
 def main(argv=None) -> int:
     from clumpscout.logs import setup_logging
 
@@ -1001,6 +1135,10 @@ def main(argv=None) -> int:
         print(f"\n== regimes_gold_draws_summary.csv ({args.gold_draws} more gold draws)")
         print(_fmt(draws_summary))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
+    from docs_table import publish
+
+    body = docs_markdown(tables, acceptance, draws_summary, report)
+    publish("regimes", "The regime grid", body, __file__, argv)
     return 0
 
 

@@ -222,12 +222,18 @@ def test_truth_gold_marks_every_counted_object_and_the_empty_subjects():
 
 
 @pytest.mark.slow  # ~4 s with numba's cache warm, ~30 s cold
-def test_benchmark_smoke(tmp_path):
-    """The benchmark's main on a tiny universe: one regime, every method, the three tables."""
+def test_benchmark_smoke(tmp_path, monkeypatch, _benchmarks_md):
+    """The benchmark's main on a tiny universe: one regime, every method, the three tables,
+    and its section of the docs (here the suite's own file, tests/conftest.py)."""
     mod = _regimes_module()
     out = tmp_path / "out"
     argv = ["--subjects", "40", "--out", str(out), "--regimes", "paper", "--gold-draws", "2"]
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # docs_table, as run as a script
     assert mod.main(argv) == 0
+    section = _benchmarks_md.read_text().split("<!-- begin regimes -->")[1]
+    assert "benchmarks/regimes.py --subjects 40" in section.split("\n\n")[2]
+    # a row per method, per truth of the acceptance checks, per truth of the draws, the time
+    assert section.count("| paper | ") == len(mod.METHODS) + len(mod.TRUTHS) + 2 + 1
     for truth_file in ("regimes.csv", "regimes_any_object.csv", "regimes_experts.csv"):
         t = pd.read_csv(out / truth_file)
         assert t.columns.tolist() == mod.COLUMNS
@@ -294,8 +300,9 @@ def test_gold_draws_summary_by_hand():
 
 
 @pytest.mark.slow
-def test_gold_size_smoke(tmp_path):
-    """benchmarks/gold_size.py on a tiny counting universe: a row per size and the no-gold row."""
+def test_gold_size_smoke(tmp_path, _benchmarks_md):
+    """benchmarks/gold_size.py on a tiny counting universe: a row per size and the no-gold row,
+    and its section of the docs: a column per size."""
     spec = importlib.util.spec_from_file_location("gold_size", REPO / "benchmarks" / "gold_size.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -307,3 +314,5 @@ def test_gold_size_smoke(tmp_path):
     assert t["gold_subjects"].tolist() == [0, 12, 24]
     assert t["ece"].between(0, 1).all() and t["count_mae"].ge(0).all()
     assert (out / "gold_size.png").stat().st_size > 0
+    section = _benchmarks_md.read_text().split("<!-- begin gold-size -->")[1]
+    assert "| regime | no gold | 12 gold | 24 gold |" in section

@@ -1,4 +1,4 @@
-"""The Zooniverse export reader (clumpscout.data.zooniverse; columns: README.md#clicks).
+"""The Zooniverse export reader (clumpscout.data.zooniverse; columns: docs/tables.md#clicks).
 
 Synthetic exports are built in code (columns and JSON as in a real export); the real Penguin Watch
 export in ../shared is compared with panoptes-aggregation 3.4.5's point extractor output.

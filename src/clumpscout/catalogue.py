@@ -7,7 +7,7 @@ From the default model's output at the largest n (docs/decisions.md#project-repo
 * ``images.csv``: per image the expected count and its range, the classifications used
   and whether it retired.
 
-Columns: README.md#catalogue. When the labels carry a gold-standard calibration
+Columns: docs/tables.md#catalogue. When the labels carry a gold-standard calibration
 (``p_empty``) and the subjects their own range (``count_low``, ``count_high``), those are
 used; else the range is computed from the labels (:func:`count_table`).
 """

@@ -114,7 +114,7 @@ __all__ = [
 SHAPE_EXTENTS = ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
-#: boxes.parquet columns (README.md#boxes) then pass-through extras
+#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
 BOX_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -458,7 +458,7 @@ def _box_table(
     outside: np.ndarray,
     no_flag: np.ndarray,
 ) -> pd.DataFrame:
-    """The boxes table (README.md#boxes), sorted by subject and classification;
+    """The boxes table (docs/tables.md#boxes), sorted by subject and classification;
     ``outside_image`` NA where ``no_flag`` (no mark, or the image size unknown)."""
     x1, y1, x2, y2 = corners
     w, h = size

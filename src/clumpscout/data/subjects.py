@@ -1,4 +1,4 @@
-"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: README.md#subject-geometry).
+"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/tables.md#subject-geometry).
 
 For each galaxy of a catalogue (paper §2.2, decisions.md#cutout-side, #psf-fwhm):
 
@@ -329,11 +329,11 @@ def build_subjects(
     psfield: str | Path | None = None,
     clicks: str | Path | None = None,
 ) -> pd.DataFrame:
-    """The subjects table (README.md#subject-geometry): cutout geometry, PSF and box side per subject.
+    """The subjects table (docs/tables.md#subject-geometry): cutout geometry, PSF and box side per subject.
 
     ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``
     (pixels, or "auto": NaN and ``psf_source`` auto, measured by ``clumpscout boxes``).
-    ``clicks`` (a flattened clicks table, README.md#clicks) instead of a subject
+    ``clicks`` (a flattened clicks table, docs/tables.md#clicks) instead of a subject
     export: one row per subject of the table, with the image size the table gives
     (``image_size_source`` clicks) or ``image_size``.
     ``psfield`` (or ``cfg["psfield"]``): the psField/photoField file used for every galaxy

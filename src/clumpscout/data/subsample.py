@@ -132,7 +132,7 @@ def draw_subsample(
 
     Parameters
     ----------
-    boxes_df : the boxes table (README.md#boxes), a DataFrame or a pyarrow Table (the
+    boxes_df : the boxes table (docs/tables.md#boxes), a DataFrame or a pyarrow Table (the
         result is of the same kind; the workflow filters the Table read from Parquet,
         which is faster and gives the same file); only ``classification_id`` and
         ``subject_id`` are used, every column is passed through.

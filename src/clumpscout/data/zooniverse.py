@@ -1,4 +1,4 @@
-"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: README.md#clicks).
+"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: docs/tables.md#clicks).
 
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
@@ -224,7 +224,7 @@ LIGHT_COLUMNS = (
 JSON_COLUMNS = ("annotations", "metadata")
 OPTIONAL_JSON_COLUMNS = ("subject_data",)
 
-#: clicks.parquet columns (README.md#clicks) followed by the extra columns this reader adds
+#: clicks.parquet columns (docs/tables.md#clicks) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -268,7 +268,7 @@ def extract_clicks(
     limits: Mapping[str, Any] | None = None,
     workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
-    """Read a Zooniverse classification export into the tidy clicks table (README.md#clicks).
+    """Read a Zooniverse classification export into the tidy clicks table (docs/tables.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. ``workers``:

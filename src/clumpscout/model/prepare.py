@@ -56,7 +56,7 @@ class Prepared:
     """The input in canonical order, as compact integer codes and the boxes' coordinates.
 
     Per-box arrays use the smallest integer type that holds their values (int32 below 2³¹
-    rows): a project's memory is mostly these arrays (about 50 bytes per box row, README).
+    rows): a project's memory is mostly these arrays (about 50 bytes per box row; docs/benchmarks.md#aggregate-memory).
     :meth:`normalised` gives a batch's coordinates normalised by the image size, exactly as
     the EM uses them.
     """
