@@ -416,6 +416,67 @@ def build_gold(
     return gold_from_expert_clicks(expert_clicks, box_sides(boxes), min_fraction)
 
 
+# ------------------------------------------- the gold options of commands that take --gold
+def _frame_options() -> dict:
+    """``--gold-<key>`` per key of the config schema's ``gold.frame``: (dest, spec)."""
+    from clumpscout import config
+
+    props = config.schema()["properties"]["gold"]["properties"]["frame"]["properties"]
+    return {f"--gold-{k.replace('_', '-')}": (k, spec) for k, spec in props.items()}
+
+
+def add_gold_options(parser) -> None:
+    """How a ``--gold`` table is read and checked (docs/decisions.md#gold-checks):
+    ``--gold-on-implausible`` and one option per key of the config's ``gold.frame``
+    (``--gold-swap-xy``, ``--gold-flip-y H``, ``--gold-scale S``, ...), all built from the
+    config schema. Unset, the ``--config`` file's ``gold:`` section applies, else the
+    schema's defaults."""
+    from clumpscout import config
+
+    parser.add_argument(
+        "--gold-on-implausible",
+        choices=config.choices("gold")["on_implausible"],
+        default=None,
+        help="a gold standard that does not agree with the volunteers: stop (exit 2, the "
+        "default) or warn and go on (config gold.on_implausible)",
+    )
+    for flag, (key, spec) in _frame_options().items():
+        what = f"the experts' frame (config gold.frame.{key}): {spec.get('description', '')}"
+        if spec.get("type") == "boolean":
+            parser.add_argument(flag, action="store_true", default=None, help=what)
+        else:
+            parser.add_argument(flag, type=float, default=None, metavar="X", help=what)
+
+
+def gold_settings(cfg: dict | None) -> dict:
+    """``frame`` and ``on_implausible`` of a config's ``gold:`` section (a config mapping,
+    or None: the schema's defaults)."""
+    from clumpscout import config
+
+    gold = dict(config.defaults("gold"))
+    if cfg:
+        section = cfg.get("gold")
+        if isinstance(section, dict):
+            gold.update({k: v for k, v in section.items() if k in ("frame", "on_implausible")})
+    return {"frame": dict(gold["frame"]), "on_implausible": gold["on_implausible"]}
+
+
+def read_gold_option(args, cfg: dict | None = None) -> Gold | None:
+    """The ``--gold`` table (None without one) in its frame, with what to do when it is
+    implausible: the command-line options (:func:`add_gold_options`) over the config's
+    ``gold:`` section (:func:`gold_settings`)."""
+    if not getattr(args, "gold", None):
+        return None
+    s = gold_settings(cfg)
+    if args.gold_on_implausible is not None:
+        s["on_implausible"] = args.gold_on_implausible
+    for key, _ in _frame_options().values():
+        value = getattr(args, f"gold_{key}")
+        if value is not None:
+            s["frame"][key] = value
+    return read_gold(args.gold, **s)
+
+
 # ----------------------------------------------------------------------- CLI
 def add_arguments(parser) -> None:
     parser.add_argument(
