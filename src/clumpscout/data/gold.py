@@ -95,6 +95,13 @@ class GoldFrame:
             parts.append(f"x, y → x {self.offset_x:+.3g}, y {self.offset_y:+.3g}")
         return ", then ".join(parts) if parts else "as given"
 
+    def as_setting(self) -> str:
+        """The config setting that declares this frame, e.g. ``gold.frame: {flip_y: 400}``."""
+        d = GoldFrame().to_dict()
+        keys = [f"{k}: {str(v).lower() if isinstance(v, bool) else f'{v:g}'}"
+                for k, v in self.to_dict().items() if v != d[k]]  # fmt: skip
+        return "gold.frame: {" + ", ".join(keys) + "}"
+
     def apply(self, marks: pd.DataFrame, geometry: str = "point") -> pd.DataFrame:
         """``marks`` (subject_id and x, y, or x1, y1, x2, y2 with their centre x, y) in the
         new frame, a copy; boxes stay boxes (x1 ≤ x2, y1 ≤ y2)."""

@@ -465,7 +465,7 @@ def _implausible_text(a: GoldAgreement) -> str:
         return text + (
             f"; {_cause(c)}: after {c.frame.describe()}, {_pct(c.matched_share)} of those "
             f"labels match and {_pct(c.unmarked_share)} of the expert objects are unmarked; "
-            "declare the frame in gold.frame or fix the table"
+            f"declare it ({c.frame.as_setting()}) or fix the table"
         )
     if a.kind == "marks":
         return text + (
