@@ -330,3 +330,56 @@ def test_cli_exits_2_with_one_line_and_writes_nothing(universe):
     err = [line for line in r.stderr.splitlines() if line.startswith("error:")]
     assert len(err) == 1 and str(broken) in err[0] and "no frame tried" in err[0]
     assert not out.exists()
+
+
+# ------------------------------------------------------------------ the reports
+def _report_json(path, check):
+    import json
+
+    path.write_text(json.dumps({"calibration": {"gold_check": check}}))
+    return path
+
+
+def test_the_reports_show_the_agreement_table_and_the_warnings_on_top(tmp_path):
+    from clumpscout.figures.gold import write_gold_agreement
+    from clumpscout.htmlreport import read_warnings, render
+
+    labels, flipped, viewers = _grid(flip=100.0)
+    a = gc.gold_agreement(labels, flipped, viewers)
+    warned = a.to_dict() | {"warnings": gc.apply_policy(a, "warn")}
+    labels, gold, viewers = _grid()
+    ok = gc.gold_agreement(labels, gold, viewers).to_dict() | {"warnings": []}
+    reports = [_report_json(tmp_path / f"r{n}.json", c) for n, c in ((5, warned), (20, ok))]
+    out = {k: tmp_path / f"agreement.{k}" for k in ("html", "csv", "json")}
+    doc = write_gold_agreement(reports, [5, 20], 20, out["html"], out["csv"], out["json"])
+    table = pd.read_csv(out["csv"])
+    assert table["frame"].iloc[0] == "as given" and table["note"].iloc[0] == "as given: ok"
+    assert table["strong labels matched"].iloc[0] == "80 of 80 (100%)"
+    assert doc["warnings"] == ["The gold check also warned at n = 5."]
+    assert read_warnings(out["json"]) == doc["warnings"]
+    assert "80 of 80 (100%)" in out["html"].read_text()
+    # at n = 5 the flip is named in the table
+    doc5 = write_gold_agreement(reports, [5, 20], 5, out["html"], out["csv"], out["json"])
+    t5 = pd.read_csv(out["csv"]).set_index("frame")
+    assert t5.loc["y flipped: y → 100 − y", "note"] == "named as the likely cause"
+    assert t5.loc["as given", "expert objects unmarked"] == "80 of 80 (100%)"
+    assert len(doc5["warnings"]) == 1 and "y axis looks flipped" in doc5["warnings"][0]
+    page = render([], "", "t", doc5["warnings"])
+    assert page.index("</h1>") < page.index('class="warnings"') < page.index("<nav>")
+    assert "RUN HEALTH WARNING:" in page and "y axis looks flipped" in page
+    assert 'class="warnings"' not in render([], "", "t")
+
+
+def test_the_project_report_has_a_gold_section_and_its_warnings_on_top(tmp_path):
+    from clumpscout.figures import project
+    from clumpscout.htmlreport import render_project
+
+    labels, gold, viewers = _grid(keep=0.0)
+    a = gc.gold_agreement(labels, gold, viewers)
+    report = _report_json(tmp_path / "report.json", a.to_dict() | {"warnings": list(a.messages)})
+    doc = project.build("gold_agreement", {"report": str(report)}, tmp_path / "gold", {"dpi": 50})
+    assert doc["verdict"] == "incomplete" and doc["warnings"] == list(a.messages)
+    table = pd.read_csv(tmp_path / "gold.csv")
+    assert table["strong labels matched"].iloc[0] == "40 of 80 (50%)"
+    page = render_project([doc | {"png": str(tmp_path / "gold.png")}], "t", [], {})
+    assert "left many strongly marked objects unmarked" in page.split("<nav>")[0]
