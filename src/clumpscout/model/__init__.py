@@ -15,5 +15,6 @@
 ``retirement``         working batch and retirement (§5.1, §5.8)
 ``health``             run-health diagnostics (collapse warnings)
 ``calibration``        p_fp calibrated on the project's gold standard (cross-fitted)
+``gold_check``         the gold standard checked against the volunteers before it is used
 =====================  ===========================================================
 """
