@@ -153,6 +153,10 @@ def agreement_table(check: dict | None) -> pd.DataFrame:
     if not check:
         return pd.DataFrame(columns=cols)
     best = _best(check["frames"])
+    if best is not None and not best["expert_unmarked_share"] < (
+        check["given"]["expert_unmarked_share"] or 0.0
+    ):
+        best = None  # no frame agrees better than the gold as given
     likely = (check.get("likely_frame") or {}).get("frame")
     rows = []
     for f in [check["given"], *check["frames"]]:
@@ -196,6 +200,12 @@ def agreement_summary(check: dict | None, wording: str | None = None) -> str:
         "incomplete": "The experts left many strongly marked objects unmarked.",
     }
     text += verdicts.get(check["verdict"], "")
+    n_strong, need = check["given"]["strong_labels"], check["bounds"]["min_strong"]
+    if check["verdict"] == "ok" and n_strong < need:
+        text += (
+            f" With {n_strong} strong labels ({need} needed), whether the experts left strongly "
+            "marked objects out is not judged."
+        )
     return text + "".join(f" {m}" for m in check.get("warnings", []))
 
 
@@ -242,7 +252,7 @@ def write_gold_agreement(
         "table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;"
         "text-align:left}th{background:#eee}</style></head><body>"
         f"<h2>{html.escape(title)}</h2><p>{html.escape(agreement_summary(check, wording))}</p>"
-        + table.to_html(index=False, border=0, escape=True)
+        + table.to_html(index=False, border=0, escape=True, justify="left")
         + "</body></html>\n"
     )
     write_text(page, out_html)
