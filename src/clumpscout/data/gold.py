@@ -28,7 +28,7 @@ when those checks find it implausible (``on_implausible``: ``stop`` or ``warn``)
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -70,13 +70,7 @@ class GoldFrame:
         )
 
     def to_dict(self) -> dict:
-        return {
-            "swap_xy": self.swap_xy,
-            "flip_y": self.flip_y,
-            "scale": self.scale,
-            "offset_x": self.offset_x,
-            "offset_y": self.offset_y,
-        }
+        return asdict(self)
 
     @property
     def identity(self) -> bool:
