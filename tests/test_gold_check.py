@@ -366,7 +366,7 @@ def test_the_reports_show_the_agreement_table_and_the_warnings_on_top(tmp_path):
     assert len(doc5["warnings"]) == 1 and "y axis looks flipped" in doc5["warnings"][0]
     page = render([], "", "t", doc5["warnings"])
     assert page.index("</h1>") < page.index('class="warnings"') < page.index("<nav>")
-    assert "RUN HEALTH WARNING:" in page and "y axis looks flipped" in page
+    assert "Run health warnings" in page and "y axis looks flipped" in page
     assert 'class="warnings"' not in render([], "", "t")
 
 

@@ -45,15 +45,13 @@ _WARNING_CSS = (
 
 
 def warnings_html(warnings: Iterable[str]) -> str:
-    """The run's warnings as a box at the top of a report ('' without any), each prefixed
-    as in the log (RUN HEALTH WARNING)."""
-    from clumpscout.model.health import WARNING_PREFIX
-
+    """The run's warnings (the lines its log prefixes with RUN HEALTH WARNING) as a box at
+    the top of a report; '' without any."""
     warnings = list(warnings)
     if not warnings:
         return ""
     items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
-    return f'<div class="warnings"><strong>{html.escape(WARNING_PREFIX)}</strong><ul>{items}</ul></div>'
+    return f'<div class="warnings"><strong>Run health warnings</strong><ul>{items}</ul></div>'
 
 
 def read_warnings(path: str | Path) -> list[str]:
