@@ -52,6 +52,7 @@ def _scores(labels, subjects_df, truth, held_out) -> dict:
 def run_regime(name: str, args, work: Path) -> list[dict]:
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import CalibrationSettings, calibrate, default_calibration
+    from clumpscout.model.gold_check import check_gold
     from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
 
@@ -71,6 +72,9 @@ def run_regime(name: str, args, work: Path) -> list[dict]:
     with timer("aggregate"):
         params = Params.from_dict({**(cfg.get("aggregate") or {}), "model": "generative"})
         res = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes)
+    # the experts checked against the volunteers once, before any map is fitted on them
+    # (docs/decisions.md#gold-checks); every draw below is a part of them
+    check_gold(res.labels_, res.subjects_, experts)
     settings = CalibrationSettings(**{**(cfg.get("calibration") or {}), "seed": seed})
     rows = []
     lab0, sub0, _ = default_calibration(res.labels_, res.subjects_, settings.weak_real)

@@ -22,7 +22,9 @@ def _run(sm):
         truth = None
         if "truth" in sm.input.keys():
             truth = truth_tables(Path(sm.input.truth).parent)[0]  # what the project counts
-        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+        gold = None
+        if "gold" in sm.input.keys():  # read in its declared frame; checked before it is used
+            gold = read_gold(sm.input.gold, **dict(sm.params.gold))
         boxes = read_boxes(sm.input.boxes)
         table, points, report = rp.replay(
             boxes,

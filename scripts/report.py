@@ -16,9 +16,16 @@ def _run(sm):
             clicks_report=sm.input.clicks_report,
         )
         return
-    from clumpscout.htmlreport import write_report
+    from clumpscout.htmlreport import read_warnings, write_report
 
-    write_report(sm.params.entries, sm.output[0], intro=sm.input.intro, title=sm.params.title)
+    warnings = read_warnings(sm.input.gold_agreement) if "gold_agreement" in sm.input.keys() else []
+    write_report(
+        sm.params.entries,
+        sm.output[0],
+        intro=sm.input.intro,
+        title=sm.params.title,
+        warnings=warnings,
+    )
 
 
 main(snakemake, _run)  # noqa: F821

@@ -143,10 +143,24 @@ def _one_line(error) -> str:
     return f"{key}: {message}"
 
 
+#: keys whose plain value (a string or null) is short for ``{key: {<field>: value}}``
+_SHORTHANDS = {"gold": "table"}
+
+
+def _expand_shorthands(cfg: dict) -> None:
+    """``gold: experts`` -> ``gold: {table: experts}`` (in place): the form of configs
+    written before the section had other keys."""
+    for key, fld in _SHORTHANDS.items():
+        if key in cfg and (cfg[key] is None or isinstance(cfg[key], str)):
+            cfg[key] = {fld: cfg[key]}
+
+
 def problems(cfg: dict) -> list[str]:
-    """One line per schema problem of ``cfg``; fills in the defaults of ``cfg`` in place."""
+    """One line per schema problem of ``cfg``; fills in the defaults of ``cfg`` in place
+    (and writes a shorthand such as ``gold: FILE`` out in full)."""
     if not isinstance(cfg, dict):
         return [f"(top level): a config is a mapping, not {type(cfg).__name__}"]
+    _expand_shorthands(cfg)
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: [str(p) for p in e.path])
     return [_one_line(e) for e in errors]
 

@@ -14,7 +14,9 @@ include: "project_common.smk"
 PROJECT_NAMES = [
     s.name
     for s in PROJECT_SECTIONS.SECTIONS
-    if PROJECT and (s.name != "retirement" or replay_table())
+    if PROJECT
+    and (s.name != "retirement" or replay_table())
+    and (s.name != "gold_agreement" or GOLD_FILE is not None)
 ]
 
 for _sec in PROJECT_NAMES:

@@ -39,6 +39,7 @@ def project_inputs(name):
         "volunteers": gen("volunteers.parquet"),
         "clicks_report": f"{RESULTS}/clicks/clicks_report.json",
         "replay": replay_table(),
+        "report": gen("report.json"),
     }
     wanted = PROJECT_SECTIONS.BY_NAME[name].inputs
     out = {k: files[k] for k in wanted}

@@ -71,7 +71,7 @@ from tqdm import tqdm
 
 from clumpscout import config as _config
 from clumpscout.arrays import ranges
-from clumpscout.data.gold import Gold, read_gold
+from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
 from clumpscout.evaluation.matching import match_one_to_one
@@ -703,12 +703,20 @@ def replay(
     t0 = time.perf_counter()
     if isinstance(calibration, dict) or calibration is None:
         calibration = CalibrationSettings(**{"seed": int(seed), **(calibration or {})})
-    if full_labels is None:
+    gold_report = None
+    if full_labels is None:  # the gold standard is checked by the full-data aggregation
         from clumpscout.model.aggregator import Aggregator
 
         log.info("full-data labels: aggregating all %d rows", len(boxes))
         agg = Aggregator(params, seed=seed, calibration=calibration)
         full_labels = agg.fit(boxes, path=path, gold=gold).labels_
+        gold_report = agg.report_["calibration"].get("gold_check")
+    elif gold is not None:  # checked against the full-data labels before any map is fitted
+        from clumpscout.model.gold_check import check_gold
+
+        viewers = boxes.groupby("subject_id")["classification_id"].nunique()
+        subjects = pd.DataFrame({"subject_id": viewers.index, "n_volunteers": viewers.to_numpy()})
+        gold_report = check_gold(full_labels, subjects, gold)
     t1 = time.perf_counter()
     rp = run_replay(
         boxes, params, settings, path=path, gold=gold, calibration=calibration, workers=workers
@@ -726,6 +734,7 @@ def replay(
         if rp.maps
         else "default",
         "refits": rp.refits,
+        **({"gold_check": gold_report} if gold_report is not None else {}),
         "best": best_setting(table, settings),
         "max_lost": settings.max_lost,
         "max_purity_drop": settings.max_purity_drop,
@@ -776,8 +785,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the project's gold standard (CSV / Parquet of expert marks or counts, as for "
         "clumpscout aggregate --gold): the full-data labels are calibrated on it and the "
-        "replay learns its label map from the gold subjects as they arrive",
+        "replay learns its label map from the gold subjects as they arrive; checked "
+        "against the volunteers first (docs/decisions.md#gold-checks)",
     )
+    add_gold_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -787,7 +798,7 @@ def run(args: argparse.Namespace) -> int:
     cfg = load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
-    gold = read_gold(args.gold) if args.gold else None
+    gold = read_gold_option(args, cfg)
     boxes = read_boxes(args.boxes)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None

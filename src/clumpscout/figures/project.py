@@ -3,7 +3,8 @@
 The report of a project that is not Clump Scout (docs/decisions.md#project-report) has one
 section per question, each a figure, a table and a caption written from the config and the
 data (no paper wording): objects per image with their count range, how much to trust a
-label, example images, the volunteers, what was dropped and why, what early retirement
+label, example images, the volunteers, what was dropped and why, how well the gold standard
+(when one was given) agrees with the volunteers, what early retirement
 would have saved (when a replay ran) and, last, the other methods side by side. Every
 section but the last reads the default model's output
 (``results/aggregate/generative/n<largest n>/``); the last is the only one that shows the
@@ -772,6 +773,35 @@ def build_methods(inp, params):
     return fig, table, caption, stats
 
 
+# ------------------------------------------------------------------------------ gold
+
+
+def build_gold_agreement(inp, params):
+    """The gold standard against the volunteers (docs/decisions.md#gold-checks): the
+    default model's gold check (its report.json) as a figure, the agreement table and a
+    caption; the check's warnings go to the top of the report."""
+    from clumpscout.figures.gold import (
+        agreement_summary,
+        agreement_table,
+        gold_check_of,
+        plot_agreement,
+    )
+
+    check = gold_check_of(inp["report"])
+    fig = new_figure(7.0, 3.6, dpi=params["dpi"])
+    plot_agreement(check, fig.subplots())
+    caption = (
+        agreement_summary(check, "generic")
+        + " Bars: per frame tried (as given on top), the share of strong labels matched to an "
+        "expert object and of expert objects no volunteer marked (dotted: the bounds)."
+    )
+    stats = {
+        "verdict": (check or {}).get("verdict"),
+        "warnings": list((check or {}).get("warnings", [])),
+    }
+    return fig, agreement_table(check), caption, stats
+
+
 # ------------------------------------------------------------------------------ registry
 
 
@@ -795,6 +825,12 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section("volunteers", "Volunteers", build_volunteers, ("volunteers",)),
     Section("dropped", "What was dropped and why", build_dropped, ("clicks_report",)),
+    Section(
+        "gold_agreement",
+        "The gold standard against the volunteers",
+        build_gold_agreement,
+        ("report",),
+    ),
     Section("retirement", "What early retirement would have saved", build_replay, ("replay",)),
     Section(
         "other_methods",

@@ -19,5 +19,6 @@
 ``health``             run-health diagnostics (collapse warnings)
 ``calibration``        p_fp calibrated on the project's gold standard (cross-fitted)
 ``live``               retire one subject now or not, with the skills of the moment
+``gold_check``         the gold standard checked against the volunteers before it is used
 =====================  ===========================================================
 """

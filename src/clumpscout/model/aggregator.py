@@ -86,7 +86,7 @@ from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet, write_parquet_blocks
 from clumpscout.logs import timed
-from clumpscout.model import health
+from clumpscout.model import gold_check, health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
 from clumpscout.model.em import (
     ENGINES,
@@ -411,9 +411,14 @@ def _calibrated(
     markers: pd.DataFrame | None = None,
 ) -> AggregationResult:
     """The result with p_fp calibrated (:func:`clumpscout.model.calibration.calibrate`);
-    ``markers``: the assignments' clump rows (:func:`_markers`) the gold-standard fit reads."""
+    ``markers``: the assignments' clump rows (:func:`_markers`) the gold-standard fit reads.
+    A gold standard is checked against the volunteers first (:mod:`clumpscout.model.gold_check`:
+    an implausible one stops the run, or warns)."""
     t0 = time.perf_counter()
+    checked = None if gold is None else gold_check.check_gold(result.labels, result.subjects, gold)
     labels, subjects, report = calibrate(result.labels, result.subjects, gold, settings, markers)
+    if checked is not None:
+        report["gold_check"] = checked
     report["seconds"] = round(time.perf_counter() - t0, 3)
     log.info(
         "calibration (%s): %d labels, p_fp < 0.5 on %d, in %.1f s",
@@ -423,6 +428,8 @@ def _calibrated(
         report["seconds"],
     )
     out = dict(result.report, calibration=report)
+    if checked is not None and checked["warnings"]:
+        out["warnings"] = [*result.report.get("warnings", []), *checked["warnings"]]
     return replace(result, labels=labels, subjects=subjects, report=out)
 
 

@@ -18,7 +18,7 @@ Python API (estimator style)::
 Command line::
 
     clumpscout aggregate --boxes boxes.parquet --out DIR [--config FILE] [--seed N] [--per-tool]
-                         [--gold FILE]
+                         [--gold FILE [--gold-on-implausible stop|warn] [--gold-flip-y H] ...]
 
 Input: the boxes table of ``clumpscout boxes``: one row per click (x1, y1, x2, y2 in
 subject pixels), or one coordinate-less row (NaN) for a classification that marked nothing.
@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import argparse
 
+from clumpscout.data.gold import add_gold_options
 from clumpscout.logs import timed
-from clumpscout.model.params import Params, load_calibration, load_config
+from clumpscout.model.params import Params, load_calibration, load_config, load_sections
 
 __all__ = ["add_arguments", "run"]
 
@@ -54,18 +55,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "or x1, y1, x2, y2; a row with empty coordinates for a subject found empty) or expert "
         "counts (subject_id, count). p_fp is calibrated on it, cross-fitted "
         "(docs/decisions.md#gold-standard); without it the default map "
-        "(docs/decisions.md#no-gold-default)",
+        "(docs/decisions.md#no-gold-default); checked against the volunteers first "
+        "(docs/decisions.md#gold-checks)",
     )
+    add_gold_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.gold import read_gold
+    from clumpscout.data.gold import read_gold_option
 
     params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
     calibration = {} if args.config is None else load_calibration(args.config)
     seed = args.seed if args.seed is not None else (cfg_seed or 0)
-    # the gold standard is checked before the (numba-compiling) aggregation is imported
-    gold = None if args.gold is None else read_gold(args.gold)
+    # the gold standard is read before the (numba-compiling) aggregation is imported
+    gold = read_gold_option(args, None if args.config is None else load_sections(args.config))
     from clumpscout.model.aggregator import Aggregator
 
     agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)

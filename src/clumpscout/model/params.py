@@ -154,13 +154,19 @@ def load_config(path) -> tuple[Params, int | None]:
     return Params.from_dict(section, path=path), seed
 
 
-def load_calibration(path) -> dict:
-    """The ``calibration:`` section of a workflow config (defaults filled), or {} for a flat
-    file of aggregate settings (the defaults then apply)."""
+def load_sections(path) -> dict:
+    """A workflow config with its defaults filled in, or {} for a flat file of aggregate
+    settings (the defaults then apply); :func:`load_config` reports its problems."""
     import yaml
 
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict) or not any(isinstance(v, dict) for v in data.values()):
         return {}
     _config.problems(data)  # fills the defaults; load_config has reported any problem
-    return dict(data.get("calibration") or {})
+    return data
+
+
+def load_calibration(path) -> dict:
+    """The ``calibration:`` section of a workflow config (defaults filled), or {} for a flat
+    file of aggregate settings (the defaults then apply)."""
+    return dict(load_sections(path).get("calibration") or {})
