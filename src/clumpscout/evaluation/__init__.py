@@ -4,7 +4,6 @@
 ``compare``    purity, completeness and calibration against points (§6.3)
 ``baseline``   MeanShift (appendix), single-linkage and DBSCAN baselines
 ``regimes``    scoring helpers of the regime-grid benchmark
-``matching``   one-to-one matching of labels with expert objects (the gold standard)
 ``headline``   the paper's numbers beside ours, and §6's trends
 =============  ==============================================================
 """

@@ -29,7 +29,7 @@ the regime benchmark (``benchmarks/regimes.py``) reports:
 - **ECE** (:func:`label_ece`): :func:`clumpscout.evaluation.compare.calibration` with "false" =
   the label contains no real object's centre. ``ece_matched`` (:func:`label_ece_matched`):
   "false" = the label is matched one-to-one to no real object
-  (:func:`clumpscout.evaluation.matching.match_one_to_one`), the event the calibrated p_fp
+  (:func:`clumpscout.metrics.matching.match_one_to_one`), the event the calibrated p_fp
   predicts (docs/decisions.md#gold-standard): a second label on an object already counted
   is false there, true under containment.
 """
@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.evaluation.compare import calibration, containment, score_truth
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.metrics.matching import match_one_to_one
 
 log = logging.getLogger(__name__)
 

@@ -73,8 +73,8 @@ from clumpscout import config as _config
 from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
 from clumpscout.evaluation.compare import containment
-from clumpscout.evaluation.matching import match_one_to_one
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.metrics.matching import match_one_to_one
 from clumpscout.model.calibration import (
     LIVE_FEATURES,
     MIN_GOLD_SUBJECTS,

@@ -12,7 +12,7 @@ and the model's expected misses to the expected number of counted objects no lab
 (``n_fn``). Both maps are fitted on the gold subjects (:mod:`clumpscout.data.gold`):
 
 * **expert marks**: a label is real when it is matched one-to-one to an expert object
-  (:mod:`clumpscout.evaluation.matching`); ``P(real | x)`` is a logistic regression
+  (:mod:`clumpscout.metrics.matching`); ``P(real | x)`` is a logistic regression
   (scikit-learn) on the features :data:`FEATURES`, and the misses (expert objects no label
   is matched to) a Poisson regression on :data:`MISS_FEATURES`;
 * **expert counts**: the same two maps, fitted together by the likelihood of the experts'
@@ -45,7 +45,7 @@ import pandas as pd
 from scipy import optimize, special
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.matching import match_one_to_one, matched_pairs
+from clumpscout.metrics.matching import match_one_to_one, matched_pairs
 
 log = logging.getLogger(__name__)
 
