@@ -36,7 +36,7 @@ import regimes as grid  # noqa: E402
 def _rows(source, labels, subjects, is_real, n_true, weights) -> list[dict]:
     """Per weight: ECE, count MAE, expected-count MAE; ``is_real`` per label, ``n_true`` per
     subject (indexed by subject_id, the subjects scored)."""
-    from clumpscout.evaluation.compare import calibration
+    from clumpscout.metrics.reliability import calibration
     from clumpscout.model.calibration import default_calibration
 
     weak = (labels["p_empty"] < 0.5) & (labels["p_weak"].fillna(0) >= 0.5)
@@ -62,7 +62,7 @@ def _rows(source, labels, subjects, is_real, n_true, weights) -> list[dict]:
 
 
 def regime_rows(name, args) -> list[dict]:
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed

@@ -727,7 +727,7 @@ def _in_subjects(df: pd.DataFrame | None, subjects) -> pd.DataFrame | None:
 
 def _at_half(labels: pd.DataFrame, truth: pd.DataFrame, subjects) -> dict:
     """Purity and completeness of the labels with p_fp < 0.5 (all labels without p_fp)."""
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
 
     lab = labels.loc[labels["subject_id"].isin(subjects)]
     if "p_fp" in lab.columns:

@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.compare import calibration
 from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.metrics.reliability import calibration
 
 
 def split_gold(gold: Gold, fraction: float, seed: int = 0) -> tuple[Gold, np.ndarray]:

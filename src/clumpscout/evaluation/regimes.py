@@ -5,7 +5,7 @@ grid, the optimal point and the calibration error. This module adds the per-meth
 the regime benchmark (``benchmarks/regimes.py``) reports:
 
 - **True label.** A label is true when its box contains the centre of a real object of
-  its subject (closed box, subject pixels; :func:`clumpscout.evaluation.compare.containment`). "Real
+  its subject (closed box, subject pixels; :func:`clumpscout.metrics.containment.containment`). "Real
   object" is either the true clumps (``truth_clumps.csv``) or any real object: clumps,
   faint features, foreground stars and bulges (``truth_objects.csv``, or
   ``truth_clumps.csv`` + ``truth_distractors.csv``), see :func:`truth_tables`.
@@ -26,7 +26,7 @@ the regime benchmark (``benchmarks/regimes.py``) reports:
   fraction of a subject's classifications (those of the scored subsample) that put at
   least one click on each real object; the benchmark's "no collapse" check compares the
   label count with the number of objects marked by at least 30% of the viewers.
-- **ECE** (:func:`label_ece`): :func:`clumpscout.evaluation.compare.calibration` with "false" =
+- **ECE** (:func:`label_ece`): :func:`clumpscout.metrics.reliability.calibration` with "false" =
   the label contains no real object's centre. ``ece_matched`` (:func:`label_ece_matched`):
   "false" = the label is matched one-to-one to no real object
   (:func:`clumpscout.metrics.matching.match_one_to_one`), the event the calibrated p_fp
@@ -43,8 +43,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clumpscout.evaluation.compare import calibration, containment, score_truth
+from clumpscout.evaluation.compare import score_truth
+from clumpscout.metrics.containment import containment
 from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
 
@@ -276,7 +278,7 @@ def score_method(
     """The benchmark row of one method against one truth table, and its C/P curve.
 
     purity / completeness / p_star: at the threshold maximising √(C² + P²)
-    (:func:`clumpscout.evaluation.compare.summarise_curve`) for labels with p_fp; at p* = 1 (the
+    (:func:`clumpscout.metrics.containment.summarise_curve`) for labels with p_fp; at p* = 1 (the
     method's own settings) for labels without. ``subjects_df`` (a model's subjects
     table) adds sum_n_fp, sum_n_fn and restricts realised_fn to the subjects with a
     finite N_fn, like Σ N_fn.

@@ -72,8 +72,8 @@ from tqdm import tqdm
 from clumpscout import config as _config
 from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
-from clumpscout.evaluation.compare import containment
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.metrics.containment import containment
 from clumpscout.metrics.matching import match_one_to_one
 from clumpscout.model.calibration import (
     LIVE_FEATURES,

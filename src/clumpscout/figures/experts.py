@@ -147,10 +147,10 @@ def plot_purity_completeness(
 
 def empirical_matches(labels: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     """Label clumps of the expert subjects, each flagged ``tp`` when its box holds
-    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.evaluation.compare.containment),
+    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.metrics.containment.containment),
     and ``normal`` when a strict majority of its volunteers marked it normal
     (frac_unusual < 0.5). Subjects without expert classifications are left out."""
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
 
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     require(points, ["subject_id", "x", "y"], "expert clicks")

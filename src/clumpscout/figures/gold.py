@@ -20,9 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout.evaluation.compare import calibration
 from clumpscout.figures.common import _cfg, _no_data, new_figure, nouns, read_table, save_figure
 from clumpscout.figures.truth import _reliability_panel, merge_sparse_bins
+from clumpscout.metrics.reliability import calibration
 
 
 def _reliability(p: np.ndarray, false: np.ndarray, min_labels: int) -> tuple[pd.DataFrame, float]:

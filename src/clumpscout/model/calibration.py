@@ -652,7 +652,7 @@ def _held_out_summary(d: _GoldData, p_real: np.ndarray, missed: np.ndarray) -> d
         "count_bias": float(np.mean(expected - d.counts)),
     }
     if d.real is not None:
-        from clumpscout.evaluation.compare import calibration
+        from clumpscout.metrics.reliability import calibration
 
         out["ece"] = float(calibration(1.0 - p_real, ~d.real, 10)[1]) if len(p_real) else None
         out["labels"] = int(len(p_real))
