@@ -54,7 +54,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cutouts": ("clumpscout.images.cutouts", "SDSS frames -> colour subject images (§2.2)"),
     "photometry": ("clumpscout.images.photometry", "g, r, i flux inside clump boxes"),
     "figures": ("clumpscout.figures.paper", "the paper's figures"),
-    "headline": ("clumpscout.evaluation.headline", "headline numbers table"),
+    "headline": ("clumpscout.report.headline", "headline numbers table"),
     "ledger": ("clumpscout.data.ledger", "account for every input click"),
     "replay": (
         "clumpscout.evaluation.replay",

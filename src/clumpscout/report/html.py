@@ -118,7 +118,7 @@ def _tools(clicks: str | Path | None) -> str:
 def project_intro(about: Mapping, report: Mapping, tools: str = "") -> tuple[str, list[str]]:
     """The project report's title and introduction (paragraphs of plain text), from the
     config (``about``: project.smk's ``project_about``) and the clicks report."""
-    from clumpscout.figures.project import plural, probability_sentence
+    from clumpscout.report.project import plural, probability_sentence
 
     obj = str(about.get("object_name") or "object")
     objs = plural(obj)
@@ -199,7 +199,7 @@ def write_project_report(
     clicks_report: str | Path | None = None,
 ) -> Path:
     """Write the project report: one section per ``<stem>.{png,csv,json}`` written by
-    :func:`clumpscout.figures.project.build`, in the order given."""
+    :func:`clumpscout.report.project.build`, in the order given."""
     import json
 
     import pandas as pd

@@ -11,7 +11,7 @@ paper's model and the baselines.
 
 :func:`build` writes ``<stem>.png`` / ``.pdf`` (the figure), ``<stem>.csv`` (the table) and
 ``<stem>.json`` (title, caption, the numbers shown and the input files read), which
-:mod:`clumpscout.htmlreport` puts together.
+:mod:`clumpscout.report.html` puts together.
 """
 
 from __future__ import annotations
