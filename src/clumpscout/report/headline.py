@@ -683,10 +683,10 @@ def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
     """Read the workflow files, compute the table, write CSV (+ HTML)."""
-    from clumpscout.figures.common import _n_ref, read_stacked, read_table
+    from clumpscout.figures.common import read_stacked, read_table, reference_n
 
     ns = [int(n) for n in params["ns"]]
-    n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))
+    n_ref = reference_n(ns, (params.get("figures") or {}).get("n_ref"))
     clicks = read_table(
         inputs["clicks"], ["subject_id", "classification_id", "volunteer", "x"], "clicks", []
     )

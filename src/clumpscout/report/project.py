@@ -32,8 +32,8 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from clumpscout.counts import KEEP, count_table
 from clumpscout.errors import InputError
 from clumpscout.figures.common import (
-    _no_data,
     new_figure,
+    no_data,
     output_paths,
     read_table,
     save_figure,
@@ -81,7 +81,7 @@ def plot_counts(counts: pd.DataFrame, w: Mapping[str, str], dpi: int) -> dict:
         edges = np.arange(-0.5, k.max() + 1.5, 1.0)
         ax1.hist(k, bins=edges, color="tab:blue", ec="white", lw=0.5)
     else:
-        _no_data(ax1)
+        no_data(ax1)
     ax1.set_xlabel(f"{w['objects']} per image (labels with p_fp < {KEEP:g})")
     ax1.set_ylabel("images")
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -102,7 +102,7 @@ def plot_counts(counts: pd.DataFrame, w: Mapping[str, str], dpi: int) -> dict:
         )
         ax2.legend(loc="upper left", fontsize=8)
     else:
-        _no_data(ax2)
+        no_data(ax2)
     ax2.set_xlabel(f"images, sorted by {w['objects']} counted")
     ax2.set_ylabel(f"{w['objects']} in the image")
     return {
@@ -199,7 +199,7 @@ def build_probability(inp, params):
         ax.axvline(KEEP, color="k", ls="--", lw=1)
         ax.text(KEEP, 1.0, f" {KEEP:g}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
     else:
-        _no_data(ax)
+        no_data(ax)
     ax.set_xlim(0, 1)
     ax.set_xlabel(f"p_fp: probability that the label is not a real {w['object']}")
     ax.set_ylabel("labels")
@@ -355,7 +355,7 @@ def build_examples(inp, params):
     for ax in axes[len(ids) :]:
         ax.set_axis_off()
     if not ids:
-        _no_data(axes[0], "no images")
+        no_data(axes[0], "no images")
     for ax, sid in zip(axes, ids, strict=False):
         b = a[a["subject_id"] == sid]
         lab = labels[labels["subject_id"] == sid]
@@ -473,7 +473,7 @@ def build_volunteers(inp, params):
         ax1.hist(n, bins=edges, color="tab:blue", ec="white", lw=0.4)
         ax1.set_xscale("log")
     else:
-        _no_data(ax1)
+        no_data(ax1)
     ax1.set_xlabel("classifications per volunteer")
     ax1.set_ylabel("volunteers")
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -490,7 +490,7 @@ def build_volunteers(inp, params):
         cb.ax.yaxis.set_minor_formatter(NullFormatter())
         cb.ax.tick_params(labelsize=8)
     else:
-        _no_data(ax2)
+        no_data(ax2)
     ax2.set_xlabel(f"miss rate: probability of missing a real {w['object']}")
     ax2.set_ylabel("false marks per classification" if rate else "share of false marks")
     ax2.set_xlim(0, 1)
@@ -597,7 +597,7 @@ def build_dropped(inp, params):
         ax.invert_yaxis()
         ax.set_xlabel("dropped")
     else:
-        _no_data(ax, "nothing was dropped")
+        no_data(ax, "nothing was dropped")
         ax.set_axis_off()
     action = "kept" if (report.get("flagged") or {}).get("action", "none") == "none" else "dropped"
     kept_cls = int(report.get("classifications_kept", 0))
@@ -658,8 +658,8 @@ def build_replay(inp, params):
         ax1.plot(g["effort"], g["count_mae"], "o-", ms=3, label=lab)
         ax2.plot(g["effort"], g["lost"], "o-", ms=3, label=lab)
     if not len(r):
-        _no_data(ax1)
-        _no_data(ax2)
+        no_data(ax1)
+        no_data(ax2)
     else:
         ax1.legend(fontsize=7)
     xl = "classifications used (share of all)" if share else "classifications used"
@@ -755,7 +755,7 @@ def build_methods(inp, params):
         ax.set_ylim(len(others) - 0.5, -0.5)
         ax.set_xlabel(f"{w['objects']} per image: other method − default model (p_fp < {KEEP:g})")
     else:
-        _no_data(ax)
+        no_data(ax)
     table = pd.DataFrame(rows)
     n_base = params.get("n_base")
     caption = (
