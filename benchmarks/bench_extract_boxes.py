@@ -193,9 +193,9 @@ def write_synthetic_export(
 
 
 def _orjson_available() -> bool:
-    from clumpscout.data import export_csv
+    from clumpscout.data import zooniverse_csv
 
-    return export_csv._orjson is not None
+    return zooniverse_csv._orjson is not None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -797,7 +797,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
     Damaged compressed data are an error naming the file."""
     import pyarrow as pa
 
-    from clumpscout.data.ledger_export import read_export_marks
+    from clumpscout.data.ledger_recount import read_export_marks
     from clumpscout.data.zooniverse import extract_clicks
     from clumpscout.errors import InputError
 
@@ -828,7 +828,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
 
     gz = tmp_path / "classifications.csv.gz"
     gz.write_bytes(gzip.compress(plain))
-    from clumpscout.data.export_csv import read_header
+    from clumpscout.data.zooniverse_csv import read_header
 
     assert read_header(gz) == EXPORT_COLUMNS
     bad = tmp_path / "bad.csv.zst"

@@ -111,7 +111,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clumpscout import config as _schema
-from clumpscout.data.annotations import (
+from clumpscout.data.zooniverse_annotations import (
     CIRCLE,
     ELLIPSE,
     OTHER_TOOLS,
@@ -127,8 +127,8 @@ from clumpscout.data.annotations import (
     shape_extent,
     shape_of,
 )
-from clumpscout.data.click_buckets import ClickBuckets
-from clumpscout.data.export_csv import (
+from clumpscout.data.zooniverse_buckets import ClickBuckets
+from clumpscout.data.zooniverse_csv import (
     DROP_FLAGGED,
     FLAG_REASONS,
     FLAGS,
@@ -152,8 +152,8 @@ from clumpscout.data.export_csv import (
     read_header,
     to_int,
 )
-from clumpscout.data.export_selection import _available, first_per_group, select_workflow
-from clumpscout.data.subjects_export import (
+from clumpscout.data.zooniverse_selection import _available, first_per_group, select_workflow
+from clumpscout.data.zooniverse_subjects import (
     metadata_image_size,
     metadata_value,
     read_subjects_export,
@@ -164,8 +164,8 @@ from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
-#: the reader's public names (the phases live in export_csv, subjects_export, export_selection and
-#: annotations; their public names are re-exported here)
+#: the reader's public names (the phases live in zooniverse_csv, zooniverse_subjects,
+#: zooniverse_selection and zooniverse_annotations; their public names are re-exported here)
 __all__ = [
     "CIRCLE",
     "CLICK_COLUMNS",
@@ -805,7 +805,7 @@ def _assemble(
     created_ns: np.ndarray,
     unusual: frozenset[int],
 ) -> pd.DataFrame:
-    """Clicks as columns (:meth:`clumpscout.data.click_buckets.ClickBuckets.ranges`) -> the
+    """Clicks as columns (:meth:`clumpscout.data.zooniverse_buckets.ClickBuckets.ranges`) -> the
     clicks DataFrame, sorted by subject, classification, click order (``seq``)."""
     order = np.lexsort((cols["seq"], cid[cols["row"]], sid[cols["row"]]))
     r = cols["row"][order]

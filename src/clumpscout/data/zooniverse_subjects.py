@@ -1,5 +1,5 @@
 """The Zooniverse subject export: image sizes and metadata per subject (for
-:mod:`clumpscout.data.zooniverse`; limits: :mod:`clumpscout.data.export_csv`)."""
+:mod:`clumpscout.data.zooniverse`; limits: :mod:`clumpscout.data.zooniverse_csv`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout.data.export_csv import (
+from clumpscout.data.zooniverse_csv import (
     _bad_json,
     _first_bad,
     _loads,

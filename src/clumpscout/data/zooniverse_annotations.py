@@ -16,8 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
-from clumpscout.data.export_csv import (
+from clumpscout.data.click_definition import drawing_marks, flatten, parse_annotations, task_name
+from clumpscout.data.zooniverse_csv import (
     FLAGS,
     _bad_json,
     _loads,
@@ -28,10 +28,10 @@ from clumpscout.data.export_csv import (
     iter_column_batches,
     json_depth_exceeds,
 )
-from clumpscout.data.export_selection import (
+from clumpscout.data.zooniverse_selection import (
     _first,
 )
-from clumpscout.data.subjects_export import (
+from clumpscout.data.zooniverse_subjects import (
     _as_number,
 )
 from clumpscout.errors import InputError
@@ -198,7 +198,7 @@ def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
     marks of every drawing task (the elements of their values)."""
     items = []
     n_marks = 0
-    for a in flatten(ann):  # what a click is: clumpscout.data.clicks
+    for a in flatten(ann):  # what a click is: clumpscout.data.click_definition
         task = task_name(a.get("task"))
         value = a.get("value")
         drawing = drawing_marks(value, a.get("taskType")) is not None
