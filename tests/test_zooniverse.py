@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from clumpscout.cli import main as cli_main
-from clumpscout.data.zooniverse import CLICK_COLUMNS, extract_clicks, report_path
+from clumpscout.data.zooniverse import CLICK_COLUMNS, extract_clicks
 from clumpscout.errors import InputError
+from clumpscout.io import report_path
 from clumpscout.simulation.export import CLASSIFICATION_COLUMNS
 
 # Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulation.export

@@ -28,6 +28,8 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.errors import InputError
+from clumpscout.io import write_csv
+from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
@@ -304,9 +306,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from clumpscout.io import write_csv
-    from clumpscout.logs import timed
-
     with timed("building the gold standard from the experts' clicks"):
         clicks = pd.read_parquet(args.expert_clicks)
         boxes = pd.read_parquet(args.boxes, columns=["subject_id", "x1", "y1", "x2", "y2"])

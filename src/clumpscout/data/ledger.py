@@ -81,7 +81,7 @@ from clumpscout.data.ledger_recount import (
     unique_sorted,
 )
 from clumpscout.errors import InputError
-from clumpscout.io import read_json
+from clumpscout.io import read_json, write_csv, write_json
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -693,8 +693,6 @@ def check_ledger(ledger: Ledger) -> None:
 
 def write_ledger(ledger: Ledger, out_csv: str | Path, out_json: str | Path) -> None:
     """Write ledger.csv and ledger.json atomically."""
-    from clumpscout.io import write_csv, write_json
-
     write_csv(ledger.table(), out_csv)
     write_json(ledger.as_dict(), out_json)
 
