@@ -30,10 +30,10 @@ from clumpscout.simulation.universe import (
     make_galaxies,
     make_volunteers,
     resolve_config,
-    serve_subjects,
     simulate_universe,
     stage_seed,
 )
+from clumpscout.simulation.volunteers import serve_subjects
 
 csv.field_size_limit(2**31 - 1)
 
@@ -728,11 +728,11 @@ def test_block_sizes_change_no_byte(tmp_path, universe, monkeypatch):
     groups)."""
     from clumpscout.simulation import clicks as sim_clicks
     from clumpscout.simulation import export as sim_export
-    from clumpscout.simulation import universe as sim_universe
+    from clumpscout.simulation import truth as sim_truth
 
     monkeypatch.setattr(sim_clicks, "PAIR_BLOCK", 997)
-    monkeypatch.setattr(sim_universe, "MARK_BLOCK", 500)
-    monkeypatch.setattr(sim_universe, "CLICK_TRUTH_ROW_GROUP", 1000)
+    monkeypatch.setattr(sim_truth, "MARK_BLOCK", 500)
+    monkeypatch.setattr(sim_truth, "CLICK_TRUTH_ROW_GROUP", 1000)
     monkeypatch.setattr(sim_export, "CHUNK", 500)
     simulate_universe(SMALL, 11, tmp_path)
     for name in OUTPUTS:
@@ -751,7 +751,7 @@ def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clumpscout.simulation.universe import _click_groups, _click_truth, write_click_truth
+    from clumpscout.simulation.truth import _click_groups, _click_truth, write_click_truth
 
     rng = np.random.default_rng(0)
 
