@@ -57,7 +57,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import defaults
 from clumpscout.errors import InputError
+from clumpscout.io import write_csv
 from clumpscout.metrics.containment import (
     containment,
     curve_counts,
@@ -357,8 +359,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table whose subject_id are the scored subjects "
         "(default: the subjects of --points); for --kind truth pass the subsample's boxes",
     )
-    from clumpscout.config import defaults
-
     d = defaults("compare")  # config keys compare.thresholds, compare.calibration_bins
     p.add_argument("--thresholds", type=int, default=d["thresholds"], help="p_fp thresholds")
     p.add_argument("--bins", type=int, default=d["calibration_bins"], help="calibration bins")
@@ -369,8 +369,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_csv
-
     labels = read_labels(args.labels)
     points = read_points(args.points)
     subjects = subjects_of(args.subjects)

@@ -70,11 +70,13 @@ import pandas as pd
 from tqdm import tqdm
 
 from clumpscout import config as _config
+from clumpscout.arrays import ranges
 from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
 from clumpscout.metrics.containment import containment
 from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
     LIVE_FEATURES,
     MIN_GOLD_SUBJECTS,
@@ -93,7 +95,7 @@ from clumpscout.model.live import (
     refit_skills,
 )
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges
+from clumpscout.model.prepare import REQUIRED_COLUMNS, read_boxes
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +219,7 @@ class _Prefixes:
         """Rows of every (subject, first n classifications) pair; subject_id = pair index."""
         start = np.searchsorted(self.key, subject_codes * self.big, side="left")
         end = np.searchsorted(self.key, subject_codes * self.big + n, side="right")
-        idx = _ranges(start, end)
+        idx = ranges(start, end)
         out = self.rows.iloc[idx].reset_index(drop=True)
         pair = np.repeat(np.arange(len(n), dtype=np.int64), end - start)
         out["subject_id"] = pair
@@ -703,8 +705,6 @@ def replay(
     if isinstance(calibration, dict) or calibration is None:
         calibration = CalibrationSettings(**{"seed": int(seed), **(calibration or {})})
     if full_labels is None:
-        from clumpscout.model.aggregator import Aggregator
-
         log.info("full-data labels: aggregating all %d rows", len(boxes))
         agg = Aggregator(params, seed=seed, calibration=calibration)
         full_labels = agg.fit(boxes, path=path, gold=gold).labels_
@@ -780,10 +780,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.config import load
-    from clumpscout.model.prepare import read_boxes
-
-    cfg = load(args.config) if args.config else {}
+    cfg = _config.load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
     gold = read_gold(args.gold) if args.gold else None

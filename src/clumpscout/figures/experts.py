@@ -29,6 +29,7 @@ from clumpscout.figures.common import (
     require,
     save_figure,
 )
+from clumpscout.metrics.containment import containment
 
 
 def curve_markers(curve: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -150,8 +151,6 @@ def empirical_matches(labels: pd.DataFrame, points: pd.DataFrame) -> pd.DataFram
     at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.metrics.containment.containment),
     and ``normal`` when a strict majority of its volunteers marked it normal
     (frac_unusual < 0.5). Subjects without expert classifications are left out."""
-    from clumpscout.metrics.containment import containment
-
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     require(points, ["subject_id", "x", "y"], "expert clicks")
     subjects = points["subject_id"].unique()

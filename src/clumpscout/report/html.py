@@ -15,6 +15,9 @@ import html
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from clumpscout.io import atomic_path
+from clumpscout.report.project import plural, probability_sentence
+
 
 def rst_to_html(text: str) -> str:
     """A caption as an HTML fragment (docutils if available, else preformatted text)."""
@@ -118,8 +121,6 @@ def _tools(clicks: str | Path | None) -> str:
 def project_intro(about: Mapping, report: Mapping, tools: str = "") -> tuple[str, list[str]]:
     """The project report's title and introduction (paragraphs of plain text), from the
     config (``about``: project.smk's ``project_about``) and the clicks report."""
-    from clumpscout.report.project import plural, probability_sentence
-
     obj = str(about.get("object_name") or "object")
     objs = plural(obj)
     name = str(about.get("project_name") or "Project")
@@ -203,8 +204,6 @@ def write_project_report(
     import json
 
     import pandas as pd
-
-    from clumpscout.io import atomic_path
 
     report = json.loads(Path(clicks_report).read_text()) if clicks_report else {}
     title, intro = project_intro(about, report, _tools(clicks))
