@@ -306,7 +306,7 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
 
 
 def truths(universe: Path) -> dict[str, pd.DataFrame]:
-    from clumpscout.evaluation.regimes import truth_tables
+    from clumpscout.simulation.truth import truth_tables
 
     clumps, objects = truth_tables(universe)
     return {"clumps": clumps, "any_object": objects}

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from clumpscout.evaluation import regimes as ev
+from clumpscout.simulation.truth import truth_tables
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,13 +150,13 @@ def test_truth_tables(tmp_path):
     pd.DataFrame(
         {"subject_id": [1, 2], "x": [3.0, 4.0], "y": [5.0, 6.0], "kind": ["star", "bulge"]}
     ).to_csv(tmp_path / "truth_distractors.csv", index=False)
-    clumps, objects = ev.truth_tables(tmp_path)
+    clumps, objects = truth_tables(tmp_path)
     assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "star", "bulge"]
     pd.DataFrame(
         {"subject_id": [1, 1], "object": [0, 1], "kind": ["clump", "faint_feature"],
          "x": [1.0, 7.0], "y": [2.0, 8.0]}
     ).to_csv(tmp_path / "truth_objects.csv", index=False)  # fmt: skip
-    clumps, objects = ev.truth_tables(tmp_path)
+    clumps, objects = truth_tables(tmp_path)
     assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "faint_feature"]
 
 

@@ -8,7 +8,8 @@ the regime benchmark (``benchmarks/regimes.py``) reports:
   its subject (closed box, subject pixels; :func:`clumpscout.metrics.containment.containment`). "Real
   object" is either the true clumps (``truth_clumps.csv``) or any real object: clumps,
   faint features, foreground stars and bulges (``truth_objects.csv``, or
-  ``truth_clumps.csv`` + ``truth_distractors.csv``), see :func:`truth_tables`.
+  ``truth_clumps.csv`` + ``truth_distractors.csv``), see
+  :func:`clumpscout.simulation.truth.truth_tables`.
 - **Realised errors** (:func:`realised_errors`): realised false labels are labels (every
   label, i.e. at p* = 1) that contain no real object's centre; realised misses are real
   objects that lie inside no label. They are what the model's Σ N_fp and Σ N_fn
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -55,38 +55,6 @@ DISTRACTOR_KINDS = ("faint_feature", "star", "bulge")
 
 
 # ---------------------------------------------------------------- truth
-def truth_tables(universe: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(clumps, any real object) of a simulated universe, each with subject_id, kind, x, y.
-
-    The objects table is ``truth_objects.csv`` when the simulator wrote one, else the
-    true clumps plus every row of ``truth_distractors.csv`` (faint features, stars,
-    bulges). The clumps table is ``truth_clumps.csv``, or the ``kind == "clump"`` rows of
-    ``truth_objects.csv`` when there is no ``truth_clumps.csv``.
-    """
-    u = Path(universe)
-    objects = None
-    if (u / "truth_objects.csv").exists():
-        objects = pd.read_csv(u / "truth_objects.csv")
-        if "kind" not in objects.columns:
-            objects["kind"] = "object"
-    if (u / "truth_clumps.csv").exists():
-        clumps = pd.read_csv(u / "truth_clumps.csv")
-        clumps["kind"] = "clump"
-    elif objects is not None:
-        clumps = objects.loc[objects["kind"] == "clump"].reset_index(drop=True)
-    else:
-        raise FileNotFoundError(f"no truth_clumps.csv or truth_objects.csv in {u}")
-    if objects is None:
-        parts = [clumps[["subject_id", "kind", "x", "y"]]]
-        if (u / "truth_distractors.csv").exists():
-            d = pd.read_csv(u / "truth_distractors.csv")
-            parts.append(d[["subject_id", "kind", "x", "y"]])
-        else:
-            log.warning("%s has no truth_distractors.csv: 'any object' = the clumps", u)
-        objects = pd.concat(parts, ignore_index=True)
-    return clumps, objects
-
-
 def marked_objects(
     truth_clicks: pd.DataFrame,
     boxes: pd.DataFrame,

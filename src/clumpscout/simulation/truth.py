@@ -1,12 +1,15 @@
 """The truth files of a simulated universe (either kind): every real object with how many
 volunteers saw and marked it (truth_objects.csv), every volunteer and expert with their
-skills (volunteers_truth.csv) and every click with where it came from (truth_clicks.parquet).
+skills (volunteers_truth.csv) and every click with where it came from (truth_clicks.parquet);
+and the truth read back (:func:`truth_tables`: what the project counts, for the replay and
+the benchmarks).
 
 The model behind them is documented in :mod:`clumpscout.simulation.universe`.
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,8 @@ import pyarrow.parquet as pq
 
 from clumpscout.io import atomic_path
 from clumpscout.simulation.export import format_times, write_table_csv
+
+log = logging.getLogger(__name__)
 
 #: columns of truth_objects.csv
 OBJECT_COLUMNS = (
@@ -219,3 +224,38 @@ def _click_truth(clicks, cls_id, cls_gal, sid, expert, click_index):
             "distractor": clicks["distractor"].to_numpy(),
         }
     )
+
+
+# --------------------------------------------------------------------------- reading it back
+
+
+def truth_tables(universe: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(clumps, any real object) of a simulated universe, each with subject_id, kind, x, y.
+
+    The objects table is ``truth_objects.csv`` when the simulator wrote one, else the
+    true clumps plus every row of ``truth_distractors.csv`` (faint features, stars,
+    bulges). The clumps table is ``truth_clumps.csv``, or the ``kind == "clump"`` rows of
+    ``truth_objects.csv`` when there is no ``truth_clumps.csv``.
+    """
+    u = Path(universe)
+    objects = None
+    if (u / "truth_objects.csv").exists():
+        objects = pd.read_csv(u / "truth_objects.csv")
+        if "kind" not in objects.columns:
+            objects["kind"] = "object"
+    if (u / "truth_clumps.csv").exists():
+        clumps = pd.read_csv(u / "truth_clumps.csv")
+        clumps["kind"] = "clump"
+    elif objects is not None:
+        clumps = objects.loc[objects["kind"] == "clump"].reset_index(drop=True)
+    else:
+        raise FileNotFoundError(f"no truth_clumps.csv or truth_objects.csv in {u}")
+    if objects is None:
+        parts = [clumps[["subject_id", "kind", "x", "y"]]]
+        if (u / "truth_distractors.csv").exists():
+            d = pd.read_csv(u / "truth_distractors.csv")
+            parts.append(d[["subject_id", "kind", "x", "y"]])
+        else:
+            log.warning("%s has no truth_distractors.csv: 'any object' = the clumps", u)
+        objects = pd.concat(parts, ignore_index=True)
+    return clumps, objects
