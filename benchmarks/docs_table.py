@@ -6,8 +6,12 @@ the command that was run, the date and the machine. A section is delimited by tw
 comments (``<!-- begin NAME -->`` ... ``<!-- end NAME -->``); writing it again replaces it in
 place and leaves every other section as it was, so each benchmark refreshes only its own.
 
-    from docs_table import markdown_table, write_section   # scripts run from benchmarks/
+    from benchmarks.docs_table import markdown_table, write_section
     write_section("regimes", "The regime grid", markdown_table(df), command=sys.argv)
+
+It imports nothing of its own folder, so a script run as a file may also write
+``from docs_table import ...`` (the script's folder is on ``sys.path``); a script that tests
+import (``from benchmarks import regimes``) uses the package form.
 """
 
 from __future__ import annotations

@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402
+from benchmarks import regimes as grid  # noqa: E402
 
 #: the paper's §6.3 numbers for all clumps at its chosen threshold
 PAPER = {"purity": 0.35, "completeness": 0.97}

@@ -31,11 +31,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 
 def _scores(labels, subjects_df, truth, held_out) -> dict:

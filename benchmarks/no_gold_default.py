@@ -26,11 +26,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402
+from benchmarks import regimes as grid  # noqa: E402
 
 
 def _rows(source, labels, subjects, is_real, n_true, weights) -> list[dict]:

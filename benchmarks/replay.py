@@ -43,13 +43,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for p in (REPO / "src", HERE):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 log = logging.getLogger("clumpscout.replay_benchmark")
 

@@ -106,8 +106,7 @@ def run_one(
     boxes_path: Path, model: str, k: int, arrangement: str, seed: int, scale_batch: bool
 ) -> dict:
     """One aggregation of k copies; the numbers of the benchmark table."""
-    from _measure import peak_rss_mb
-
+    from benchmarks._measure import peak_rss_mb
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.params import Params
 

@@ -1,13 +1,9 @@
 """benchmarks/docs_table.py: each benchmark rewrites only its own section of docs/benchmarks.md."""
 
-import importlib.util
-
 import pandas as pd
 from conftest import REPO
 
-spec = importlib.util.spec_from_file_location("docs_table", REPO / "benchmarks" / "docs_table.py")
-dt = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dt)
+from benchmarks import docs_table as dt
 
 
 def test_markdown_table_by_hand():
