@@ -39,7 +39,7 @@ from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 
 def _scores(labels, subjects_df, truth, held_out) -> dict:
-    from clumpscout.evaluation.regimes import count_mae, label_ece
+    from benchmarks.truth_scores import count_mae, label_ece
 
     row = {
         "ece": label_ece(labels, truth, held_out),

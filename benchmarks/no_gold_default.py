@@ -83,7 +83,7 @@ def regime_rows(name, args) -> list[dict]:
 
 
 def pedestrian_rows(args) -> list[dict]:
-    from clumpscout.data.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.crowd_boxes import read_crowd_boxes, read_crowd_gold
     from clumpscout.data.gold import gold_from_table
     from clumpscout.metrics.matching import match_one_to_one
     from clumpscout.model.aggregator import Aggregator

@@ -41,7 +41,7 @@ Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); 
 simulate, subsample and aggregate stages take the workflow's stage seeds
 (``clumpscout.simulation.universe.stage_seed(S, stage)``), so a run is deterministic.
 
-Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`),
+Scoring (:mod:`benchmarks.truth_scores` on top of :mod:`clumpscout.evaluation.compare`),
 on the held-out subjects: a label is true when its box contains the centre of a counted
 object of its subject. ``regimes.csv`` scores against what the project counts (the true
 clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any real object
@@ -446,7 +446,7 @@ def _tuned(
 ) -> tuple[int, dict[int, float]]:
     """The setting with the largest √(C² + P²) against the gold marks on the gold subjects
     (ties: the smaller), and every setting's √(C² + P²)."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
 
     hyp = {v: _hypot(score_method(lab, points, subjects)[0]) for v, lab in by_setting.items()}
     best = max(hyp, key=lambda v: (hyp[v] if np.isfinite(hyp[v]) else -np.inf, -v))
@@ -468,7 +468,7 @@ def gold_draws(
     """The generative model calibrated on draw 0 (the main gold standard) and ``k`` more
     random gold standards of ``n_gold`` subjects, with the baselines tuned on each, scored
     on each draw's held-out subjects (module docstring, "Gold draws")."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
     from clumpscout.model.calibration import calibrate
     from clumpscout.simulation.universe import stage_seed
 
@@ -562,7 +562,7 @@ def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- one regime
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
-    from clumpscout.evaluation.regimes import label_ece, marked_objects, score_method
+    from benchmarks.truth_scores import label_ece, marked_objects, score_method
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import CalibrationSettings
     from clumpscout.model.params import Params
@@ -755,7 +755,7 @@ def curve_margin(curve: pd.DataFrame, baselines: list[dict]) -> float:
 def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out, curves) -> list[dict]:
     """The acceptance checks of the gold-standard calibration, per truth and model view
     (module docstring), on the held-out subjects."""
-    from clumpscout.evaluation.regimes import DISTRACTOR_KINDS, expected_count_error
+    from benchmarks.truth_scores import DISTRACTOR_KINDS, expected_count_error
 
     out = []
     for t in TRUTHS:

@@ -1,4 +1,4 @@
-"""Scoring helpers of the regime benchmark (clumpscout.evaluation.regimes), on hand-computed toys."""
+"""Scoring helpers of the regime benchmark (benchmarks.truth_scores), on hand-computed toys."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from benchmarks import gold_size, regimes
-from clumpscout.evaluation import regimes as ev
+from benchmarks import truth_scores as ev
 from clumpscout.simulation.truth import truth_tables
 
 REPO = Path(__file__).resolve().parents[1]

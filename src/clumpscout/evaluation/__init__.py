@@ -3,7 +3,6 @@
 =============  ==============================================================
 ``compare``    purity, completeness and calibration against points (§6.3)
 ``baseline``   MeanShift (appendix), single-linkage and DBSCAN baselines
-``regimes``    scoring helpers of the regime-grid benchmark
 ``replay``     early retirement replayed on the classifications in arrival order
 =============  ==============================================================
 """

@@ -1,6 +1,6 @@
 """Early retirement replayed on every regime of the grid (clumpscout.evaluation.replay).
 
-    .venv/bin/python benchmarks/replay.py --subjects 10000 --out results/replay \
+    .venv/bin/python benchmarks/replay_regimes.py --subjects 10000 --out results/replay \
         [--regimes paper,counting] [--seed S] [--keep-work] [--gold-fraction 0.05]
 
 For each regime (``resources/regimes/{regime}.yaml`` merged over config.yaml, as in
@@ -27,7 +27,7 @@ figure), ``retirement_<regime>.parquet`` and ``replay_report.json`` (timings per
 
 ``--speed`` times the replay alone (simulate and boxes aside, no full-data aggregation:
 ``lost`` is then meaningless), e.g. at the paper's size:
-``benchmarks/replay.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
+``benchmarks/replay_regimes.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
 """
 
 from __future__ import annotations
