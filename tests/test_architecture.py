@@ -161,20 +161,40 @@ def circles(g: Graph) -> list[frozenset[str]]:
 
 
 # ------------------------------------------------------------------ the checker, on a toy
+#: a toy package, file by file (``=== path`` starts a file): one private import, one
+#: circle closed by an import inside a function, and two layers to put in either order
+TOY = """
+=== __init__.py
+__version__ = '1'
+=== low.py
+def helper():
+    pass
+
+
+def _secret():
+    pass
+=== high.py
+from toy import low
+from toy.low import _secret
+=== sub/__init__.py
+=== sub/a.py
+from . import b
+=== sub/b.py
+def f():
+    from toy.sub.a import x
+=== sub/c.py
+import toy.high
+from toy import __version__
+"""
+
+
 def _toy(tmp_path: Path) -> Path:
     root = tmp_path / "src" / "toy"
-    files = {
-        "__init__.py": "__version__ = '1'\n",
-        "low.py": "def helper():\n    pass\n\n\ndef _secret():\n    pass\n",
-        "high.py": "from toy import low\nfrom toy.low import _secret\n",
-        "sub/__init__.py": "",
-        "sub/a.py": "from . import b\n",
-        "sub/b.py": "def f():\n    from toy.sub.a import x\n",
-        "sub/c.py": "import toy.high\nfrom toy import __version__\n",
-    }
-    for name, text in files.items():
-        (root / name).parent.mkdir(parents=True, exist_ok=True)
-        (root / name).write_text(text)
+    for chunk in TOY.split("=== ")[1:]:
+        name, _, text = chunk.partition("\n")
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     return root
 
 
