@@ -33,10 +33,14 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _replicate import replicate_boxes, replicate_gold  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._replicate import replicate_boxes, replicate_gold  # noqa: E402
+
+ROOT = REPO
 
 
 def _config(model: str, work: Path) -> Path:
@@ -164,7 +168,7 @@ def main(argv=None) -> int:
             f"{r.get('s_per_cycle', float('nan')):.3f} | {per_row:.0f} |"
         )
     print("\n" + "\n".join(lines))
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = (
         f"k independent copies of `{a.boxes}` (`_replicate.py`: subjects, classifications and "

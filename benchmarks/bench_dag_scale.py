@@ -26,9 +26,14 @@ import time
 from pathlib import Path
 
 import yaml
-from _measure import critical_path_rows
 
 REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks._measure import critical_path_rows  # noqa: E402
+
 COPY = ["Snakefile", "config.yaml", "workflow", "scripts", "src", "envs", "resources"]
 
 
@@ -107,7 +112,7 @@ def main() -> None:
     print("\nsubjects  wall_s  s_per_1k_subjects  peak_rule_rss_MB")
     for n, wall, peak in summary:
         print(f"{n:>8,} {wall:>7,.0f} {1000 * wall / n:>18.2f} {peak:>17,.0f}")
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = "\n".join(
         [

@@ -23,10 +23,14 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from bench_scale import run_measured
-from docs_table import markdown_table, publish
 
 REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks.bench_scale import run_measured  # noqa: E402
+from benchmarks.docs_table import markdown_table, publish  # noqa: E402
 
 
 def config(scale: float, plain: bool) -> dict:

@@ -8,7 +8,7 @@ place and leaves every other section as it was, so each benchmark refreshes only
 Each section starts with an anchor of its name (``docs/benchmarks.md#<name>``), which the README
 and the other docs link to.
 
-    from docs_table import markdown_table, write_section   # scripts run from benchmarks/
+    from benchmarks.docs_table import markdown_table, write_section
     write_section("regimes", "The regime grid", markdown_table(df), command=sys.argv)
     publish("regimes", "The regime grid", markdown_table(df), __file__, argv)  # from main(argv)
 
@@ -18,6 +18,10 @@ A benchmark too long to run yet gets a section that says so, with the command to
 
 ``CLUMPSCOUT_BENCHMARKS_MD`` names another file to write instead of docs/benchmarks.md (the
 test suite sets it, so that a test running a benchmark's main never rewrites the docs).
+
+It imports nothing of its own folder, so a script run as a file may also write
+``from docs_table import ...`` (the script's folder is on ``sys.path``); a script that tests
+import (``from benchmarks import regimes``) uses the package form.
 """
 
 from __future__ import annotations

@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402
+from benchmarks import regimes as grid  # noqa: E402
 
 #: the paper's §6.3 numbers for all clumps at its chosen threshold
 PAPER = {"purity": 0.35, "completeness": 0.97}
@@ -61,7 +61,7 @@ def _at_half(labels: pd.DataFrame, points: pd.DataFrame, subjects) -> list[dict]
 def docs_markdown(df: pd.DataFrame, args, cal: dict, seconds: float) -> str:
     """The section of docs/benchmarks.md: purity and completeness at p_fp < 0.5 per method and
     subset beside the paper's, the calibration's held-out agreement, and the time."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     wide = df.pivot_table(
         index="method", columns="subset", values=["purity", "completeness"], sort=False
@@ -156,7 +156,7 @@ def main(argv=None) -> int:
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"paper (all clumps): purity ≈ {PAPER['purity']}, completeness ≈ {PAPER['completeness']}")
     print(f"calibration: {cal.get('seconds')} s, held out: {cal.get('held_out')}")
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(df, args, cal, time.perf_counter() - t_start)
     title = "The paper's expert comparison at the paper's size"

@@ -166,9 +166,9 @@ def regime_golds(names: list[str], n_subjects: int, draws: int, work: Path) -> l
 
 def pedestrian_golds(shared: Path, draws: int) -> list[dict]:
     """The pedestrians' expert boxes, split as benchmarks/pedestrians.py splits them."""
-    from clumpscout.data.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.expert_scores import split_gold
     from clumpscout.data.gold import gold_from_table
-    from clumpscout.evaluation.expert_scores import split_gold
     from clumpscout.model.aggregator import Aggregator
 
     d = shared / "data" / "crowd_boxes" / "lean_pedestrians"
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
     log.info("%d of %d checks as expected in %.0f s", len(df) - len(wrong), len(df),
              time.perf_counter() - t0)  # fmt: skip
     if not args.no_docs:
-        from docs_table import markdown_table, write_section
+        from benchmarks.docs_table import markdown_table, write_section
 
         body = (
             "Each cell: the check's verdict (strong labels matched % / expert objects unmarked "

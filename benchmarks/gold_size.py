@@ -31,15 +31,15 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 
 def _scores(labels, subjects_df, truth, held_out) -> dict:
-    from clumpscout.evaluation.regimes import count_mae, label_ece
+    from benchmarks.truth_scores import count_mae, label_ece
 
     row = {
         "ece": label_ece(labels, truth, held_out),
@@ -129,7 +129,7 @@ def plot(mean: pd.DataFrame, path: Path) -> None:
 def docs_markdown(df: pd.DataFrame, args, seconds: float) -> str:
     """The section of docs/benchmarks.md: ECE / count MAE per regime and gold size (means over
     the repeats), their spread over the repeats, and the time."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     g = df.groupby(["regime", "gold_subjects"], sort=False)
     mean, sd = g[["ece", "count_mae"]].mean(), g[["ece", "count_mae"]].std()
@@ -197,7 +197,7 @@ def main(argv=None) -> int:
     mean.to_csv(out / "gold_size_mean.csv", index=False)
     plot(mean, out / "gold_size.png")
     print(mean.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
     publish("gold-size", "How much gold is enough", body, __file__, argv)

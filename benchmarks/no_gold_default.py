@@ -27,17 +27,17 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402
+from benchmarks import regimes as grid  # noqa: E402
 
 
 def _rows(source, labels, subjects, is_real, n_true, weights) -> list[dict]:
     """Per weight: ECE, count MAE, expected-count MAE; ``is_real`` per label, ``n_true`` per
     subject (indexed by subject_id, the subjects scored)."""
-    from clumpscout.evaluation.compare import calibration
+    from clumpscout.metrics.reliability import calibration
     from clumpscout.model.calibration import default_calibration
 
     weak = (labels["p_empty"] < 0.5) & (labels["p_weak"].fillna(0) >= 0.5)
@@ -63,7 +63,7 @@ def _rows(source, labels, subjects, is_real, n_true, weights) -> list[dict]:
 
 
 def regime_rows(name, args) -> list[dict]:
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
@@ -84,9 +84,9 @@ def regime_rows(name, args) -> list[dict]:
 
 
 def pedestrian_rows(args) -> list[dict]:
-    from clumpscout.data.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.crowd_boxes import read_crowd_boxes, read_crowd_gold
     from clumpscout.data.gold import gold_from_table
-    from clumpscout.evaluation.matching import match_one_to_one
+    from clumpscout.metrics.matching import match_one_to_one
     from clumpscout.model.aggregator import Aggregator
 
     d = Path(args.shared) / "data" / "crowd_boxes" / "lean_pedestrians"
@@ -104,7 +104,7 @@ def pedestrian_rows(args) -> list[dict]:
 def docs_markdown(df: pd.DataFrame, args, seconds: float) -> str:
     """The section of docs/benchmarks.md: per source the share of weakly marked labels that
     are counted, and the count MAE and ECE for each weight w."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     def by_weight(col: str) -> pd.DataFrame:
         t = df.pivot(index="source", columns="weak_real", values=col)
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
     df = pd.DataFrame(rows)
     df.to_csv(out / "no_gold_default.csv", index=False)
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
     publish("no-gold-default", "The default map without a gold standard", body, __file__, argv)

@@ -7,10 +7,10 @@ Data: ``../shared/data/crowd_boxes/lean_pedestrians`` (Branson, Van Horn & Peron
 Crowdsourcing", CVPR 2017; MIT licence, copyright 2016 Grant Van Horn; README there): 1,448
 street frames, 7 crowd workers each, expert boxes on 938 of them.
 
-For each seed: the workers' boxes (clumpscout.data.crowd_boxes) are aggregated by the default
+For each seed: the workers' boxes (benchmarks.crowd_boxes) are aggregated by the default
 model with the expert boxes of ``--gold-fraction`` of the expert images as the gold standard
 (clumpscout.data.gold; the rest of the expert images are held out), and the labels of the
-held-out expert images are scored against the experts (clumpscout.evaluation.expert_scores:
+held-out expert images are scored against the experts (benchmarks.expert_scores:
 one-to-one matching at IoU ≥ 0.5, boxes clipped to the image): precision, recall and F1 of
 the labels with p_fp < 0.5, ECE of p_fp, count MAE per image. The same fit is scored with
 the default map without gold (docs/decisions.md#no-gold-default) and with the model's own
@@ -30,8 +30,9 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "src") not in sys.path:
-    sys.path.insert(0, str(REPO / "src"))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 #: the authors' full model, 7 workers per image, same scoring (README of the data)
 AUTHORS_F1 = 0.933
@@ -39,9 +40,9 @@ AUTHORS_F1 = 0.933
 
 def run(shared: Path, gold_fraction: float = 0.2, seed: int = 0, params=None) -> list[dict]:
     """The rows of one seed (gold-calibrated, no gold, p_empty)."""
-    from clumpscout.data.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.crowd_boxes import read_crowd_boxes, read_crowd_gold
+    from benchmarks.expert_scores import score_against_gold, split_gold
     from clumpscout.data.gold import gold_from_table
-    from clumpscout.evaluation.expert_scores import score_against_gold, split_gold
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import default_calibration
 
@@ -80,7 +81,7 @@ def run(shared: Path, gold_fraction: float = 0.2, seed: int = 0, params=None) ->
 def docs_markdown(df: pd.DataFrame, args, seconds: float) -> str:
     """The section of docs/benchmarks.md: the views' means over the seeds, the spread of the
     gold-calibrated view over the seeds (gold splits), and the time."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     names = {
         "gold": "calibrated on the gold images",
@@ -158,7 +159,7 @@ def main(argv=None) -> int:
     mean = df.groupby("view")[["precision", "recall", "f1", "ece", "count_mae"]].mean()
     print("\nmean over seeds:\n" + mean.to_string(float_format=lambda v: f"{v:.3f}"))
     print(f"the authors' full model: F1 {AUTHORS_F1}")
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(df, args, time.perf_counter() - t0)
     publish("pedestrians", "Real boxes with experts: the pedestrians", body, __file__, argv)

@@ -41,7 +41,7 @@ Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); 
 simulate, subsample and aggregate stages take the workflow's stage seeds
 (``clumpscout.simulation.universe.stage_seed(S, stage)``), so a run is deterministic.
 
-Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`),
+Scoring (:mod:`benchmarks.truth_scores` on top of :mod:`clumpscout.evaluation.compare`),
 on the held-out subjects: a label is true when its box contains the centre of a counted
 object of its subject. ``regimes.csv`` scores against what the project counts (the true
 clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any real object
@@ -120,8 +120,9 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "src") not in sys.path:
-    sys.path.insert(0, str(REPO / "src"))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 log = logging.getLogger("clumpscout.regimes")
 
@@ -306,7 +307,7 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
 
 
 def truths(universe: Path) -> dict[str, pd.DataFrame]:
-    from clumpscout.evaluation.regimes import truth_tables
+    from clumpscout.simulation.truth import truth_tables
 
     clumps, objects = truth_tables(universe)
     return {"clumps": clumps, "any_object": objects}
@@ -445,7 +446,7 @@ def _tuned(
 ) -> tuple[int, dict[int, float]]:
     """The setting with the largest √(C² + P²) against the gold marks on the gold subjects
     (ties: the smaller), and every setting's √(C² + P²)."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
 
     hyp = {v: _hypot(score_method(lab, points, subjects)[0]) for v, lab in by_setting.items()}
     best = max(hyp, key=lambda v: (hyp[v] if np.isfinite(hyp[v]) else -np.inf, -v))
@@ -467,7 +468,7 @@ def gold_draws(
     """The generative model calibrated on draw 0 (the main gold standard) and ``k`` more
     random gold standards of ``n_gold`` subjects, with the baselines tuned on each, scored
     on each draw's held-out subjects (module docstring, "Gold draws")."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
     from clumpscout.model.calibration import calibrate
     from clumpscout.simulation.universe import stage_seed
 
@@ -561,7 +562,7 @@ def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- one regime
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
-    from clumpscout.evaluation.regimes import label_ece, marked_objects, score_method
+    from benchmarks.truth_scores import label_ece, marked_objects, score_method
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import CalibrationSettings
     from clumpscout.model.params import Params
@@ -727,7 +728,7 @@ def _in_subjects(df: pd.DataFrame | None, subjects) -> pd.DataFrame | None:
 
 def _at_half(labels: pd.DataFrame, truth: pd.DataFrame, subjects) -> dict:
     """Purity and completeness of the labels with p_fp < 0.5 (all labels without p_fp)."""
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
 
     lab = labels.loc[labels["subject_id"].isin(subjects)]
     if "p_fp" in lab.columns:
@@ -754,7 +755,7 @@ def curve_margin(curve: pd.DataFrame, baselines: list[dict]) -> float:
 def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out, curves) -> list[dict]:
     """The acceptance checks of the gold-standard calibration, per truth and model view
     (module docstring), on the held-out subjects."""
-    from clumpscout.evaluation.regimes import DISTRACTOR_KINDS, expected_count_error
+    from benchmarks.truth_scores import DISTRACTOR_KINDS, expected_count_error
 
     out = []
     for t in TRUTHS:
@@ -937,7 +938,7 @@ def _ratio(a, b) -> str:
 def docs_markdown(tables: dict, acceptance: pd.DataFrame, draws_summary, report: dict) -> str:
     """The section of docs/benchmarks.md: the grid, its acceptance checks, the gold draws
     and the time per regime (every number from this run's tables)."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     main = tables["clumps"]
     experts = tables["experts"].set_index(["regime", "method"])["ece"]
@@ -1135,7 +1136,7 @@ def main(argv=None) -> int:
         print(f"\n== regimes_gold_draws_summary.csv ({args.gold_draws} more gold draws)")
         print(_fmt(draws_summary))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(tables, acceptance, draws_summary, report)
     publish("regimes", "The regime grid", body, __file__, argv)

@@ -106,8 +106,7 @@ def run_one(
     boxes_path: Path, model: str, k: int, arrangement: str, seed: int, scale_batch: bool
 ) -> dict:
     """One aggregation of k copies; the numbers of the benchmark table."""
-    from _measure import peak_rss_mb
-
+    from benchmarks._measure import peak_rss_mb
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.params import Params
 
@@ -145,7 +144,7 @@ def run_one(
 def docs_markdown(rows: list[dict], args) -> str:
     """The section of docs/benchmarks.md: labels of k copies against k times one copy, the
     dummy's share per cycle, warnings and the time of each run."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     base = {r["model"]: r["labels"] for r in rows if r["k"] == 1}
     table = pd.DataFrame(
@@ -240,7 +239,7 @@ def main(argv=None) -> int:
                 print(f"    warning: {w}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     title = "Scale invariance: k copies of a project"
     publish("scale-invariance", title, docs_markdown(rows, args), __file__, argv)

@@ -13,9 +13,9 @@ def _run(sm):
 
         from clumpscout.data.gold import read_gold
         from clumpscout.evaluation import replay as rp
-        from clumpscout.evaluation.regimes import truth_tables
         from clumpscout.model.params import Params
         from clumpscout.model.source import read_boxes
+        from clumpscout.simulation.truth import truth_tables
 
         params = Params.from_dict(dict(sm.params.aggregate))
         settings = rp.Settings.from_dict(dict(sm.params.replay))

@@ -1,13 +1,10 @@
 """benchmarks/docs_table.py: each benchmark rewrites only its own section of docs/benchmarks.md."""
 
-import importlib.util
-
 import pandas as pd
 from conftest import REPO
 
-spec = importlib.util.spec_from_file_location("docs_table", REPO / "benchmarks" / "docs_table.py")
-dt = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(dt)
+from benchmarks import bench_simulate, suite_times
+from benchmarks import docs_table as dt
 
 
 def test_markdown_table_by_hand():
@@ -78,17 +75,8 @@ def test_command_line_is_relative_to_the_repository():
     assert dt.command_line(argv) == ".venv/bin/python benchmarks/regimes.py --subjects 1000"
 
 
-def _benchmark(name, monkeypatch):
-    """A benchmark script as a module (its sibling imports resolve as when run as a script)."""
-    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_suite_times_reads_pytests_summary_line(monkeypatch):
-    st = _benchmark("suite_times", monkeypatch)
+    st = suite_times
     out = "tests/test_a.py ....\n=========== 1 failed, 3 passed, 2 skipped in 61.20s (0:01:01) ===========\n"
     assert st.summary_line(out) == "1 failed, 3 passed, 2 skipped in 61.20s (0:01:01)"
     assert st.summary_line("collected 0 items\n") == "no summary (see the log)"
@@ -99,7 +87,7 @@ def test_suite_times_reads_pytests_summary_line(monkeypatch):
 def test_bench_simulate_scales_the_paper_scale_config(monkeypatch):
     import yaml
 
-    bs = _benchmark("bench_simulate", monkeypatch)
+    bs = bench_simulate
     paper = yaml.safe_load((REPO / "resources/paper_scale.yaml").read_text())["simulate"]
     base = yaml.safe_load((REPO / "config.yaml").read_text())["simulate"]
     cfg = bs.config(3, plain=False)["simulate"]

@@ -294,8 +294,7 @@ def test_resume_after_kill_gives_the_same_bytes(run_a, tmp_path):
 def test_bench_scale_on_a_real_run(run_a, tmp_path):
     """benchmarks/bench_scale.py on a finished DAG: its Snakemake log gives every job and a
     consistent summary, and the copies stage (extract and both models, 1 and 2 copies) runs."""
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    import bench_scale
+    from benchmarks import bench_scale
 
     logs = (p.read_text() for p in (run_a / ".snakemake/log").glob("*.snakemake.log"))
     jobs = max(map(bench_scale.parse_log, logs), key=len)  # the run (other logs: dry runs)

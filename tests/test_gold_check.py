@@ -342,7 +342,7 @@ def _report_json(path, check):
 
 def test_the_reports_show_the_agreement_table_and_the_warnings_on_top(tmp_path):
     from clumpscout.figures.gold import write_gold_agreement
-    from clumpscout.htmlreport import read_warnings, render
+    from clumpscout.report.html import read_warnings, render
 
     labels, flipped, viewers = _grid(flip=100.0)
     a = gc.gold_agreement(labels, flipped, viewers)
@@ -371,8 +371,8 @@ def test_the_reports_show_the_agreement_table_and_the_warnings_on_top(tmp_path):
 
 
 def test_the_project_report_has_a_gold_section_and_its_warnings_on_top(tmp_path):
-    from clumpscout.figures import project
-    from clumpscout.htmlreport import render_project
+    from clumpscout.report import project
+    from clumpscout.report.html import render_project
 
     labels, gold, viewers = _grid(keep=0.0)
     a = gc.gold_agreement(labels, gold, viewers)

@@ -30,10 +30,10 @@ from clumpscout.simulation.universe import (
     make_galaxies,
     make_volunteers,
     resolve_config,
-    serve_subjects,
     simulate_universe,
     stage_seed,
 )
+from clumpscout.simulation.volunteers import serve_subjects
 
 csv.field_size_limit(2**31 - 1)
 
@@ -728,11 +728,11 @@ def test_block_sizes_change_no_byte(tmp_path, universe, monkeypatch):
     groups)."""
     from clumpscout.simulation import clicks as sim_clicks
     from clumpscout.simulation import export as sim_export
-    from clumpscout.simulation import universe as sim_universe
+    from clumpscout.simulation import truth as sim_truth
 
     monkeypatch.setattr(sim_clicks, "PAIR_BLOCK", 997)
-    monkeypatch.setattr(sim_universe, "MARK_BLOCK", 500)
-    monkeypatch.setattr(sim_universe, "CLICK_TRUTH_ROW_GROUP", 1000)
+    monkeypatch.setattr(sim_truth, "MARK_BLOCK", 500)
+    monkeypatch.setattr(sim_truth, "CLICK_TRUTH_ROW_GROUP", 1000)
     monkeypatch.setattr(sim_export, "CHUNK", 500)
     simulate_universe(SMALL, 11, tmp_path)
     for name in OUTPUTS:
@@ -751,7 +751,7 @@ def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clumpscout.simulation.universe import _click_groups, _click_truth, write_click_truth
+    from clumpscout.simulation.truth import _click_groups, _click_truth, write_click_truth
 
     rng = np.random.default_rng(0)
 
@@ -797,7 +797,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
     Damaged compressed data are an error naming the file."""
     import pyarrow as pa
 
-    from clumpscout.data.ledger_export import read_export_marks
+    from clumpscout.data.ledger_recount import read_export_marks
     from clumpscout.data.zooniverse import extract_clicks
     from clumpscout.errors import InputError
 
@@ -828,7 +828,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
 
     gz = tmp_path / "classifications.csv.gz"
     gz.write_bytes(gzip.compress(plain))
-    from clumpscout.data.export_csv import read_header
+    from clumpscout.data.zooniverse_csv import read_header
 
     assert read_header(gz) == EXPORT_COLUMNS
     bad = tmp_path / "bad.csv.zst"

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.counts import count_table
+from clumpscout.ecsv import write_ecsv
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path
 
@@ -106,8 +107,6 @@ def write_catalogue(
     n: int = 0,
 ) -> dict[str, Path]:
     """Write catalogue.csv, catalogue.ecsv and images.csv into ``out_dir`` (atomically)."""
-    from clumpscout.ecsv import write_ecsv
-
     for what, df, cols in (
         ("labels", labels, ["subject_id", "clump", "x", "y", "x1", "y1", "x2", "y2", "p_fp"]),
         ("subjects", subjects, ["subject_id"]),

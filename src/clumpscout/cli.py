@@ -18,6 +18,7 @@ import sys
 
 from clumpscout import __version__
 from clumpscout.errors import InputError, exit_cleanly_on_sigterm
+from clumpscout.logs import setup_logging
 
 #: sub-command -> (module, one-line help). Contract names: keep them stable.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -54,7 +55,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cutouts": ("clumpscout.images.cutouts", "SDSS frames -> colour subject images (§2.2)"),
     "photometry": ("clumpscout.images.photometry", "g, r, i flux inside clump boxes"),
     "figures": ("clumpscout.figures.paper", "the paper's figures"),
-    "headline": ("clumpscout.evaluation.headline", "headline numbers table"),
+    "headline": ("clumpscout.report.headline", "headline numbers table"),
     "ledger": ("clumpscout.data.ledger", "account for every input click"),
     "replay": (
         "clumpscout.evaluation.replay",
@@ -96,8 +97,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
-    from clumpscout.logs import setup_logging
-
     setup_logging(args.log, logging.DEBUG if args.verbose else logging.INFO)
     exit_cleanly_on_sigterm()
     try:

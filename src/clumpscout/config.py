@@ -15,6 +15,7 @@ This module needs only PyYAML and jsonschema: the workflow loads it before any j
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
 from functools import lru_cache
@@ -116,6 +117,16 @@ def choices(section: str) -> dict[str, list]:
         for name, spec in _node(section).get("properties", {}).items()
         if "enum" in spec
     }
+
+
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every default that is a value: not for required options, flags that are
+    off, or options whose absence (None) the help text explains."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        if action.required or action.default is None or action.default is False:
+            return action.help or ""
+        return super()._get_help_string(action)
 
 
 def _validator():

@@ -133,7 +133,7 @@ def universe(name):
 
 
 # the simulated classification export: zstd-compressed with simulate.compress_classifications
-# (the name clumpscout.simulation.universe.classifications_name gives; extract reads either)
+# (the name clumpscout.simulation.export.classifications_name gives; extract reads either)
 SIM_CLASSIFICATIONS = (
     "classifications.csv.zst"
     if config["simulate"]["compress_classifications"]

@@ -1,5 +1,5 @@
 # Every figure of §6 and the appendix and the headline numbers
-# (clumpscout.evaluation.headline); the report rule (report.smk) gathers them with their
+# (clumpscout.report.headline); the report rule (report.smk) gathers them with their
 # captions into report.html.
 #
 # One rule per figure, generated from clumpscout.figures.registry (its inputs, settings,

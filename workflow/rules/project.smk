@@ -1,6 +1,6 @@
 # The project report (docs/decisions.md#project-report): for data that are not Clump Scout's
 # (figures.project, auto: a Zooniverse export, a flattened clicks table, a counting universe),
-# one rule per section of clumpscout.figures.project, each a figure, a table and a caption
+# one rule per section of clumpscout.report.project, each a figure, a table and a caption
 # written from the config and the data, all from the default model's output at the largest
 # n (the comparison section alone adds the paper's model and the baselines); and, for every
 # project, the catalogue a user takes away (catalogue.csv / .ecsv, images.csv).

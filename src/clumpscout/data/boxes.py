@@ -66,24 +66,26 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import config as _schema
+from clumpscout.config import DefaultsHelpFormatter
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
     EXTENT_COLUMNS,
     SIZE_COLUMNS,
-    _check_classifications,
-    _check_columns,
-    _clicks_sizes,
-    _coords,
-    _has_shapes,
-    _ints,
-    _row_base,
-    _volunteers,
+    check_classifications,
+    check_columns,
+    click_coordinates,
+    clicks_sizes,
     drawn_extents,
+    has_shapes,
+    int_column,
     load_flat_clicks,
     read_clicks,
+    row_base,
+    volunteer_codes,
 )
 from clumpscout.errors import InputError
+from clumpscout.io import report_path, write_json, write_parquet
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -99,7 +101,6 @@ __all__ = [
     "SHAPE_EXTENTS",
     "SIZE_COLUMNS",
     "SUBJECT_REQUIRED",
-    "DefaultsHelpFormatter",
     "add_arguments",
     "drawn_extents",
     "estimate_box_side",
@@ -186,15 +187,15 @@ def make_boxes(
     subjects table's); ``image_size``: (width, height) for subjects whose size nothing else
     gives; ``report``: a dict filled with the counts (JSON-serialisable).
     """
-    _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
+    check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
     side_opt = _check_options(subjects, box_side, clicks_path, shape_extent, image_size)
-    base = _row_base(clicks_path)
+    base = row_base(clicks_path)
     clicks = clicks.reset_index(drop=True)
-    cid = _ints(clicks, "classification_id", clicks_path, base)
-    sid = _ints(clicks, "subject_id", clicks_path, base)
-    x, y = _coords(clicks, clicks_path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+    cid = int_column(clicks, "classification_id", clicks_path, base)
+    sid = int_column(clicks, "subject_id", clicks_path, base)
+    x, y = click_coordinates(clicks, clicks_path, base)
+    vol, vol_missing = volunteer_codes(clicks)
+    no_volunteer = check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
 
     # ---- per subject: box side and image size (and where the size came from)
     per, side_opt = _per_subject(subjects, sid, side_opt, subjects_path)
@@ -240,7 +241,7 @@ def make_boxes(
     )
     if drawn.any():
         log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
-    elif _has_shapes(clicks):
+    elif has_shapes(clicks):
         log.info(
             "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
         )
@@ -342,7 +343,7 @@ def _per_subject(
         return _PerSubject(index, index.get_indexer(sid), nan, nan.copy(), nan.copy(), unknown), (
             side_opt
         )
-    _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
+    check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
     subj = subjects.drop_duplicates("subject_id")
     if len(subj) != len(subjects):
         raise InputError("the subjects table repeats subject ids", path=subjects_path)
@@ -376,7 +377,7 @@ def _sizes_from_clicks(
     """Subjects whose size is a config default or unknown: the size the clicks table carries,
     else the ``image_size`` option (updates ``per`` in place)."""
     fallback = (per.src == "config") | (per.src == "unknown")
-    rep = _clicks_sizes(clicks)
+    rep = clicks_sizes(clicks)
     if len(rep):
         rpos = per.index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
         use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
@@ -497,7 +498,7 @@ def _box_table(
     flag = pd.array(outside, dtype="boolean")
     flag[no_flag] = pd.NA
     out["outside_image"] = flag
-    if _has_shapes(clicks):
+    if has_shapes(clicks):
         out["shape"] = clicks["shape"].astype("str")
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
@@ -579,16 +580,6 @@ def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarra
 # --------------------------------------------------------------------------- CLI
 
 
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows every default that is a value: not for required options, flags that are
-    off, or options whose absence (None) the help text explains."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.required or action.default is None or action.default is False:
-            return action.help or ""
-        return super()._get_help_string(action)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
@@ -640,9 +631,6 @@ def _read_parquet(path: str) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.zooniverse import report_path
-    from clumpscout.io import write_json, write_parquet
-
     report: dict[str, Any] = {}
     with timed("boxes", log):
         boxes = make_boxes(

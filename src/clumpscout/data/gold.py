@@ -34,7 +34,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout import config
 from clumpscout.errors import InputError
+from clumpscout.io import write_csv
+from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
@@ -420,8 +423,6 @@ def build_gold(
 # ------------------------------------------- the gold options of commands that take --gold
 def _frame_options() -> dict:
     """``--gold-<key>`` per key of the config schema's ``gold.frame``: (dest, spec)."""
-    from clumpscout import config
-
     props = config.schema()["properties"]["gold"]["properties"]["frame"]["properties"]
     return {f"--gold-{k.replace('_', '-')}": (k, spec) for k, spec in props.items()}
 
@@ -432,8 +433,6 @@ def add_gold_options(parser) -> None:
     (``--gold-swap-xy``, ``--gold-flip-y H``, ``--gold-scale S``, ...), all built from the
     config schema. Unset, the ``--config`` file's ``gold:`` section applies, else the
     schema's defaults."""
-    from clumpscout import config
-
     parser.add_argument(
         "--gold-on-implausible",
         choices=config.choices("gold")["on_implausible"],
@@ -452,8 +451,6 @@ def add_gold_options(parser) -> None:
 def gold_settings(cfg: dict | None) -> dict:
     """``frame`` and ``on_implausible`` of a config's ``gold:`` section (a config mapping,
     or None: the schema's defaults)."""
-    from clumpscout import config
-
     gold = dict(config.defaults("gold"))
     if cfg:
         section = cfg.get("gold")
@@ -497,9 +494,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from clumpscout.io import write_csv
-    from clumpscout.logs import timed
-
     with timed("building the gold standard from the experts' clicks"):
         clicks = pd.read_parquet(args.expert_clicks)
         boxes = pd.read_parquet(args.boxes, columns=["subject_id", "x1", "y1", "x2", "y2"])

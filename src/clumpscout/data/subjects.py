@@ -55,7 +55,13 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import config as _schema
+from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.data.clicks_table import clicks_sizes, load_flat_clicks
+from clumpscout.data.zooniverse import subject_sizes
+from clumpscout.data.zooniverse_csv import locate_csv_problem, read_header
+from clumpscout.data.zooniverse_subjects import read_subjects_export
 from clumpscout.errors import InputError
+from clumpscout.io import report_path, write_json, write_parquet
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -246,8 +252,6 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
 
     Multi-dimensional FITS columns (per-band arrays) are kept as one column of arrays.
     """
-    from clumpscout.data.zooniverse import read_header
-
     path = Path(path)
     suffix = "".join(path.suffixes).lower()
     if any(s in suffix for s in (".fits", ".fit", ".ecsv", ".fits.gz", ".fit.gz")):
@@ -271,8 +275,6 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
         try:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
         except (UnicodeDecodeError, pd.errors.ParserError, ValueError) as exc:
-            from clumpscout.data.zooniverse import locate_csv_problem
-
             row, problem = locate_csv_problem(path, len(header))
             if row >= 0:
                 raise InputError(f"bad CSV row: {problem}", path=path, row=row) from None
@@ -310,8 +312,6 @@ def _config(cfg: dict | None) -> dict:
 def _image_sizes(
     sid: np.ndarray, export: pd.DataFrame | None, image_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from clumpscout.data.zooniverse import subject_sizes
-
     w, h = subject_sizes(export, sid)
     from_md = ~np.isnan(w)
     h = np.where(np.isnan(h), w, h)
@@ -344,8 +344,6 @@ def build_subjects(
     psfield = psfield or c.get("psfield")
     export = None
     if subjects_export is not None:
-        from clumpscout.data.zooniverse import read_subjects_export
-
         with timed(f"reading subject export {Path(subjects_export).name}", log):
             export = read_subjects_export(subjects_export)
     report: dict[str, Any] = {}
@@ -386,11 +384,9 @@ def build_subjects(
 def _export_from_clicks(path: str | Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A subject list like :func:`read_subjects_export`'s from a flattened clicks table, and
     which subjects got their image size from it."""
-    from clumpscout.data.clicks_table import _clicks_sizes, load_flat_clicks
-
     clicks, _ = load_flat_clicks(path)
     sid = np.unique(clicks["subject_id"].to_numpy(dtype=np.int64))
-    sizes = _clicks_sizes(clicks)
+    sizes = clicks_sizes(clicks)
     pos = pd.Index(sizes["subject_id"]).get_indexer(sid)
     known = pos >= 0
     w = np.where(known, sizes["w"].to_numpy()[np.maximum(pos, 0)] if len(sizes) else 0, np.nan)
@@ -667,8 +663,6 @@ def _psf_from_psfield(cat: pd.DataFrame, path: Path, default: Any) -> np.ndarray
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Cutout side, PSF FWHM and box side (2 FWHM) per subject from a galaxy catalogue, or "
@@ -717,9 +711,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.zooniverse import report_path
-    from clumpscout.io import write_json, write_parquet
-
     psf_source = args.psf_source or ("psfield" if args.psfield else "catalogue")
     cfg = {
         "psf_source": psf_source,

@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from clumpscout.config import DefaultsHelpFormatter
 from clumpscout.errors import InputError
+from clumpscout.io import write_json, write_table
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -220,8 +222,6 @@ def draw_subsample(
 
 # ---------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Draw Z~_n: n classifications per subject without replacement (subjects with fewer "
@@ -240,8 +240,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_table
-
     boxes = read_boxes_table(args.boxes)
     with timed(f"subsample n={args.n}"):
         out, report = draw_subsample(

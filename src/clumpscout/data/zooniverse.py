@@ -111,7 +111,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from clumpscout import config as _schema
-from clumpscout.data.annotations import (
+from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.data.zooniverse_annotations import (
     CIRCLE,
     ELLIPSE,
     OTHER_TOOLS,
@@ -119,28 +120,27 @@ from clumpscout.data.annotations import (
     RECTANGLE,
     SHAPE_KEYS,
     SHAPES,
-    _Collector,
-    _flag_report,
-    _over_limits,
-    _Pass2,
-    _task_hint,
+    Collector,
+    Pass2,
+    flag_report,
+    over_limit_rows,
     shape_extent,
     shape_of,
+    task_hint,
 )
-from clumpscout.data.click_buckets import ClickBuckets
-from clumpscout.data.export_csv import (
+from clumpscout.data.zooniverse_buckets import ClickBuckets
+from clumpscout.data.zooniverse_csv import (
     DROP_FLAGGED,
     FLAG_REASONS,
     FLAGS,
     LIMIT_DEFAULTS,
     LIMIT_REASONS,
-    _first_bad,
-    _short,
     block_size,
     check_limits,
     created_problem,
     created_values,
     duration_seconds,
+    first_true,
     flag_of,
     int_problem,
     int_values,
@@ -150,22 +150,33 @@ from clumpscout.data.export_csv import (
     parse_created_at,
     read_columns,
     read_header,
+    short_repr,
     to_int,
 )
-from clumpscout.data.export_selection import _available, first_per_group, select_workflow
-from clumpscout.data.subjects_export import (
+from clumpscout.data.zooniverse_selection import (
+    available_versions,
+    first_per_group,
+    select_workflow,
+)
+from clumpscout.data.zooniverse_subjects import (
     metadata_image_size,
     metadata_value,
     read_subjects_export,
 )
 from clumpscout.errors import InputError
-from clumpscout.io import rechunked, release_memory, write_parquet_blocks
+from clumpscout.io import (
+    rechunked,
+    release_memory,
+    report_path,
+    write_json,
+    write_parquet_blocks,
+)
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
-#: the reader's public names (the phases live in export_csv, subjects_export, export_selection and
-#: annotations; their public names are re-exported here)
+#: the reader's public names (the phases live in zooniverse_csv, zooniverse_subjects,
+#: zooniverse_selection and zooniverse_annotations; their public names are re-exported here)
 __all__ = [
     "CIRCLE",
     "CLICK_COLUMNS",
@@ -203,7 +214,6 @@ __all__ = [
     "read_columns",
     "read_header",
     "read_subjects_export",
-    "report_path",
     "run",
     "select_workflow",
     "shape_extent",
@@ -359,7 +369,7 @@ def _extract(
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
     # ---- pass 2: JSON of the kept rows only, the clicks kept by subject range
-    p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
+    p2 = Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
     r, buckets, names, stats, flags = _pass2(p2, r, p1, limits, spill_dir)
     _check_clump_task_seen(clump_task, stats, path)
     settings = (path, subjects_csv, clump_task, tool_set, unusual, missing_subjects, limits)
@@ -467,7 +477,7 @@ def _check_header(path: Path) -> list[str]:
     if missing:
         raise InputError(
             f"not a Zooniverse classification export: missing column(s) {', '.join(missing)} "
-            f"(found: {_short(', '.join(h or '<unnamed>' for h in header), 300)})",
+            f"(found: {short_repr(', '.join(h or '<unnamed>' for h in header), 300)})",
             path=path,
             row=0,
         )
@@ -622,7 +632,7 @@ def _pass1(
     wid = light.columns.pop("workflow_id")
     ver_code = light.columns.pop("version")
     ver = light.versions[ver_code]  # one text object per version, shared by its rows
-    available = _available(wid, ver)
+    available = available_versions(wid, ver)
     wmask, vmask, chosen, kept_versions = select_workflow(
         wid, ver, workflow_id, workflow_version, path, available
     )
@@ -658,7 +668,7 @@ def _pass1(
     vol_names = light.names[names[np.argsort(first_at, kind="stable")]]
     blank = vol_names[vol_code] == ""
     if blank.any():
-        raise InputError("empty user_name", path=path, row=int(rows[_first_bad(blank)]))
+        raise InputError("empty user_name", path=path, row=int(rows[first_true(blank)]))
     light.check("created_at", sel)
     created_ns = light.pop("created_at", sel)
 
@@ -723,7 +733,7 @@ def subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.nd
 
 
 def _pass2(
-    p2: _Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any], spill_dir: str | Path
+    p2: Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any], spill_dir: str | Path
 ) -> tuple[_Rows, ClickBuckets, np.ndarray, dict, dict[str, Any]]:
     """Pass 2 over the rows ``r`` and the bot flags (``drop_flagged: volunteers``: every
     classification of a flagged volunteer goes and the others are parsed again): (rows kept,
@@ -732,7 +742,7 @@ def _pass2(
     dropped = p1.dropped
     buckets = ClickBuckets(r.sid, spill_dir)
     coll, stats = _run_pass2(p2, r, buckets)
-    flags = _flag_report(stats, r.sel + 1, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
+    flags = flag_report(stats, r.sel + 1, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
     if limits["drop_flagged"] == "volunteers" and stats["flag"].any():
         # every classification of a flagged volunteer goes; parse the others again
         bad = np.unique(r.vol_code[stats["flag"] > 0])
@@ -749,7 +759,7 @@ def _pass2(
     return r, buckets, coll.names(), stats, flags
 
 
-def _run_pass2(p2: _Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[_Collector, dict]:
+def _run_pass2(p2: Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[Collector, dict]:
     """Pass 2 of the rows ``r``, its clicks into ``buckets`` (closed on an error)."""
     try:
         return p2.run(r.sel, r.sub_w, r.sub_h, sink=buckets.add)
@@ -761,10 +771,12 @@ def _run_pass2(p2: _Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[_Collector,
 def _check_clump_task_seen(clump_task: str | None, stats: dict, path: Path) -> None:
     """:class:`InputError` when the clump task appears in no selected classification."""
     if clump_task is not None and stats["tasks_seen"].get(clump_task, 0) == 0:
-        seen = _short(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
+        seen = (
+            short_repr(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
+        )
         raise InputError(
             f"task {clump_task!r} appears in no selected classification (tasks seen: "
-            f"{seen or 'none'}); {_task_hint(sorted(stats['drawing_tasks']))}",
+            f"{seen or 'none'}); {task_hint(sorted(stats['drawing_tasks']))}",
             path=path,
         )
 
@@ -781,7 +793,7 @@ def _finish_report(
     """Add the limits, the rows dropped for a limit, the bot flags and the count of unclassified
     subjects to ``report``."""
     report["limits"] = dict(limits)
-    report["dropped_over_limits"] = _over_limits(stats["over_limits"], cid)
+    report["dropped_over_limits"] = over_limit_rows(stats["over_limits"], cid)
     report["flagged"] = flags
     # subjects of the subject export that no kept classification mentions: counted, not an error
     # (a subject set may hold subjects that were never shown in this workflow)
@@ -805,7 +817,7 @@ def _assemble(
     created_ns: np.ndarray,
     unusual: frozenset[int],
 ) -> pd.DataFrame:
-    """Clicks as columns (:meth:`clumpscout.data.click_buckets.ClickBuckets.ranges`) -> the
+    """Clicks as columns (:meth:`clumpscout.data.zooniverse_buckets.ClickBuckets.ranges`) -> the
     clicks DataFrame, sorted by subject, classification, click order (``seq``)."""
     order = np.lexsort((cols["seq"], cid[cols["row"]], sid[cols["row"]]))
     r = cols["row"][order]
@@ -982,18 +994,10 @@ def log_summary(report: dict) -> None:
         )
 
 
-def report_path(out: str | Path) -> Path:
-    """``<out stem>_report.json`` beside ``out``."""
-    out = Path(out)
-    return out.with_name(f"{out.stem}_report.json")
-
-
 # --------------------------------------------------------------------------- CLI
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
     ex = _schema.defaults("extract")  # the defaults of config.yaml's extract section
     p.formatter_class = DefaultsHelpFormatter
     p.description = (
@@ -1094,8 +1098,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json
-
     report = write_clicks(
         args.out,
         args.classifications,

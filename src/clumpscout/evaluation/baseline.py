@@ -57,7 +57,9 @@ import numba
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import choices, defaults
 from clumpscout.errors import InputError
+from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
 
 log = logging.getLogger(__name__)
@@ -680,8 +682,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline(s) to run (repeatable); default: every method given an --out-<method>",
     )
     p.add_argument("--out", default=None, help="labels parquet of the one --method")
-    from clumpscout.config import choices, defaults
-
     d = defaults("baseline")  # the config's baseline section
     p.add_argument("--bandwidth", default=d["bandwidth"], help="MeanShift: 'fwhm' or pixels")
     p.add_argument(
@@ -718,8 +718,6 @@ def _outputs(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_parquet
-
     outs = _outputs(args)
     try:
         boxes = pd.read_parquet(args.boxes)

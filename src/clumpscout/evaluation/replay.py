@@ -73,9 +73,10 @@ from clumpscout import config as _config
 from clumpscout.arrays import ranges
 from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
-from clumpscout.evaluation.compare import containment
-from clumpscout.evaluation.matching import match_one_to_one
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.metrics.containment import containment
+from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
     LIVE_FEATURES,
     MIN_GOLD_SUBJECTS,
@@ -83,6 +84,7 @@ from clumpscout.model.calibration import (
     LiveMap,
     live_features,
 )
+from clumpscout.model.gold_check import check_gold
 from clumpscout.model.live import (
     Assessment,
     LiveSkills,
@@ -95,6 +97,7 @@ from clumpscout.model.live import (
 )
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import REQUIRED_COLUMNS
+from clumpscout.model.source import read_boxes
 
 log = logging.getLogger(__name__)
 
@@ -705,15 +708,11 @@ def replay(
         calibration = CalibrationSettings(**{"seed": int(seed), **(calibration or {})})
     gold_report = None
     if full_labels is None:  # the gold standard is checked by the full-data aggregation
-        from clumpscout.model.aggregator import Aggregator
-
         log.info("full-data labels: aggregating all %d rows", len(boxes))
         agg = Aggregator(params, seed=seed, calibration=calibration)
         full_labels = agg.fit(boxes, path=path, gold=gold).labels_
         gold_report = agg.report_["calibration"].get("gold_check")
     elif gold is not None:  # checked against the full-data labels before any map is fitted
-        from clumpscout.model.gold_check import check_gold
-
         viewers = boxes.groupby("subject_id")["classification_id"].nunique()
         subjects = pd.DataFrame({"subject_id": viewers.index, "n_volunteers": viewers.to_numpy()})
         gold_report = check_gold(full_labels, subjects, gold)
@@ -792,10 +791,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.config import load
-    from clumpscout.model.source import read_boxes
-
-    cfg = load(args.config) if args.config else {}
+    cfg = _config.load(args.config) if args.config else {}
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
     gold = read_gold_option(args, cfg)

@@ -327,6 +327,29 @@ def montage_items(
     return items
 
 
+def plot_demo_montage(
+    table: pd.DataFrame,
+    field: pd.DataFrame,
+    field_dir: str | Path,
+    group: pd.DataFrame,
+    group_dir: str | Path,
+    stem: str | Path,
+    *,
+    dpi: int = 150,
+) -> dict:
+    """The real-SDSS demo's montage (:func:`clumpscout.images.real_demo.real_demo`): every
+    subject of the field's and the group's cutouts tables, titled with its target, side and
+    PSF FWHM from the demo's ``table`` (the field's rows, then the group's)."""
+    items = montage_items(field, field_dir, len(field)) + montage_items(
+        group, group_dir, len(group)
+    )
+    for item, r in zip(items, table.itertuples(index=False), strict=True):
+        item["title"] = (
+            f"{r.target} {r.subject_id}\nside {r.side_native} px, FWHM {r.fwhm_subject:.1f} subject px"
+        )
+    return plot_subject_montage(items, stem, ncols=4, dpi=dpi)
+
+
 #: figure name → (plotting function, photometry table it needs)
 FIGURES = {
     "flux_true_false": (plot_flux_true_false, "labels"),

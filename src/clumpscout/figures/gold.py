@@ -20,9 +20,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout.evaluation.compare import calibration
-from clumpscout.figures.common import _cfg, _no_data, new_figure, nouns, read_table, save_figure
-from clumpscout.figures.truth import _reliability_panel, merge_sparse_bins
+from clumpscout.figures.common import (
+    figure_settings,
+    new_figure,
+    no_data,
+    nouns,
+    read_table,
+    save_figure,
+)
+from clumpscout.figures.truth import merge_sparse_bins, reliability_panel
+from clumpscout.io import atomic_path, write_json, write_text
+from clumpscout.metrics.reliability import calibration
 
 
 def _reliability(p: np.ndarray, false: np.ndarray, min_labels: int) -> tuple[pd.DataFrame, float]:
@@ -42,7 +50,7 @@ def plot_gold_reliability(
     ax.plot([0, 1], [0, 1], ":", color="0.5", lw=1)
     stats: dict[str, Any] = {"labels": int(len(gold)), "ece": {}, "bins": {}}
     if not len(gold):
-        _no_data(ax, "no gold subjects with expert marks")
+        no_data(ax, "no gold subjects with expert marks")
     else:
         false = gold["gold_real"].to_numpy() < 0.5
         for k, (col, name) in enumerate(
@@ -53,7 +61,7 @@ def plot_gold_reliability(
             bins, ece = _reliability(gold[col].to_numpy(dtype=float), false, int(min_labels))
             stats["ece"][col] = ece
             stats["bins"][col] = bins.to_dict(orient="records")
-            _reliability_panel(ax, bins, k, f"{name}: ECE {ece:.3f}")
+            reliability_panel(ax, bins, k, f"{name}: ECE {ece:.3f}")
         ax.legend(fontsize=8, loc="upper left")
     ax.set_xlim(0, 1)
     ax.set_ylim(0, 1)
@@ -76,7 +84,7 @@ def plot_gold_counts(
     ax = fig.subplots(1, 1)
     stats: dict[str, Any] = {"subjects": int(len(s))}
     if not len(s):
-        _no_data(ax, "no gold subjects")
+        no_data(ax, "no gold subjects")
     else:
         rng = np.random.default_rng(0)  # horizontal jitter only: counts are whole numbers
         x = s[col].to_numpy(dtype=float) + rng.uniform(-0.15, 0.15, len(s))
@@ -111,7 +119,7 @@ def plot_gold_counts(
 
 
 def build_gold_reliability(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     labels = read_table(inp["labels"], ["p_fp"], "labels", optional=["p_empty", "gold_real"])
     return plot_gold_reliability(
         labels, stem, min_labels=int(cfg["calibration_min_labels"]), dpi=cfg["dpi"],
@@ -120,7 +128,7 @@ def build_gold_reliability(inp, stem, params):
 
 
 def build_gold_counts(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     subjects = read_table(
         inp["subjects"], ["expected_count"], "subjects",
         optional=["gold_count", "count_low", "count_high"],
@@ -236,8 +244,6 @@ def write_gold_agreement(
     (``reports``, in ``ns`` order)."""
     import html
 
-    from clumpscout.io import atomic_path, write_json, write_text
-
     checks = {int(k): gold_check_of(p) for k, p in zip(ns, reports, strict=True)}
     check = checks.get(n)
     table = agreement_table(check)
@@ -265,7 +271,7 @@ def plot_agreement(check: dict | None, ax) -> None:
     """Per frame tried (as given on top): the share of strong labels matched to an expert
     object and of expert objects no volunteer marked, as bars."""
     if not check:
-        _no_data(ax, "no gold check in the run's report")
+        no_data(ax, "no gold check in the run's report")
         return
     frames = [check["given"], *check["frames"]]
     y = np.arange(len(frames))[::-1]

@@ -29,7 +29,7 @@ from clumpscout.figures import (
     truth,
     volunteers,
 )
-from clumpscout.figures.common import PAPER_MODEL, _n_ref, output_paths
+from clumpscout.figures.common import PAPER_MODEL, output_paths, reference_n
 
 # used by benchmarks/calibration.py
 from clumpscout.figures.experts import empirical_matches  # noqa: F401
@@ -136,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
         kind = (full.get("simulate") or {}).get("kind")
         project = registry.wording(full.get("source", "simulate"), kind, cfg.get("project"))
     ns = sorted(args.n)
-    nr = _n_ref(ns, cfg.get("n_ref"))
+    nr = reference_n(ns, cfg.get("n_ref"))
     params = {"ns": ns, "figures": cfg, "seed": args.seed, "wording": project}
     out = Path(args.out)
     skipped = 0

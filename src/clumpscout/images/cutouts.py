@@ -79,6 +79,7 @@ from clumpscout.data.subjects import (
     read_psfield_fwhm,
     subject_scale,
 )
+from clumpscout.data.subjects import read_catalogue as read_catalogue_file
 from clumpscout.errors import InputError
 from clumpscout.images.frames import (
     Frame,
@@ -263,15 +264,13 @@ def normalise_catalogue(df: pd.DataFrame, path: object = "catalogue") -> pd.Data
 
 def read_catalogue(path: str | Path) -> pd.DataFrame:
     """Read a galaxy list (CSV, FITS, Parquet) and normalise its columns (:func:`normalise_catalogue`)."""
-    from clumpscout.data.subjects import read_catalogue as read_any
-
     path = Path(path)
     if not path.exists():
         raise InputError("catalogue not found", path=path)
     if path.suffix == ".parquet":
         df = pd.read_parquet(path)
     else:
-        df = read_any(path)
+        df = read_catalogue_file(path)
     return normalise_catalogue(df, path)
 
 

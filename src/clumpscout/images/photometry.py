@@ -32,7 +32,7 @@ the simulated true clumps and distractors (``truth_clumps.csv``,
 ``truth_distractors.csv``) with the subject's ``box_side`` (decisions.md#box-geometry). With expert
 clicks, each label gets ``expert_match`` = "tp" if it contains at least one
 expert click, "fp" if none, missing for subjects the experts did not see
-(decisions.md#expert-comparison, via :func:`clumpscout.evaluation.compare.containment`).
+(decisions.md#expert-comparison, via :func:`clumpscout.metrics.containment.containment`).
 """
 
 from __future__ import annotations
@@ -58,6 +58,7 @@ from clumpscout.images.cutouts import (
 from clumpscout.images.geometry import BANDS
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
+from clumpscout.metrics.containment import containment
 
 log = logging.getLogger(__name__)
 
@@ -307,8 +308,6 @@ def truth_boxes(
 
 def expert_match(labels: pd.DataFrame, expert_clicks: pd.DataFrame) -> pd.Series:
     """decisions.md#expert-comparison: "tp" if a label box contains ≥ 1 expert click, else "fp"; NA off the expert set."""
-    from clumpscout.evaluation.compare import containment
-
     hit, _ = containment(labels, expert_clicks)
     seen = labels["subject_id"].isin(set(expert_clicks["subject_id"])).to_numpy()
     out = pd.Series(np.where(hit, "tp", "fp"), index=labels.index, dtype="string")

@@ -5,7 +5,8 @@ Galaxies are picked from a field's own content (:func:`find_sources`, :func:`pic
 a Petrosian R90 measured on the frame), cut out by :func:`clumpscout.images.cutouts.make_subject`
 exactly as the simulated subjects are, with a registration check on a bright star
 (:func:`demo_field`) and the compact group HCG 88 (:func:`demo_group`); :func:`real_demo` is
-the workflow's ``real_demo`` rule (a PSF FWHM table and a montage).
+the workflow's ``real_demo`` rule (a PSF FWHM table; its montage:
+:func:`clumpscout.figures.flux.plot_demo_montage`).
 """
 
 from __future__ import annotations
@@ -416,16 +417,13 @@ def real_demo(
     out_field: str | Path,
     out_hcg: str | Path,
     fwhm_csv: str | Path,
-    montage: str | Path,
     cfg: Mapping,
     n_galaxies: int = 4,
-    dpi: int = 150,
-) -> pd.DataFrame:
-    """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group`, the PSF
-    FWHM of every subject in subject px (printed, and written to ``fwhm_csv``) and a
-    montage of the images (PNG and PDF, ``montage`` is the PNG path)."""
-    from clumpscout.figures.flux import montage_items, plot_subject_montage
-
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group` and the PSF
+    FWHM of every subject in subject px (printed, and written to ``fwhm_csv``). Returns
+    (that table, the field's cutouts table, the group's), from which
+    :func:`clumpscout.figures.flux.plot_demo_montage` draws the montage."""
     field, field_rep = demo_field(field_dir, psfield, photofield, out_field, cfg, n_galaxies)
     group, _ = demo_group(hcg_dir, out_hcg, cfg, n_galaxies)
     cols = [
@@ -461,10 +459,4 @@ def real_demo(
         f"{reg['raw_band_offset_px']:.2f} px apart in the frames, centroids "
         f"{reg['max_centroid_offset_px']:.3f} px apart after resampling"
     )
-    items = montage_items(field, out_field, len(field)) + montage_items(group, out_hcg, len(group))
-    for item, r in zip(items, table.itertuples(index=False), strict=True):
-        item["title"] = (
-            f"{r.target} {r.subject_id}\nside {r.side_native} px, FWHM {r.fwhm_subject:.1f} subject px"
-        )
-    plot_subject_montage(items, Path(montage).with_suffix(""), ncols=4, dpi=dpi)
-    return table
+    return table, field, group

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import argparse
 
-from clumpscout.data.gold import add_gold_options
+from clumpscout.data.gold import add_gold_options, read_gold_option
 from clumpscout.logs import timed
 from clumpscout.model.params import Params, load_calibration, load_config, load_sections
 
@@ -62,8 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.gold import read_gold_option
-
     params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
     calibration = {} if args.config is None else load_calibration(args.config)
     seed = args.seed if args.seed is not None else (cfg_seed or 0)

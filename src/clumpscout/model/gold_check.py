@@ -62,7 +62,8 @@ import pandas as pd
 
 from clumpscout.data.gold import Gold, GoldFrame
 from clumpscout.errors import InputError
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.logs import WARNING_PREFIX
+from clumpscout.metrics.matching import match_one_to_one
 
 log = logging.getLogger(__name__)
 
@@ -511,8 +512,6 @@ def check_gold(labels: pd.DataFrame, subjects: pd.DataFrame, gold: Gold) -> dict
     """The check of one run (module docstring) on an aggregation's labels and subjects
     tables: logged, then :func:`apply_policy` with the gold's ``on_implausible``. Returns
     the report.json entry (:meth:`GoldAgreement.to_dict` with ``warnings``)."""
-    from clumpscout.model.health import WARNING_PREFIX
-
     a = gold_agreement(labels, gold, viewers_of(subjects))
     g = a.given
     log.info(

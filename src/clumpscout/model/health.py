@@ -40,12 +40,12 @@ import numba
 import numpy as np
 import pandas as pd
 
+from clumpscout.logs import WARNING_PREFIX
 from clumpscout.model.distance import jaccard_nb
 
 log = logging.getLogger(__name__)
 
 #: Prefix of every logged warning, easy to grep for in a run log.
-WARNING_PREFIX = "RUN HEALTH WARNING:"
 
 #: ``assignment`` values of rows that went through the model.
 AGGREGATED = ("clump", "dummy")

@@ -59,6 +59,8 @@ import pandas as pd
 
 from clumpscout.errors import InputError
 from clumpscout.figures import registry
+from clumpscout.figures.common import read_stacked, read_table, reference_n
+from clumpscout.figures.risk import clumps_per_subject
 from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
@@ -513,8 +515,6 @@ def risk_trend_rows(
 
     Shares are over every subject of Z̃_n; a row is left out when its columns (n_fp,
     n_fn) or its n values are absent."""
-    from clumpscout.figures.risk import clumps_per_subject
-
     rows = []
     if "n_fp" in subjects.columns and len(subjects):
         fp = _share_above_1(subjects, "n_fp")
@@ -674,8 +674,6 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
 def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = None):
     if not path:
         return None
-    from clumpscout.figures.common import read_table
-
     return read_table(path, columns or [], what, None)
 
 
@@ -683,10 +681,8 @@ def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
     """Read the workflow files, compute the table, write CSV (+ HTML)."""
-    from clumpscout.figures.common import _n_ref, read_stacked, read_table
-
     ns = [int(n) for n in params["ns"]]
-    n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))
+    n_ref = reference_n(ns, (params.get("figures") or {}).get("n_ref"))
     clicks = read_table(
         inputs["clicks"], ["subject_id", "classification_id", "volunteer", "x"], "clicks", []
     )

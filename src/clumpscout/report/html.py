@@ -15,6 +15,9 @@ import html
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from clumpscout.io import atomic_path
+from clumpscout.report.project import plural, probability_sentence
+
 
 def rst_to_html(text: str) -> str:
     """A caption as an HTML fragment (docutils if available, else preformatted text)."""
@@ -153,8 +156,6 @@ def _tools(clicks: str | Path | None) -> str:
 def project_intro(about: Mapping, report: Mapping, tools: str = "") -> tuple[str, list[str]]:
     """The project report's title and introduction (paragraphs of plain text), from the
     config (``about``: project.smk's ``project_about``) and the clicks report."""
-    from clumpscout.figures.project import plural, probability_sentence
-
     obj = str(about.get("object_name") or "object")
     objs = plural(obj)
     name = str(about.get("project_name") or "Project")
@@ -236,12 +237,10 @@ def write_project_report(
     clicks_report: str | Path | None = None,
 ) -> Path:
     """Write the project report: one section per ``<stem>.{png,csv,json}`` written by
-    :func:`clumpscout.figures.project.build`, in the order given."""
+    :func:`clumpscout.report.project.build`, in the order given."""
     import json
 
     import pandas as pd
-
-    from clumpscout.io import atomic_path
 
     report = json.loads(Path(clicks_report).read_text()) if clicks_report else {}
     title, intro = project_intro(about, report, _tools(clicks))

@@ -1,6 +1,6 @@
 """Early retirement replayed on every regime of the grid (clumpscout.evaluation.replay).
 
-    .venv/bin/python benchmarks/replay.py --subjects 10000 --out results/replay \
+    .venv/bin/python benchmarks/replay_regimes.py --subjects 10000 --out results/replay \
         [--regimes paper,counting] [--seed S] [--keep-work] [--gold-fraction 0.05]
 
 For each regime (``resources/regimes/{regime}.yaml`` merged over config.yaml, as in
@@ -27,7 +27,7 @@ figure), ``retirement_<regime>.parquet`` and ``replay_report.json`` (timings per
 
 ``--speed`` times the replay alone (simulate and boxes aside, no full-data aggregation:
 ``lost`` is then meaningless), e.g. at the paper's size:
-``benchmarks/replay.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
+``benchmarks/replay_regimes.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
 """
 
 from __future__ import annotations
@@ -43,13 +43,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for p in (REPO / "src", HERE):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 log = logging.getLogger("clumpscout.replay_benchmark")
 
@@ -165,8 +164,7 @@ def _pct(x) -> str:
 def docs_markdown(table: pd.DataFrame, reports: dict, args, seconds: float) -> str:
     """The section of docs/benchmarks.md: per regime the best setting against fixed n and
     Caesar's rule at the same target, and the time per stage (--speed: the time only)."""
-    from docs_table import markdown_table
-
+    from benchmarks.docs_table import markdown_table
     from clumpscout.evaluation import replay as rp
 
     rows = []
@@ -306,7 +304,7 @@ def main(argv=None) -> int:
     if not args.keep_work:
         shutil.rmtree(work, ignore_errors=True)
     log.info("replay benchmark done in %.1f s: %s", time.perf_counter() - t0, out / "replay.csv")
-    from docs_table import publish
+    from benchmarks.docs_table import publish
 
     body = docs_markdown(table, reports, args, time.perf_counter() - t0)
     name, title = (
