@@ -139,7 +139,7 @@ def test_bad_bodies_are_refused_in_one_line(body, status, words):
     [
         (lambda e: e.pop("classification_at"), "extracts[0]: no classification_at"),
         (lambda e: e.update(classification_id="12"), "extracts[0].classification_id"),
-        (lambda e: e.update(classification_id=True), "not an integer"),
+        (lambda e: e.update(classification_id=True), "not an id"),
         (lambda e: e.update(user_id=1.5), "extracts[0].user_id"),
         (lambda e: e.update(classification_at="yesterday"), "not a date-time"),
         (lambda e: e.update(data=[1, 2]), "data is an object"),

@@ -120,8 +120,8 @@ def loads(body: bytes, s: Settings, where: str = "body"):
 def _int(v, where: str, null: bool = False) -> int | None:
     if v is None and null:
         return None
-    if type(v) is not int or not (-(2**63) <= v < 2**63):
-        raise BadRequest(f"{where}: {_show(v)} is not an integer id")
+    if type(v) is not int or not (0 < v < 2**63):
+        raise BadRequest(f"{where}: {_show(v)} is not an id (a positive integer)")
     return v
 
 
@@ -225,6 +225,9 @@ def marks_to_boxes(data, where: str, s: Settings, side: float) -> tuple[np.ndarr
             raise BadRequest(
                 f"{first_at}: a mark of parameters {got} is not a point, rectangle, circle or ellipse"
             )
+        longest = max(len(v) if isinstance(v, list) else 0 for _, v, _ in params.values())
+        if len(rows) + longest > s.max_marks:
+            raise BadRequest(f"{where}: more than {s.max_marks} marks (extract.max_marks)")
         cols = {p: _numbers(v, at) for p, (_, v, at) in params.items()}
         lengths = {len(c) for c in cols.values()}
         if len(lengths) != 1:
