@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 
 from clumpscout.errors import InputError
 
@@ -66,5 +67,9 @@ def run(args: argparse.Namespace) -> int:
         timeout_graceful_shutdown=None, server_header=False,
     )  # fmt: skip
     server = uvicorn.Server(config)
+    # uvicorn handles SIGTERM / SIGINT itself (stop accepting, finish the requests in
+    # flight, shut the app down) and then raises the signal again for the handler it found:
+    # a graceful stop is not an error, so that handler does nothing
+    signal.signal(signal.SIGTERM, lambda *_: None)
     server.run()
     return 0 if server.started else 1
