@@ -114,7 +114,7 @@ def test_marks_become_boxes_by_hand():
     data = {"frame0": {"T0_tool0_x": [1], "T0_tool0_y": [2], "T0_tool2_x": [3, 4], "T0_tool2_y": [5, 6],
                        "T1_tool0_x": [7], "T1_tool0_y": [8], "T0_tool0_details": [[{"0": 1}]]}}  # fmt: skip
     b, dropped = boxes_of(data, s2)
-    assert len(b) == 1 and dropped == {"other_tool": 4, "other_task": 2}
+    assert len(b) == 1 and dropped == {"other_tool": 2, "other_task": 1}
 
 
 @pytest.mark.parametrize(
@@ -231,6 +231,10 @@ def test_a_repeat_changes_nothing_and_a_reply_says_what_it_knows(tmp_path):
         assert post([e2, e1]) == r2  # the same extracts again, in another order
         dup = extract({"frame0": {"T0_tool0_x": [5], "T0_tool0_y": [5]}}, cid=3, uid=2)
         assert post([e1, e2, dup])["classifications"] == 2  # a volunteer's second: not counted
+        other = extract({"frame0": {"T1_tool0_x": [5, 6], "T1_tool0_y": [5, 6]}}, cid=4, uid=4)
+        assert post([e1, e2, dup, other])["classifications"] == 3  # its marks: another task
+        metrics = c.get("/metrics", auth=AUTH).text
+        assert 'clumpscout_marks_dropped_total{reason="other_task"} 2' in metrics
     assert r1["classifications"] == 1 and r2["classifications"] == 2
     keys = {"retire", "classifications", "expected_count", "count_low", "count_high",
             "open_objects", "policy", "setting", "skills_version", "labels"}  # fmt: skip
@@ -239,7 +243,7 @@ def test_a_repeat_changes_nothing_and_a_reply_says_what_it_knows(tmp_path):
     (x1, y1, x2, y2, p_fp, marks), *_ = sorted(r2["labels"], key=lambda lab: -lab[5])
     assert marks == 2 and x1 < 30 < x2 and y1 < 30 < y2 and 0 <= p_fp <= 1
     con = sqlite3.connect(tmp_path / "s.db")
-    assert con.execute("SELECT COUNT(*) FROM extracts").fetchone()[0] == 3
+    assert con.execute("SELECT COUNT(*) FROM extracts").fetchone()[0] == 4
     assert con.execute("SELECT skipped FROM classifications WHERE g IS NULL").fetchall() == [
         ("duplicate_volunteer_subject",)
     ]
@@ -370,3 +374,63 @@ def test_a_database_it_cannot_use_stops_it_with_a_clear_message(tmp_path):
     with pytest.raises(store.StoreError, match="another clumpscout serve"):
         Service(s, made, Credential(*AUTH))
     lock.release()
+
+
+def test_an_older_schema_is_migrated_forward(tmp_path):
+    """A database of schema 1 (before extracts counted their dropped marks) opens as the
+    current schema with its rows kept."""
+    db = tmp_path / "v1.db"
+    con = sqlite3.connect(db)
+    for stmt in store._SCHEMA_V1.split(";"):
+        if stmt.strip():
+            con.execute(stmt)
+    fp = settings().fingerprint()
+    con.execute("INSERT INTO meta VALUES ('settings', ?)", (json.dumps(fp),))
+    con.execute("INSERT INTO extracts VALUES (5, 'k', 7, 0.0, x'7b7d')")
+    con.execute("PRAGMA user_version = 1")
+    con.commit()
+    con.close()
+    con = store.open_store(db, fp)
+    assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 2
+    assert con.execute("SELECT classification_id, dropped FROM extracts").fetchall() == [(5, "{}")]
+
+
+def test_serve_stops_at_start_with_one_line(tmp_path, capsys):
+    from clumpscout.cli import main as cli_main
+
+    auth = tmp_path / "auth.txt"
+    auth.write_text("caesar:s3cret-pw\n")
+    auth.chmod(0o600)
+    junk = tmp_path / "junk.db"
+    junk.write_bytes(b"not a database" * 100)
+    conf = tmp_path / "c.yaml"
+    conf.write_text(json.dumps(TOY_CONFIG))
+    base = ["serve", "--config", str(conf), "--port", "1"]
+    assert cli_main(base + ["--db", str(junk), "--auth-file", str(auth)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot open the database (file is not a database)" in err and err.count("\n") == 1
+    (tmp_path / "empty.txt").write_text("no colon here\n")
+    assert (
+        cli_main(
+            base + ["--db", str(tmp_path / "s.db"), "--auth-file", str(tmp_path / "empty.txt")]
+        )
+        == 2
+    )
+    assert "first line must be user:password" in capsys.readouterr().err
+    auto = tmp_path / "auto.yaml"
+    auto.write_text(json.dumps(TOY_CONFIG | {"export": {"box_side": "auto", "image_size": [9, 9]}}))
+    assert (
+        cli_main(
+            [
+                "serve",
+                "--config",
+                str(auto),
+                "--db",
+                str(tmp_path / "s.db"),
+                "--auth-file",
+                str(auth),
+            ]
+        )
+        == 2
+    )
+    assert "box_side: auto" in capsys.readouterr().err

@@ -10,8 +10,8 @@ import os
 import random
 import signal
 import socket
-import ssl
 import sqlite3
+import ssl
 import subprocess
 import sys
 import threading
@@ -182,8 +182,7 @@ def test_tls_sigterm_and_a_credential_that_shows_nowhere(tmp_path):
             assert c.get("/metrics").status_code == 200
             assert c.post("/reduce", json=[extracts[0]]).status_code == 200
             assert (
-                httpx2.get(url + "/metrics", verify=tls, auth=(AUTH[0], "nope")).status_code
-                == 401
+                httpx2.get(url + "/metrics", verify=tls, auth=(AUTH[0], "nope")).status_code == 401
             )
         results: dict = {}
 

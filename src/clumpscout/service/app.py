@@ -164,6 +164,14 @@ class Metrics:
             ("refit_seconds_total", "Seconds those refits took.", "counter", round(e.refit_seconds, 6)),
             ("refit_running", "1 while a background refit runs.", "gauge", int(e.refit_job is not None)),
         ]  # fmt: skip
+        out += [
+            "# HELP clumpscout_marks_dropped_total Marks of other tasks or tools, not read.",
+            "# TYPE clumpscout_marks_dropped_total counter",
+        ]
+        out += [
+            f'clumpscout_marks_dropped_total{{reason="{k}"}} {v}'
+            for k, v in sorted(e.dropped.items())
+        ]
         for name, help_, kind, value in gauges:
             out += [f"# HELP clumpscout_{name} {help_}", f"# TYPE clumpscout_{name} {kind}"]
             out.append(f"clumpscout_{name} {value}")

@@ -128,6 +128,13 @@ class Engine:
         self.retired = con.execute(
             "SELECT COUNT(*) FROM subjects WHERE retired_at IS NOT NULL"
         ).fetchone()[0]
+        #: marks the model does not read, by reason (other_task, other_tool)
+        self.dropped = dict(
+            con.execute(
+                "SELECT j.key, SUM(j.value) FROM extracts, json_each(extracts.dropped) AS j "
+                "GROUP BY j.key"
+            ).fetchall()
+        )
         log.info(
             "%d classifications stored, skills version %d (fitted on the first %d), next refit "
             "after %d",
@@ -360,9 +367,10 @@ class Engine:
         try:
             for inc in [c.inc for c in seg] + extra + [i for i, _ in skipped]:
                 con.execute(
-                    "INSERT INTO extracts VALUES (?, ?, ?, ?, ?)",
-                    (inc.classification_id, inc.extractor_key, inc.subject_id, now, inc.raw),
-                )
+                    "INSERT INTO extracts VALUES (?, ?, ?, ?, ?, ?)",
+                    (inc.classification_id, inc.extractor_key, inc.subject_id, now, inc.raw,
+                     json.dumps(inc.dropped, sort_keys=True)),
+                )  # fmt: skip
             for c in seg:
                 i = c.inc
                 _, w, h = self.s.geometry.of(i.subject_id)
@@ -402,6 +410,9 @@ class Engine:
                         (sid, reply["classifications"], retired_at[sid], orjson.dumps(reply), now),
                     )
             con.execute("COMMIT")
+            for inc in [c.inc for c in seg] + extra + [i for i, _ in skipped]:
+                for reason, k in inc.dropped.items():
+                    self.dropped[reason] = self.dropped.get(reason, 0) + k
         except BaseException:
             con.execute("ROLLBACK")
             if retired_at:  # recount: the rolled-back retirements did not happen

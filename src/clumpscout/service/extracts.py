@@ -174,6 +174,7 @@ def _groups(data: dict, where: str, s: Settings, dropped: Counter) -> dict:
     """(frame, task, tool) -> {param: key} of the marks kept; the rest counted in
     ``dropped``."""
     groups: dict = {}
+    drops: dict = {}
 
     def take(key: str, value, frame: int, at: str) -> None:
         m = _MARK_KEY.fullmatch(key)
@@ -183,11 +184,15 @@ def _groups(data: dict, where: str, s: Settings, dropped: Counter) -> dict:
         if param.startswith(("details", "subtask")):
             return  # a subtask's answers, not a mark
         task, tool = m["task"], int(m["tool"])
+        reason = None
         if s.clump_task is not None and task != s.clump_task:
-            dropped["other_task"] += len(value) if isinstance(value, list) else 1
-            return
-        if s.tools is not None and tool not in s.tools:
-            dropped["other_tool"] += len(value) if isinstance(value, list) else 1
+            reason = "other_task"
+        elif s.tools is not None and tool not in s.tools:
+            reason = "other_tool"
+        if reason is not None:  # a mark's parameters are lists of one length: its marks
+            k = (frame, task, m["kind"], tool, reason)
+            n = len(value) if isinstance(value, list) else 1
+            drops[k] = max(drops.get(k, 0), n)
             return
         groups.setdefault((frame, task, m["kind"], tool), {})[param] = (key, value, at)
 
@@ -205,6 +210,8 @@ def _groups(data: dict, where: str, s: Settings, dropped: Counter) -> dict:
             raise BadRequest(f"{at}: unknown frame (frame<n>, n = 0, 1, ...)")
         else:
             take(key, value, 0, at)
+    for k, n in drops.items():
+        dropped[k[-1]] += n
     return groups
 
 

@@ -5,7 +5,8 @@ Tables (schema version :data:`SCHEMA_VERSION`, SQLite's ``user_version``):
 * ``meta``: the settings the decisions were made with (:meth:`Settings.fingerprint`) and
   when the file was made;
 * ``extracts``: every extract received, once (primary key classification_id,
-  extractor_key), as received;
+  extractor_key), as received, with the marks it had that the model does not read
+  (``dropped``: other tasks and tools, counted by reason; schema 2);
 * ``classifications``: one row per classification: subject, volunteer, boxes, ``g`` its
   0-based arrival rank among the classifications the model counts and ``n`` its rank
   within its subject (both null for one it does not count: ``skipped`` says why);
@@ -43,7 +44,7 @@ from clumpscout.model.live import LiveSkills
 log = logging.getLogger(__name__)
 
 #: the schema this code writes; older files are migrated forward (:data:`MIGRATIONS`)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -87,7 +88,10 @@ CREATE TABLE subjects (
 """
 
 #: version -> the SQL that brings a file of that version to the next one
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = {
+    # 2: the marks each extract had dropped (other task, other tool), counted
+    1: "ALTER TABLE extracts ADD COLUMN dropped TEXT NOT NULL DEFAULT '{}'",
+}
 #: the tables a clumpscout service database holds
 TABLES = ("classifications", "extracts", "meta", "skills", "subjects")
 
