@@ -218,3 +218,34 @@ def test_tls_sigterm_and_a_credential_that_shows_nowhere(tmp_path):
     text = log.read_text() + (tmp_path / "stderr.txt").read_text()
     assert "POST /reduce" in text and "stopped:" in text
     assert AUTH[1] not in text and "Authorization" not in text
+
+
+@pytest.mark.slow
+def test_background_refits_come_from_their_own_process_and_equal_the_inline_ones(tmp_path):
+    """serve.refit: background: the first refit (after 100 classifications) is made by the
+    refit process while requests go on and is taken up by later replies; its skills are
+    those an in-line refit makes of the same classifications."""
+    from clumpscout.service import store
+
+    extracts = in_order(toy_extracts())
+    runs = {}
+    for mode in ("sync", "background"):
+        s = ss.from_config(ss.check(copy.deepcopy(TOY_CONFIG) | {"serve": {"refit": mode}}))
+        with TestClient(build_app(Service(s, tmp_path / f"{mode}.db", Credential(*AUTH)))) as c:
+            post = lambda ex: c.post("/reduce", json=ex, auth=AUTH).json()  # noqa: E731
+            last = feed(post, extracts[:150])
+            if mode == "background":
+                t0 = time.time()
+                while "clumpscout_skills_version 0" in c.get("/metrics", auth=AUTH).text:
+                    assert time.time() - t0 < 120, "no refit came"
+                    time.sleep(0.1)
+                last = feed(post, extracts[:160])  # 10 more: they use the new skills
+        con = store.connect(tmp_path / f"{mode}.db")
+        runs[mode] = (
+            con.execute(
+                "SELECT after, volunteers, population FROM skills WHERE version = 1"
+            ).fetchone(),
+            last,
+        )
+    assert runs["background"][0] == runs["sync"][0]
+    assert runs["background"][1][extracts[159]["subject_id"]]["skills_version"] >= 1

@@ -162,7 +162,7 @@ class Metrics:
             ("next_refit_at", "Classifications at which the next refit is due.", "gauge", e.next_point),
             ("refits_total", "Refits taken up since the start.", "counter", e.refits),
             ("refit_seconds_total", "Seconds those refits took.", "counter", round(e.refit_seconds, 6)),
-            ("refit_running", "1 while a background refit runs.", "gauge", int(e.refit_job is not None)),
+            ("refit_running", "1 while a background refit runs.", "gauge", int(e.refit_running)),
         ]  # fmt: skip
         out += [
             "# HELP clumpscout_marks_dropped_total Marks of other tasks or tools, not read.",

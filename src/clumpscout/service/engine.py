@@ -34,8 +34,6 @@ from __future__ import annotations
 import json
 import logging
 import sqlite3
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 
@@ -121,8 +119,7 @@ class Engine:
         self.skills = skills if skills is not None else LiveSkills.prior(settings.params)
         self.label_map = LiveMap.default(settings.weak_real)
         self.gold_subjects: frozenset = frozenset()  # never retired early (none without gold)
-        self.refit_job: subprocess.Popen | None = None
-        self.refit_job_after = 0
+        self.refit_worker = None  # the background refit process, once needed
         self.refits = 0
         self.refit_seconds = 0.0
         self.retired = con.execute(
@@ -168,13 +165,11 @@ class Engine:
 
     def poll_refit(self) -> None:
         """Background mode: take up a finished refit's skills, start the next one when due."""
-        if self.refit_job is not None and self.refit_job.poll() is not None:
-            rc = self.refit_job.returncode
-            self.refit_job = None
-            if rc != 0:
-                log.error(
-                    "the background refit after %d failed (exit %d)", self.refit_job_after, rc
-                )
+        w = self.refit_worker
+        answer = w.finished() if w is not None else None
+        if answer is not None:
+            if answer[0] != "done":
+                log.error("a background refit failed: %s", answer[1])
             row = self.con.execute(
                 "SELECT version, after, volunteers, population, seconds FROM skills "
                 "ORDER BY version DESC LIMIT 1"
@@ -183,27 +178,29 @@ class Engine:
                 self._use(
                     int(row[0]), int(row[1]), store.skills_from_blob(row[2], row[3]), float(row[4])
                 )
-        if self.s.refit != "background" or self.refit_job is not None or self.db_path is None:
+        if self.s.refit != "background" or self.db_path is None or (w is not None and w.busy):
             return
         due = 0
         p = self.next_point
         while p <= self.count:  # the latest point reached (a late refit catches up)
             due, p = p, refit_point_after(p, self.s.refit_every, self.s.refit_growth)
         if due:
-            self.refit_job_after = due
-            cmd = [sys.executable, "-m", "clumpscout.service.refit", "--db", str(self.db_path),
-                   "--after", str(due), "--params", json.dumps(vars(self.s.params))]  # fmt: skip
-            self.refit_job = subprocess.Popen(cmd, stdin=subprocess.DEVNULL)
+            if self.refit_worker is None:
+                from clumpscout.service.refit import RefitWorker
+
+                self.refit_worker = RefitWorker(self.db_path, self.s.params)
+            self.refit_worker.submit(due)
             log.info("background refit on the first %d classifications started", due)
 
+    @property
+    def refit_running(self) -> bool:
+        return self.refit_worker is not None and self.refit_worker.busy
+
     def close(self) -> None:
-        """Stop a background refit still running (it is started again after a restart)."""
-        if self.refit_job is not None and self.refit_job.poll() is None:
-            self.refit_job.terminate()
-            try:
-                self.refit_job.wait(10)
-            except subprocess.TimeoutExpired:  # pragma: no cover
-                self.refit_job.kill()
+        """Stop the refit process (a refit it had not finished is started again after a
+        restart)."""
+        if self.refit_worker is not None:
+            self.refit_worker.close()
 
     # ---------------------------------------------------------------- a batch
 

@@ -1,23 +1,24 @@
-"""A background refit in its own process (``serve.refit: background``).
+"""Background refits in a process of their own (``serve.refit: background``).
 
-The server starts ``python -m clumpscout.service.refit --db FILE --after P --params JSON``
-when the count of classifications reaches a refit point: this process reads every
-classification of rank g < P from the database (WAL: the server goes on writing), runs one
-EM step from the newest stored skills (:func:`clumpscout.service.engine.refit_on`) and
-writes the result as the next skills version, which the server takes up before its next
-batch. Its own process, so that the refit's Python work does not compete with the requests
-for one interpreter lock (docs/decisions.md#live-service). It dies with the server (Linux:
-the parent-death signal).
+:class:`RefitWorker` starts one process when the service needs its first background refit;
+it stays up for the service's life (its imports and the model's kernels are loaded once).
+When the count of classifications reaches a refit point P the writer sends it P; the worker
+reads every classification of rank g < P from the database (WAL: the writer goes on
+writing meanwhile), runs one EM step from the newest stored skills
+(:func:`clumpscout.service.engine.refit_on`), stores the result as the next skills version
+and says so; the writer takes the new version up before its next batch. A process of its
+own, so that the refit's Python work does not compete with the requests for one
+interpreter lock (docs/decisions.md#live-service). It ends with the service: on its pipe
+closing, or (Linux) with the parent-death signal when the service is killed.
 """
 
 from __future__ import annotations
 
-import argparse
 import ctypes
 import json
 import logging
+import multiprocessing as mp
 import signal
-import sys
 import time
 
 log = logging.getLogger(__name__)
@@ -31,34 +32,89 @@ def _die_with_parent() -> None:
         pass
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m clumpscout.service.refit")
-    p.add_argument("--db", required=True)
-    p.add_argument("--after", type=int, required=True)
-    p.add_argument("--params", required=True, help="the aggregate: hyper-parameters (JSON)")
-    args = p.parse_args(argv)
-    _die_with_parent()
-    from clumpscout.logs import setup_logging
+def refit_once(db: str, after: int, params) -> tuple[int | None, float]:
+    """One refit on the classifications of rank g < ``after``: (its version, seconds);
+    version None when the database has skills at that point or later already."""
     from clumpscout.model.live import LiveSkills
-    from clumpscout.model.params import Params
     from clumpscout.service import store
     from clumpscout.service.engine import refit_on
 
+    con = store.connect(db)
+    try:
+        _, last, skills = store.latest_skills(con)
+        if last >= after:
+            return None, 0.0
+        t0 = time.perf_counter()
+        skills = skills if skills is not None else LiveSkills.prior(params)
+        new = refit_on(con, after, skills, params)
+        seconds = time.perf_counter() - t0
+        return store.write_skills(con, after, new, seconds), seconds
+    finally:
+        con.close()
+
+
+def _loop(conn, db: str, params_json: str) -> None:
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service stops it
+    from clumpscout.logs import setup_logging
+    from clumpscout.model.params import Params
+
     setup_logging()
-    params = Params(**json.loads(args.params))
-    con = store.connect(args.db)
-    version, after, skills = store.latest_skills(con)
-    if after >= args.after:
-        log.info("skills after %d are there already (version %d)", after, version)
-        return 0
-    skills = skills if skills is not None else LiveSkills.prior(params)
-    t0 = time.perf_counter()
-    new = refit_on(con, args.after, skills, params)
-    seconds = time.perf_counter() - t0
-    v = store.write_skills(con, args.after, new, seconds)
-    log.info("refit on the first %d classifications: version %s in %.1f s", args.after, v, seconds)
-    return 0
+    params = Params(**json.loads(params_json))
+    while True:
+        try:
+            after = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            version, seconds = refit_once(db, after, params)
+            log.info(
+                "refit on the first %d classifications: version %s in %.1f s",
+                after,
+                version,
+                seconds,
+            )
+            conn.send(("done", after))
+        except Exception as exc:  # logged here; the service goes on with the skills it has
+            log.exception("the refit on the first %d classifications failed", after)
+            conn.send(("failed", f"{type(exc).__name__}: {exc}"))
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+class RefitWorker:
+    """The service's refit process and its pipe (see the module docstring)."""
+
+    def __init__(self, db, params):
+        ctx = mp.get_context("spawn")
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(
+            target=_loop, args=(child, str(db), json.dumps(vars(params))),
+            name="clumpscout-refit", daemon=True,
+        )  # fmt: skip
+        self.proc.start()
+        child.close()
+        self.after = 0  # the refit it is working on (0: none)
+
+    @property
+    def busy(self) -> bool:
+        return self.after > 0
+
+    def submit(self, after: int) -> None:
+        self.conn.send(int(after))
+        self.after = int(after)
+
+    def finished(self) -> tuple[str, object] | None:
+        """The answer of the refit it was given, once there is one."""
+        if not self.busy or not self.conn.poll():
+            if self.busy and not self.proc.is_alive():
+                self.after = 0
+                return ("failed", f"the refit process died (exit {self.proc.exitcode})")
+            return None
+        self.after = 0
+        return self.conn.recv()
+
+    def close(self) -> None:
+        self.conn.close()
+        self.proc.join(10)
+        if self.proc.is_alive():  # pragma: no cover - a refit longer than 10 s
+            self.proc.terminate()
+            self.proc.join(10)
