@@ -52,17 +52,32 @@ class Geometry:
     box_side: float | None
     image_size: tuple[float, float] | None
     table: pd.DataFrame | None = field(default=None, compare=False)
+    _rows: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self):
+        if self.table is not None:  # a dict: one look-up per extract
+            t = self.table
+            rows = zip(
+                t.index,
+                t["box_side"],
+                t["image_width"],
+                t["image_height"],
+                t["from_table"],
+                strict=True,
+            )
+            object.__setattr__(self, "_rows", {int(i): r for i, *r in rows})
 
     def of(self, subject_id: int) -> tuple[float, float, float]:
         """(box side, image width, image height) of a subject; :class:`InputError` when
         neither the subjects table nor the config gives them."""
         side, size = self.box_side, self.image_size
-        if self.table is not None and subject_id in self.table.index:
-            row = self.table.loc[subject_id]
-            if np.isfinite(row["box_side"]) and row["box_side"] > 0:
-                side = float(row["box_side"])
-            if row["from_table"]:
-                size = (float(row["image_width"]), float(row["image_height"]))
+        row = self._rows.get(subject_id)
+        if row is not None:
+            b, w, h, own = row
+            if np.isfinite(b) and b > 0:
+                side = float(b)
+            if own:
+                size = (float(w), float(h))
         if side is None:
             raise InputError(f"subject {subject_id} is not in the subjects table (no box side)")
         if size is None:
