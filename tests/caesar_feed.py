@@ -150,7 +150,7 @@ TOY_CONFIG = {
 }
 
 
-def toy_extracts(n_subjects=30, n_cls=10, seed=0) -> list[dict]:
+def toy_extracts(n_subjects=30, n_cls=10, seed=0, block=None) -> list[dict]:
     """Subjects of 100 x 100 px with two objects, classified in round-robin order; each
     volunteer marks each object with probability 0.7 (scatter 1 px; tool 1, unusual, now and
     then), submits nothing with probability 0.3, or adds a false mark; a fifth of the
@@ -179,7 +179,10 @@ def toy_extracts(n_subjects=30, n_cls=10, seed=0) -> list[dict]:
                 frame[f"T0_tool{tool}_y"] = [round(float(y), 3) for _, y in pts]
             data = {"frame0": frame, "aggregation_version": "5.3.1"} if frame else {}
             uid = None if rng.random() < 0.2 else 500 + (s + 3 * c) % 13
-            at = t0 + pd.Timedelta(minutes=c * n_subjects + s)
+            minute = c * n_subjects + s
+            if block:
+                minute = (s // block) * n_cls * block + c * block + s % block
+            at = t0 + pd.Timedelta(minutes=minute)
             out.append(caesar_extract(cid, 100 + s, uid, at, data))
     return out
 

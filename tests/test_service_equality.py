@@ -119,3 +119,42 @@ def test_a_simulated_project_retires_where_the_replay_does(tmp_path):
     d = compare(cfg, b, extracts, tmp_path / "s.db")
     assert int((d["replay"] < d["n"]).sum()) == 24
     assert d["service"].tolist() == d["replay"].tolist(), d[d["service"] != d["replay"]]
+
+
+@pytest.mark.slow
+def test_with_a_gold_standard_the_label_map_is_learned_as_in_the_replay(tmp_path):
+    """The toy project in blocks of 5 subjects with expert marks on its first 15 (the
+    object at (30, 30) counts, the one at (70, 60) does not): the service learns the same
+    label maps at the same ranks as the replay (the first once 10 gold subjects are
+    complete, after 100 classifications; the second after 131), never retires a gold subject early, and retires the others where the replay
+    does; after a restart it fits the same maps again from its database."""
+    from caesar_feed import TOY_CONFIG, toy_boxes, toy_extracts
+
+    from clumpscout.data.gold import gold_from_table
+
+    gold_ids = list(range(100, 115))
+    gold_path = tmp_path / "gold.csv"
+    pd.DataFrame({"subject_id": gold_ids, "x": 30.0, "y": 30.0}).to_csv(gold_path, index=False)
+    extracts = toy_extracts(block=5)
+    cfg = copy.deepcopy(TOY_CONFIG) | {"gold": str(gold_path)}
+    cfg["serve"]["setting"] = 0.2
+    cfg = ss.check(cfg)
+    s = ss.from_config(cfg)
+    gold = gold_from_table(pd.read_csv(gold_path))
+    run = rp.run_replay(toy_boxes(extracts), s.params, rp.Settings.from_dict(cfg["replay"]), gold=gold,
+                        calibration=s.calibration)  # fmt: skip
+    want = rp.retirement_points(run, s.policy, s.params).set_index("subject_id")
+    assert len(run.maps) >= 1
+    db = tmp_path / "s.db"
+    with TestClient(build_app(Service(s, db, Credential(*AUTH)))) as c:
+        last = feed(lambda ex: c.post("/reduce", json=ex, auth=AUTH).json(), extracts)
+    got = pd.Series({k: v["retired_at"] or v["classifications"] for k, v in last.items()})
+    assert got.sort_index().tolist() == want["n_used"].sort_index().tolist()
+    assert (want.loc[gold_ids, "n_used"] == want.loc[gold_ids, "n_total"]).all()
+    assert (want["n_used"] < want["n_total"]).sum() == 13  # after the first map, at g 100
+    assert {r["label_map"] for r in last.values()} == {"default", "gold 2"}  # before, after
+    service = Service(s, db, Credential(*AUTH))  # a restart: the maps again, from the file
+    try:
+        assert service.engine.timeline.G == run.map_after.tolist()
+    finally:
+        service.stop()

@@ -31,6 +31,7 @@ in the database. A reply names the skills version it used.
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import sqlite3
@@ -44,6 +45,7 @@ import pandas as pd
 from clumpscout.counts import KEEP
 from clumpscout.model.calibration import LiveMap
 from clumpscout.model.live import (
+    Assessment,
     LiveSkills,
     apply_map,
     assess_model,
@@ -51,6 +53,7 @@ from clumpscout.model.live import (
     open_objects,
     refit_skills,
 )
+from clumpscout.model.live_gold import MapTimeline, gold_rows
 from clumpscout.service import store
 from clumpscout.service.extracts import BadRequest, Incoming
 from clumpscout.service.settings import Settings, refit_point_after
@@ -117,8 +120,20 @@ class Engine:
         ).fetchone()[0]
         self.version, self.after, skills = store.latest_skills(con)
         self.skills = skills if skills is not None else LiveSkills.prior(settings.params)
-        self.label_map = LiveMap.default(settings.weak_real)
-        self.gold_subjects: frozenset = frozenset()  # never retired early (none without gold)
+        # the label map: the default, or learned from the gold subjects as they arrive
+        self.default_map = LiveMap.default(settings.weak_real)
+        gold = settings.gold
+        self.gold_subjects = (
+            frozenset() if gold is None else frozenset(int(x) for x in gold.subjects)
+        )
+        self.timeline = None
+        if gold is not None and gold.kind == "marks":
+            self.timeline = MapTimeline(settings.calibration)
+            self._replay_timeline()
+        elif gold is not None:
+            log.warning("the live label map is learned from expert marks; with expert counts "
+                        "only the service uses the default map")  # fmt: skip
+        self.gold_pending: list[tuple[int, bytes]] = []  # the batch's gold rows, to commit
         self.refit_worker = None  # the background refit process, once needed
         self.refits = 0
         self.refit_seconds = 0.0
@@ -137,6 +152,83 @@ class Engine:
             "after %d",
             self.count, self.version, self.after, self.next_point,
         )  # fmt: skip
+
+    # ---------------------------------------------------------------- the label map
+
+    @property
+    def label_map(self) -> LiveMap:
+        """The label map of the next classification."""
+        return (
+            self.timeline.maps[-1]
+            if self.timeline is not None and self.timeline.maps
+            else self.default_map
+        )
+
+    @property
+    def map_version(self) -> int:
+        return len(self.timeline.maps) if self.timeline is not None else 0
+
+    def _replay_timeline(self) -> None:
+        """After a restart: the gold rows and completions stored, through the timeline again
+        (the same maps at the same ranks)."""
+        h = self.s.policy.horizon
+        done = {}
+        if self.gold_subjects:
+            q = ",".join(str(x) for x in sorted(self.gold_subjects))
+            done = dict(self.con.execute(
+                f"SELECT g, subject_id FROM classifications WHERE n = ? AND subject_id IN ({q})", (h,)
+            ).fetchall())  # fmt: skip
+        rows = dict(self.con.execute("SELECT g, rows FROM gold_rows").fetchall())
+        for g in sorted(set(done) | set(rows)):
+            if g in done:
+                self.timeline.complete(g)
+            if g in rows:
+                self.timeline.add(g, pd.read_parquet(io.BytesIO(rows[g])))
+
+    def _judge(self, seg: list[_Counted], a) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
+        """The assessment's states and labels judged by the label map of each one's moment;
+        with a gold standard, the gold subjects' prefixes feed the map's timeline first."""
+        g = np.array([c.g for c in seg], dtype=np.int64)
+        if self.timeline is None:
+            b = apply_map(a, self.default_map, self.s.policy.horizon)
+            return b.subjects, b.labels, np.zeros(len(seg), np.int64)
+        st = a.subjects.assign(subject_id=[c.inc.subject_id for c in seg], g=g)
+        lab = a.labels.rename(columns={"subject_id": "state"})
+        is_gold = np.isin(st["subject_id"].to_numpy(), list(self.gold_subjects))
+        rows = gold_rows(st, lab, self.s.gold, self.s.calibration) if is_gold.any() else None
+        version = np.zeros(len(seg), np.int64)  # the map of each state (0: the default)
+        for p, c in enumerate(seg):
+            version[p] = self.map_version
+            if not is_gold[p]:
+                continue
+            if c.n == self.s.policy.horizon:
+                self.timeline.complete(c.g)
+            mine = rows.loc[rows["g"].to_numpy() == c.g]
+            if len(mine):
+                buf = io.BytesIO()
+                mine.to_parquet(buf, index=False)
+                self.gold_pending.append((c.g, buf.getvalue()))
+                if self.timeline.add(c.g, mine) is not None:
+                    log.info(
+                        "label map %d fitted on the gold prefixes before rank %d",
+                        self.map_version,
+                        c.g + 1,
+                    )
+        parts_st, parts_lab = [], []
+        lab_state = a.labels["subject_id"].to_numpy()
+        for v in np.unique(version):
+            idx = np.flatnonzero(version == v)
+            rows_v = np.isin(lab_state, idx)
+            sub = Assessment(a.subjects.iloc[idx], a.labels.loc[rows_v])
+            m = self.default_map if v == 0 else self.timeline.maps[v - 1]
+            b = apply_map(
+                sub, m, self.s.policy.horizon, label_subject=np.searchsorted(idx, lab_state[rows_v])
+            )
+            if v == 0:  # a gold standard is coming: nothing retires early before its map
+                b.subjects["new_kept"] = np.inf
+            parts_st.append(b.subjects)
+            parts_lab.append(b.labels)
+        return pd.concat(parts_st).sort_index(), pd.concat(parts_lab).sort_index(), version
 
     # ---------------------------------------------------------------- refits
 
@@ -316,16 +408,13 @@ class Engine:
             pairs.append((p, [h for h in history[sid] if h[0] <= c.n]))
             sizes.append(self.s.geometry.of(sid)[1:])
         frame = frame_of(pairs, sizes)
-        a = apply_map(
-            assess_model(frame, self.skills, self.s.params), self.label_map, self.s.policy.horizon
-        )
-        st = a.subjects
-        if not np.array_equal(st["subject_id"].to_numpy(), np.arange(len(seg))):
+        a = assess_model(frame, self.skills, self.s.params)
+        if not np.array_equal(a.subjects["subject_id"].to_numpy(), np.arange(len(seg))):
             raise AssertionError("every prefix holds at least one classification")
+        st, lab, maps = self._judge(seg, a)
         go = decide(self.s.policy, st, self.s.params)
         opened = open_objects(st)
         n = st["n"].to_numpy()
-        lab = a.labels
         p_fp = lab["p_fp"].to_numpy(float)
         kept = p_fp < KEEP
         strong = kept & (np.nan_to_num(lab["p_weak"].to_numpy(float)) < KEEP)
@@ -347,6 +436,7 @@ class Engine:
                 "expected_count": float(expected[p]),
                 "count_low": int(round(low[p])),
                 "count_high": int(round(high[p])),
+                "map": int(maps[p]),
             }
             for p in range(len(seg))
         ]
@@ -381,6 +471,9 @@ class Engine:
                     "INSERT INTO classifications VALUES (?, ?, ?, ?, ?, NULL, NULL, ?, ?, ?, ?)",
                     (i.classification_id, i.subject_id, i.volunteer, i.user_id, i.t, why, w, h, store.boxes_blob(i.boxes)),
                 )  # fmt: skip
+            for g, blob in self.gold_pending:
+                con.execute("INSERT INTO gold_rows VALUES (?, ?)", (g, blob))
+            self.gold_pending = []
             for i in extra:  # another extractor's marks of a stored classification
                 old = con.execute(
                     "SELECT boxes FROM classifications WHERE classification_id = ?",
@@ -412,6 +505,7 @@ class Engine:
                     self.dropped[reason] = self.dropped.get(reason, 0) + k
         except BaseException:
             con.execute("ROLLBACK")
+            self.gold_pending = []
             if retired_at:  # recount: the rolled-back retirements did not happen
                 self.retired = con.execute(
                     "SELECT COUNT(*) FROM subjects WHERE retired_at IS NOT NULL"
@@ -435,7 +529,7 @@ class Engine:
             "policy": self.s.policy.kind,
             "setting": self.s.policy.setting,
             "skills_version": self.version,
-            "label_map": self.label_map.kind,
+            "label_map": "default" if state["map"] == 0 else f"gold {state['map']}",
             "labels": labels,
         }
 
@@ -449,7 +543,7 @@ class Engine:
             "subject_id": sid, "retire": 0, "retired_at": None, "classifications": 0,
             "expected_count": 0.0, "count_low": 0, "count_high": 0, "open_objects": 0.0,
             "policy": self.s.policy.kind, "setting": self.s.policy.setting,
-            "skills_version": self.version, "label_map": self.label_map.kind, "labels": [],
+            "skills_version": self.version, "label_map": "default", "labels": [],
         }  # fmt: skip
 
 

@@ -22,7 +22,9 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import config as _config
+from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
+from clumpscout.model.calibration import CalibrationSettings
 from clumpscout.model.live import Policy
 from clumpscout.model.params import Params
 
@@ -134,6 +136,8 @@ class Settings:
     shape_extent: str
     geometry: Geometry
     max_body_bytes: int
+    calibration: CalibrationSettings = field(default_factory=CalibrationSettings)
+    gold: Gold | None = field(default=None, compare=False)
     config: dict = field(default_factory=dict, compare=False)
 
     def fingerprint(self) -> dict:
@@ -157,6 +161,14 @@ class Settings:
             "box_side": g.box_side,
             "image_size": None if g.image_size is None else list(g.image_size),
             "subjects_table": None if g.table is None else _table_digest(g.table),
+            "gold": None
+            if self.gold is None
+            else _table_digest(
+                self.gold.marks if len(self.gold.marks) else self.gold.counts.to_frame()
+            ),
+            "calibration": {
+                k: getattr(self.calibration, k) for k in ("weak_real", "C", "match_iou")
+            },
         }
 
 
@@ -215,8 +227,22 @@ def from_config(cfg: dict | None, subjects=None, path=None) -> Settings:
             table,
         ),
         max_body_bytes=int(serve["max_body_bytes"]),
+        calibration=CalibrationSettings(**dict(cfg["calibration"])),
+        gold=load_gold(cfg.get("gold"), path),
         config=cfg,
     )
+
+
+def load_gold(value, path=None) -> Gold | None:
+    """The config's ``gold:`` as the service reads it: a CSV / Parquet table of expert marks
+    or counts (as for ``clumpscout aggregate --gold``); ``experts`` (the expert-classification
+    export of a workflow run), ``none`` or null: no gold standard (the default map)."""
+    if value is None or str(value).lower() in ("none", "experts"):
+        return None
+    gold = read_gold(value)
+    # >>> the gold standard's checks (a wrong frame, wrong ids ...) are called here, once,
+    # >>> when the service loads it: a broken gold must never silently empty a catalogue
+    return gold
 
 
 def load(path=None, subjects=None, overrides: dict | None = None) -> Settings:

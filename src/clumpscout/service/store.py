@@ -13,7 +13,10 @@ Tables (schema version :data:`SCHEMA_VERSION`, SQLite's ``user_version``):
 * ``skills``: every refit of the volunteers' skills (``version`` 1, 2, ...; ``after``: fitted
   on the classifications of rank g < after), volunteers as Parquet and the population;
 * ``subjects``: each subject's classifications, retirement (``retired_at``: the n at which
-  the policy retired it) and latest reply.
+  the policy retired it) and latest reply;
+* ``gold_rows``: with a gold standard of expert marks, the labels of each gold subject's
+  prefix with their verdicts (schema 3): the live label map is fitted on them, and fitted
+  again from them after a restart.
 
 Opening checks the file before anything is served: a file that is not a database, a
 database of another program, or one of a newer schema stops the service with a message
@@ -44,7 +47,7 @@ from clumpscout.model.live import LiveSkills
 log = logging.getLogger(__name__)
 
 #: the schema this code writes; older files are migrated forward (:data:`MIGRATIONS`)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -91,6 +94,8 @@ CREATE TABLE subjects (
 MIGRATIONS: dict[int, str] = {
     # 2: the marks each extract had dropped (other task, other tool), counted
     1: "ALTER TABLE extracts ADD COLUMN dropped TEXT NOT NULL DEFAULT '{}'",
+    # 3: the gold subjects' prefixes' labels with their verdicts (the live label map's rows)
+    2: "CREATE TABLE gold_rows (g INTEGER PRIMARY KEY, rows BLOB NOT NULL)",
 }
 #: the tables a clumpscout service database holds
 TABLES = ("classifications", "extracts", "meta", "skills", "subjects")
