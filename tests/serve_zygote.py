@@ -18,7 +18,7 @@ from clumpscout.cli import main
 from clumpscout.model.live import LiveSkills, apply_map, assess_model
 from clumpscout.model.params import Params
 from clumpscout.service import app as _app  # noqa: F401  (imported before forking)
-from clumpscout.service.engine import frame_of
+from clumpscout.service.frames import frame_of
 
 
 def _warm() -> None:

@@ -49,8 +49,9 @@ from starlette.routing import Route
 from clumpscout.errors import InputError
 from clumpscout.model.live import apply_map, assess_model
 from clumpscout.service import store
-from clumpscout.service.engine import Engine, frame_of
+from clumpscout.service.engine import Engine
 from clumpscout.service.extracts import BadRequest, caesar_extracts, export_rows
+from clumpscout.service.frames import frame_of
 from clumpscout.service.settings import Settings
 
 log = logging.getLogger(__name__)

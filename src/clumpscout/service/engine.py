@@ -51,52 +51,15 @@ from clumpscout.model.live import (
     assess_model,
     decide,
     open_objects,
-    refit_skills,
 )
 from clumpscout.model.live_gold import MapTimeline, gold_rows
 from clumpscout.service import store
 from clumpscout.service.extracts import BadRequest, Incoming
+from clumpscout.service.frames import frame_of
+from clumpscout.service.refit import RefitWorker, refit_on
 from clumpscout.service.settings import Settings, refit_point_after
 
 log = logging.getLogger(__name__)
-
-#: classification ids of the assessed frames: prefix * BIG + n (unique, ordered by n)
-BIG = 1 << 24
-_COLUMNS = ("classification_id", "subject_id", "volunteer", "x1", "y1", "x2", "y2",
-            "image_width", "image_height", "unusual")  # fmt: skip
-
-
-def frame_of(pairs: list[tuple[int, list[tuple[int, str, np.ndarray]]]], sizes) -> pd.DataFrame:
-    """The boxes table the model reads: for each (prefix index, classifications) one
-    subject (subject_id = prefix index) holding those classifications (n, volunteer,
-    boxes); a classification without a box is one row without coordinates.
-    ``sizes``: (width, height) per prefix."""
-    cid, sid, vol, blocks, w, h = [], [], [], [], [], []
-    empty = np.full((1, 5), np.nan)
-    empty[0, 4] = 0.0
-    for (p, cls), (pw, ph) in zip(pairs, sizes, strict=True):
-        for n, volunteer, boxes in cls:
-            b = boxes if len(boxes) else empty
-            k = len(b)
-            cid.append(np.full(k, p * BIG + n, np.int64))
-            sid.append(np.full(k, p, np.int64))
-            vol.extend([volunteer] * k)
-            blocks.append(b)
-            w.append(np.full(k, pw))
-            h.append(np.full(k, ph))
-    if not blocks:
-        return pd.DataFrame({c: [] for c in _COLUMNS})
-    b = np.concatenate(blocks)
-    return pd.DataFrame(
-        {
-            "classification_id": np.concatenate(cid),
-            "subject_id": np.concatenate(sid),
-            "volunteer": pd.array(vol, dtype="str"),
-            "x1": b[:, 0], "y1": b[:, 1], "x2": b[:, 2], "y2": b[:, 3],
-            "image_width": np.concatenate(w), "image_height": np.concatenate(h),
-            "unusual": b[:, 4] > 0.5,
-        }
-    )  # fmt: skip
 
 
 @dataclass
@@ -278,8 +241,6 @@ class Engine:
             due, p = p, refit_point_after(p, self.s.refit_every, self.s.refit_growth)
         if due:
             if self.refit_worker is None:
-                from clumpscout.service.refit import RefitWorker
-
                 self.refit_worker = RefitWorker(self.db_path, self.s.params)
             self.refit_worker.submit(due)
             log.info("background refit on the first %d classifications started", due)
@@ -545,23 +506,3 @@ class Engine:
             "policy": self.s.policy.kind, "setting": self.s.policy.setting,
             "skills_version": self.version, "label_map": "default", "labels": [],
         }  # fmt: skip
-
-
-def refit_on(con, after: int, skills: LiveSkills, params) -> LiveSkills:
-    """One EM step from ``skills`` on every counted classification of rank g < ``after``,
-    each subject with its classifications so far (the replay's refit frame)."""
-    rows = store.counted_before(con, after)
-    if len(rows) < after:
-        raise RuntimeError(
-            f"a refit after {after} needs {after} classifications, {len(rows)} stored"
-        )
-    rows = rows.sort_values(["subject_id", "n"], kind="stable")
-    pairs, sizes = [], []
-    for p, (_, g) in enumerate(rows.groupby("subject_id", sort=True)):
-        cls = [
-            (int(n), v, store.boxes_from_blob(b))
-            for n, v, b in zip(g["n"], g["volunteer"], g["boxes"], strict=True)
-        ]
-        pairs.append((p, cls))
-        sizes.append((float(g["width"].iloc[0]), float(g["height"].iloc[0])))
-    return refit_skills(frame_of(pairs, sizes), skills, params)

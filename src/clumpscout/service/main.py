@@ -23,26 +23,23 @@ from clumpscout.errors import InputError
 log = logging.getLogger(__name__)
 
 
+#: the options: (flag, keywords of ``add_argument``)
+OPTIONS = (
+    ("--config", {"help": "the workflow's config (extract:, export:, aggregate:, calibration:, replay:, serve:, gold:)"}),
+    ("--db", {"required": True, "help": "the service's SQLite file (made when absent)"}),
+    ("--auth-file", {"required": True, "help": "a file whose first line is user:password (chmod 600)"}),
+    ("--subjects", {"help": "subjects table of clumpscout subjects (box side and image size per subject)"}),
+    ("--host", {"default": "127.0.0.1", "help": "address to listen on"}),
+    ("--port", {"type": int, "default": 8080, "help": "port to listen on"}),
+    ("--ssl-certfile", {"help": "TLS certificate (PEM): serve https"}),
+    ("--ssl-keyfile", {"help": "TLS private key (PEM, not encrypted)"}),
+    ("--access-log", {"action": "store_true", "help": "log every request line (uvicorn)"}),
+)  # fmt: skip
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--config",
-        default=None,
-        help="the workflow's config (extract:, export:, aggregate:, calibration:, replay:, serve:)",
-    )
-    p.add_argument("--db", required=True, help="the service's SQLite file (made when absent)")
-    p.add_argument(
-        "--auth-file", required=True, help="a file whose first line is user:password (chmod 600)"
-    )
-    p.add_argument(
-        "--subjects",
-        default=None,
-        help="subjects table of clumpscout subjects (box side and image size per subject)",
-    )
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    p.add_argument("--port", type=int, default=8080, help="port to listen on")
-    p.add_argument("--ssl-certfile", default=None, help="TLS certificate (PEM): serve https")
-    p.add_argument("--ssl-keyfile", default=None, help="TLS private key (PEM, not encrypted)")
-    p.add_argument("--access-log", action="store_true", help="log every request line (uvicorn)")
+    for flag, kw in OPTIONS:
+        p.add_argument(flag, **kw)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -5,7 +5,7 @@ it stays up for the service's life (its imports and the model's kernels are load
 When the count of classifications reaches a refit point P the writer sends it P; the worker
 reads every classification of rank g < P from the database (WAL: the writer goes on
 writing meanwhile), runs one EM step from the newest stored skills
-(:func:`clumpscout.service.engine.refit_on`), stores the result as the next skills version
+(:func:`refit_on`), stores the result as the next skills version
 and says so; the writer takes the new version up before its next batch. A process of its
 own, so that the refit's Python work does not compete with the requests for one
 interpreter lock (docs/decisions.md#live-service). It ends with the service: on its pipe
@@ -21,6 +21,10 @@ import multiprocessing as mp
 import signal
 import time
 
+from clumpscout.model.live import LiveSkills, refit_skills
+from clumpscout.service import store
+from clumpscout.service.frames import frame_of
+
 log = logging.getLogger(__name__)
 
 
@@ -35,10 +39,6 @@ def _die_with_parent() -> None:
 def refit_once(db: str, after: int, params) -> tuple[int | None, float]:
     """One refit on the classifications of rank g < ``after``: (its version, seconds);
     version None when the database has skills at that point or later already."""
-    from clumpscout.model.live import LiveSkills
-    from clumpscout.service import store
-    from clumpscout.service.engine import refit_on
-
     con = store.connect(db)
     try:
         _, last, skills = store.latest_skills(con)
@@ -118,3 +118,23 @@ class RefitWorker:
         if self.proc.is_alive():  # pragma: no cover - a refit longer than 10 s
             self.proc.terminate()
             self.proc.join(10)
+
+
+def refit_on(con, after: int, skills: LiveSkills, params) -> LiveSkills:
+    """One EM step from ``skills`` on every counted classification of rank g < ``after``,
+    each subject with its classifications so far (the replay's refit frame)."""
+    rows = store.counted_before(con, after)
+    if len(rows) < after:
+        raise RuntimeError(
+            f"a refit after {after} needs {after} classifications, {len(rows)} stored"
+        )
+    rows = rows.sort_values(["subject_id", "n"], kind="stable")
+    pairs, sizes = [], []
+    for p, (_, g) in enumerate(rows.groupby("subject_id", sort=True)):
+        cls = [
+            (int(n), v, store.boxes_from_blob(b))
+            for n, v, b in zip(g["n"], g["volunteer"], g["boxes"], strict=True)
+        ]
+        pairs.append((p, cls))
+        sizes.append((float(g["width"].iloc[0]), float(g["height"].iloc[0])))
+    return refit_skills(frame_of(pairs, sizes), skills, params)
