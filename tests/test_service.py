@@ -227,6 +227,8 @@ def test_a_repeat_changes_nothing_and_a_reply_says_what_it_knows(tmp_path):
         post = post_with(c)
         r1 = post([e1])
         assert post([e1]) == r1  # Caesar retries
+        running = c.post("/reduce", json={"extracts": [e1], "store": {}}, auth=AUTH)
+        assert running.json() == r1  # running reduction: the new extracts and the store
         r2 = post([e1, e2])
         assert post([e2, e1]) == r2  # the same extracts again, in another order
         dup = extract({"frame0": {"T0_tool0_x": [5], "T0_tool0_y": [5]}}, cid=3, uid=2)
