@@ -215,8 +215,9 @@ def test_tls_sigterm_and_a_credential_that_shows_nowhere(tmp_path):
     con = sqlite3.connect(db)
     stored = {r[0] for r in con.execute("SELECT classification_id FROM classifications")}
     assert answered | {extracts[0]["classification_id"]} <= stored
-    text = log.read_text() + (tmp_path / "stderr.txt").read_text()
-    assert "POST /reduce" in text and "stopped:" in text
+    logged = log.read_text()
+    assert "POST /reduce" in logged and "model loaded" in logged and "stopped:" in logged
+    text = logged + (tmp_path / "stderr.txt").read_text()
     assert AUTH[1] not in text and "Authorization" not in text
 
 

@@ -58,10 +58,17 @@ def run(args: argparse.Namespace) -> int:
         args.db, "https" if args.ssl_certfile else "http", args.host, args.port,
         settings.policy.name, settings.refit, settings.refit_every,
     )  # fmt: skip
+    # uvicorn logs through the package's handlers (stderr and --log): its own logging
+    # config would close them (logging.config.dictConfig closes every existing handler)
+    ours = logging.getLogger("clumpscout")
+    for name in ("uvicorn", "uvicorn.error", "uvicorn.access"):
+        lg = logging.getLogger(name)
+        lg.handlers, lg.propagate = list(ours.handlers), False
+        lg.setLevel(logging.INFO)
     config = uvicorn.Config(
         build_app(service), host=args.host, port=args.port, ssl_certfile=args.ssl_certfile,
         ssl_keyfile=args.ssl_keyfile, access_log=args.access_log, lifespan="on",
-        timeout_graceful_shutdown=None, server_header=False,
+        timeout_graceful_shutdown=None, server_header=False, log_config=None,
     )  # fmt: skip
     server = uvicorn.Server(config)
     # uvicorn handles SIGTERM / SIGINT itself (stop accepting, finish the requests in
