@@ -27,6 +27,9 @@ LAZY_BY_DESIGN = {
     ("src/clumpscout/model/aggregator.py", "clumpscout.ecsv"),
     # the gold standard is read and checked before the aggregation's numba kernels load
     ("src/clumpscout/model/command.py", "clumpscout.model.aggregator"),
+    # `clumpscout serve --help` answers before the service and its model are imported
+    ("src/clumpscout/service/main.py", "clumpscout.service.app"),
+    ("src/clumpscout/service/main.py", "clumpscout.service.settings"),
 }
 #: parts that take no place in the line: the package's own __init__ (its version) and
 #: __main__ (the cli under another name)

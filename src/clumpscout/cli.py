@@ -61,6 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "clumpscout.evaluation.replay",
         "early retirement replayed on the classifications in arrival order",
     ),
+    "serve": (
+        "clumpscout.service.main",
+        "the live retirement service: a Caesar external reducer over HTTP(S)",
+    ),
     "catalogue": (
         "clumpscout.catalogue",
         "catalogue.csv / .ecsv (one row per label) and images.csv (one row per image)",

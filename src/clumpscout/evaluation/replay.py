@@ -75,14 +75,11 @@ from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
 from clumpscout.metrics.containment import containment
-from clumpscout.metrics.matching import match_one_to_one
 from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
     LIVE_FEATURES,
-    MIN_GOLD_SUBJECTS,
     CalibrationSettings,
     LiveMap,
-    live_features,
 )
 from clumpscout.model.gold_check import check_gold
 from clumpscout.model.live import (
@@ -94,6 +91,13 @@ from clumpscout.model.live import (
     decide,
     refit_points,
     refit_skills,
+)
+from clumpscout.model.live_gold import (  # noqa: F401  (MAP_GROWTH, MAP_STEP: the replay's too)
+    MAP_GROWTH,
+    MAP_STEP,
+    fit_map_timeline,
+    gold_completions,
+    gold_rows,
 )
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import REQUIRED_COLUMNS
@@ -254,93 +258,6 @@ class Replay:
         """The label map a state was judged with."""
         k = int(self.states["map"].iloc[state])
         return self.default_map if k < 0 else self.maps[k]
-
-
-#: the live map is refitted once the gold prefixes seen have grown by this share ...
-MAP_GROWTH = 0.1
-#: ... and by at least this many prefixes
-MAP_STEP = 20
-
-
-def gold_rows(
-    states: pd.DataFrame, labels: pd.DataFrame, gold: Gold, cal: CalibrationSettings
-) -> pd.DataFrame:
-    """The live map's training rows: every label of every gold subject's prefix with its
-    verdict against the experts (matched one-to-one, docs/decisions.md#gold-match) and the
-    arrival rank ``g`` of the classification that completed the prefix."""
-    is_gold = np.isin(states["subject_id"].to_numpy(), gold.subjects)
-    lab = labels.loc[is_gold[labels["state"].to_numpy()]]
-    if not len(lab):
-        return pd.DataFrame(columns=["g", "subject_id", "real", *LIVE_FEATURES])
-    state = lab["state"].to_numpy()
-    sid = states["subject_id"].to_numpy()[state]
-    marks = gold.marks.merge(
-        pd.DataFrame({"subject_id": sid, "prefix": state}).drop_duplicates(), on="subject_id"
-    )
-    marks = marks.drop(columns="subject_id").rename(columns={"prefix": "subject_id"})
-    real, _ = match_one_to_one(lab.assign(subject_id=state), marks, gold.geometry, cal.match_iou)
-    X = live_features(
-        lab["p_empty"], lab["p_weak"], lab["n_marks"], states["n"].to_numpy()[state],
-        lab["frac_unusual"],
-    )  # fmt: skip
-    out = pd.DataFrame(X, columns=list(LIVE_FEATURES))
-    out.insert(0, "real", real)
-    out.insert(0, "subject_id", sid)
-    out.insert(0, "g", states["g"].to_numpy()[state])
-    return out.sort_values("g", kind="stable").reset_index(drop=True)
-
-
-def gold_completions(states: pd.DataFrame, gold_subjects, horizon: int | None) -> np.ndarray:
-    """The arrival ranks g at which gold subjects were complete: classified ``horizon`` times
-    (or as often as they ever were, if less; None: as often as they ever were), sorted."""
-    st = states.loc[
-        np.isin(states["subject_id"].to_numpy(), gold_subjects), ["subject_id", "n", "g"]
-    ]
-    if not len(st):
-        return np.zeros(0, np.int64)
-    last = st.groupby("subject_id")["n"].transform("max").to_numpy()
-    done = st["n"].to_numpy() == (last if horizon is None else np.minimum(last, horizon))
-    return np.sort(st["g"].to_numpy()[done])
-
-
-def fit_map_timeline(
-    rows: pd.DataFrame, cal: CalibrationSettings, completions: np.ndarray | None = None
-) -> tuple[np.ndarray, list]:
-    """(G, maps): map k is fitted on the gold rows that arrived before G[k] (g < G[k]) and
-    judges the states from G[k] on. The first map waits until MIN_GOLD_SUBJECTS gold subjects
-    are complete (``completions``: :func:`gold_completions`; a map fitted on the first few
-    classifications of each gold subject cannot judge a label seen by twenty volunteers);
-    then a map is refitted once the gold prefixes seen have grown by :data:`MAP_GROWTH` (at
-    least :data:`MAP_STEP`)."""
-    if not len(rows):
-        return np.zeros(0, np.int64), []
-    g = rows["g"].to_numpy()
-    # one prefix = one g: the prefixes seen after each row
-    first_of_g = np.concatenate([[True], g[1:] != g[:-1]])
-    prefixes = np.cumsum(first_of_g)
-    if completions is None:  # every gold subject counts from its first label
-        completions = np.sort(rows.groupby("subject_id")["g"].min().to_numpy())
-    X = rows[list(LIVE_FEATURES)].to_numpy()
-    real = rows["real"].to_numpy(dtype=bool)
-    G, maps, last = [], [], 0
-    ends = np.flatnonzero(np.concatenate([g[1:] != g[:-1], [True]]))  # last row of each g
-    for end in ends:
-        seen = int(prefixes[end])
-        complete = int(np.searchsorted(completions, g[end], side="right"))
-        if complete < MIN_GOLD_SUBJECTS or seen < last + max(MAP_STEP, MAP_GROWTH * last):
-            continue
-        maps.append(
-            LiveMap.fit(
-                X[: end + 1],
-                real[: end + 1],
-                cal.C,
-                cal.weak_real,
-                rows["subject_id"].to_numpy()[: end + 1],
-            )
-        )
-        G.append(int(g[end]) + 1)
-        last = seen
-    return np.asarray(G, dtype=np.int64), maps
 
 
 def run_replay(

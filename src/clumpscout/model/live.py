@@ -260,10 +260,12 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
     n_s = len(state)
     m = np.broadcast_to(np.asarray(m, dtype=np.int64), (n_s,))
     n = state["n"].to_numpy(dtype=np.int64)
-    keys = pd.DataFrame(state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64))
-    keys = keys.assign(m=m, n=n)
-    group, uniq = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
-    g = uniq.to_frame(index=False).to_numpy(dtype=np.float64)  # t_bar, q_w, prior, m, n
+    keys = np.column_stack(
+        [state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64), m, n]
+    ).astype(np.float64)
+    # distinct rows (each row's result depends on its own values only, not on their order)
+    g, group = np.unique(keys, axis=0, return_inverse=True)  # t_bar, q_w, prior, m, n
+    group = group.reshape(-1)
     t_bar, q_w, prior, mm, nn = (g[:, j] for j in range(5))
     terms = [("strong0", 0, False), ("lone", 1, False), ("weak0", 0, True), ("weak1", 1, True)]
     # one row per (group, term, K), K = 0..m of the group: every look-ahead in one map call
