@@ -55,7 +55,7 @@ for p in (REPO / "src", HERE, REPO / "tests"):
         sys.path.insert(0, str(p))
 
 import regimes as grid  # noqa: E402
-import replay as replay_bench  # noqa: E402
+import replay_regimes as replay_bench  # noqa: E402
 from caesar_feed import boxes_as_caesar_sees_them, export_extracts, in_order  # noqa: E402
 from docs_table import markdown_table, write_section  # noqa: E402
 

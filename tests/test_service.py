@@ -379,8 +379,8 @@ def test_a_database_it_cannot_use_stops_it_with_a_clear_message(tmp_path):
 
 
 def test_an_older_schema_is_migrated_forward(tmp_path):
-    """A database of schema 1 (before extracts counted their dropped marks and gold rows
-    were kept) opens as the current schema with its rows kept."""
+    """A database of schema 1 (before extracts counted their dropped marks, gold rows were
+    kept and the gold was checked) opens as the current schema with its rows kept."""
     db = tmp_path / "v1.db"
     con = sqlite3.connect(db)
     for stmt in store._SCHEMA_V1.split(";"):
@@ -393,9 +393,10 @@ def test_an_older_schema_is_migrated_forward(tmp_path):
     con.commit()
     con.close()
     con = store.open_store(db, fp)
-    assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 3
+    assert con.execute("PRAGMA user_version").fetchone()[0] == store.SCHEMA_VERSION == 4
     assert con.execute("SELECT classification_id, dropped FROM extracts").fetchall() == [(5, "{}")]
     assert con.execute("SELECT COUNT(*) FROM gold_rows").fetchone()[0] == 0  # schema 3's table
+    assert con.execute("SELECT COUNT(*) FROM gold_checks").fetchone()[0] == 0  # schema 4's
 
 
 def test_serve_stops_at_start_with_one_line(tmp_path, capsys):

@@ -155,6 +155,7 @@ def test_with_a_gold_standard_the_label_map_is_learned_as_in_the_replay(tmp_path
     assert (want.loc[gold_ids, "n_used"] == want.loc[gold_ids, "n_total"]).all()
     assert (want["n_used"] < want["n_total"]).sum() == 13  # after the first map, at g 100
     assert {r["label_map"] for r in last.values()} == {"default", "gold 2"}  # before, after
+    assert not any("warnings" in r for r in last.values())  # the gold passed its checks
     service = Service(s, db, Credential(*AUTH))  # a restart: the maps again, from the file
     try:
         assert service.engine.timeline.G == run.map_after.tolist()

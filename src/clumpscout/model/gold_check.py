@@ -50,6 +50,7 @@ Public API (a live service calls it when it loads a gold standard)::
 
     agreement = gold_agreement(labels, gold, n_viewers)   # labels: subject_id, x1..y2, n_marks
     warnings = apply_policy(agreement, gold.on_implausible)  # raises InputError on "stop"
+    use, warnings = live_policy(agreement, gold.on_implausible)  # a live service: never raises
 """
 
 from __future__ import annotations
@@ -162,6 +163,16 @@ class GoldAgreement:
     @property
     def ok(self) -> bool:
         return not self.messages
+
+    def summary(self) -> str:
+        """One line: the figures as given and the verdict (the log's)."""
+        g = self.given
+        return (
+            f"gold check ({self.kind}): {_pct(g.matched_share)} of {g.strong} strong labels "
+            f"match an expert object, {_pct(g.unmarked_share)} of {g.experts} expert objects "
+            f"unmarked, on {self.subjects_checked} of {self.gold_subjects} gold subjects: "
+            f"{self.verdict}"
+        )
 
     def table(self) -> pd.DataFrame:
         """One row per frame (as given first): the figures, and which one is named."""
@@ -495,17 +506,37 @@ def _with_messages(a: GoldAgreement) -> GoldAgreement:
     return replace(a, messages=tuple(msgs))
 
 
+def stop_message(agreement: GoldAgreement) -> str:
+    """What an implausible gold showed, as the run that stops on it says it (after the
+    file's name: :class:`~clumpscout.errors.InputError` puts it first)."""
+    return (
+        f"the gold standard {_implausible_text(agreement)}; set gold.on_implausible: warn to "
+        "use it anyway"
+    )
+
+
 def apply_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> list[str]:
     """The warnings of ``agreement``; an implausible gold with ``on_implausible`` ``stop``
     raises :class:`~clumpscout.errors.InputError` (one line naming the file and what was
     found) instead."""
     if agreement.verdict == "implausible" and on_implausible == "stop":
-        raise InputError(
-            f"the gold standard {_implausible_text(agreement)}; set gold.on_implausible: warn "
-            "to use it anyway",
-            agreement.path,
-        )
+        raise InputError(stop_message(agreement), agreement.path)
     return list(agreement.messages)
+
+
+def live_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> tuple[bool, list[str]]:
+    """A live service's answer to ``agreement`` (docs/decisions.md#live-service), which
+    cannot stop a project half-way: (use the label map learned from the gold, the
+    warnings). An implausible gold with ``on_implausible`` ``stop`` is not used, and its
+    warning (the batch check's words) says so; with ``warn`` it is used, with the warning;
+    any other verdict as :func:`apply_policy`."""
+    if agreement.verdict == "implausible" and on_implausible == "stop":
+        first = (
+            f"{_name(agreement.path)} {_implausible_text(agreement)}; not used: the service "
+            "keeps the default label map (set gold.on_implausible: warn to use it anyway)"
+        )
+        return False, [first, *agreement.messages[1:]]
+    return True, list(agreement.messages)
 
 
 def check_gold(labels: pd.DataFrame, subjects: pd.DataFrame, gold: Gold) -> dict:
@@ -513,19 +544,7 @@ def check_gold(labels: pd.DataFrame, subjects: pd.DataFrame, gold: Gold) -> dict
     tables: logged, then :func:`apply_policy` with the gold's ``on_implausible``. Returns
     the report.json entry (:meth:`GoldAgreement.to_dict` with ``warnings``)."""
     a = gold_agreement(labels, gold, viewers_of(subjects))
-    g = a.given
-    log.info(
-        "gold check (%s): %s of %d strong labels match an expert object, %s of %d expert "
-        "objects unmarked, on %d of %d gold subjects: %s",
-        a.kind,
-        _pct(g.matched_share),
-        g.strong,
-        _pct(g.unmarked_share),
-        g.experts,
-        a.subjects_checked,
-        a.gold_subjects,
-        a.verdict,
-    )
+    log.info("%s", a.summary())
     warnings = apply_policy(a, gold.on_implausible)
     for w in warnings:
         log.warning("%s %s", WARNING_PREFIX, w)

@@ -7,7 +7,8 @@
 * ``POST /classifications``: rows of a Zooniverse classification export (JSON array of
   objects, or CSV text); ``{"subjects": [reply, ...]}``, one reply per subject.
 * ``GET /subjects/{subject_id}``: the subject's latest reply.
-* ``GET /health``: no credential needed; ``GET /metrics``: Prometheus text.
+* ``GET /health``: no credential needed (``status``, the gold standard's state, the label
+  map in use); ``GET /metrics``: Prometheus text.
 
 Every endpoint but ``/health`` needs the credential of ``--auth-file`` (HTTP Basic, or the
 whole ``user:password`` line as a bearer token), compared in constant time
@@ -164,6 +165,8 @@ class Metrics:
             ("refits_total", "Refits taken up since the start.", "counter", e.refits),
             ("refit_seconds_total", "Seconds those refits took.", "counter", round(e.refit_seconds, 6)),
             ("refit_running", "1 while a background refit runs.", "gauge", int(e.refit_running)),
+            ("label_map", "The label map replies use (0: the default; k: the k-th learned from the gold).", "gauge", e.map_in_use),
+            ("run_health_warnings", "Run health warnings every reply carries (the gold's check).", "gauge", len(e.warnings)),
         ]  # fmt: skip
         out += [
             "# HELP clumpscout_marks_dropped_total Marks of other tasks or tools, not read.",
@@ -176,6 +179,8 @@ class Metrics:
         for name, help_, kind, value in gauges:
             out += [f"# HELP clumpscout_{name} {help_}", f"# TYPE clumpscout_{name} {kind}"]
             out.append(f"clumpscout_{name} {value}")
+        if e.watch is not None:
+            out += e.watch.metrics()
         return "\n".join(out) + "\n"
 
 
@@ -337,7 +342,16 @@ class Service:
         return Response(raw, media_type="application/json")
 
     async def health(self, request: Request) -> Response:
-        return _json({"status": "ok"})
+        """No credential: nothing secret (the gold's state names its file, never a
+        credential)."""
+        e = self.engine
+        return _json(
+            {
+                "status": "ok",
+                "gold": e.gold_status(),
+                "label_map": "default" if not e.map_in_use else f"gold {e.map_in_use}",
+            }
+        )
 
     async def metrics_text(self, request: Request) -> Response:
         return Response(self.metrics.text(self.engine), media_type="text/plain; version=0.0.4")

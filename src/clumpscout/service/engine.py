@@ -56,6 +56,7 @@ from clumpscout.model.live_gold import MapTimeline, gold_rows
 from clumpscout.service import store
 from clumpscout.service.extracts import BadRequest, Incoming
 from clumpscout.service.frames import frame_of
+from clumpscout.service.gold import GoldWatch, box_rows, label_rows
 from clumpscout.service.refit import RefitWorker, refit_on
 from clumpscout.service.settings import Settings, refit_point_after
 
@@ -90,9 +91,14 @@ class Engine:
             frozenset() if gold is None else frozenset(int(x) for x in gold.subjects)
         )
         self.timeline = None
+        self.watch = None  # the checks of the gold (docs/decisions.md#live-service)
+        self.map_in_use = 0  # the label map of the next classification (0: the default)
         if gold is not None and gold.kind == "marks":
             self.timeline = MapTimeline(settings.calibration)
+            self.watch = GoldWatch(gold, settings.policy.horizon)
             self._replay_timeline()
+            self.watch.resume(con, self.timeline.G)
+            self.map_in_use = self.map_version if self.watch.used else 0
         elif gold is not None:
             log.warning("the live label map is learned from expert marks; with expert counts "
                         "only the service uses the default map")  # fmt: skip
@@ -121,15 +127,25 @@ class Engine:
     @property
     def label_map(self) -> LiveMap:
         """The label map of the next classification."""
-        return (
-            self.timeline.maps[-1]
-            if self.timeline is not None and self.timeline.maps
-            else self.default_map
-        )
+        return self.timeline.maps[self.map_in_use - 1] if self.map_in_use else self.default_map
 
     @property
     def map_version(self) -> int:
+        """The label maps learned from the gold so far (used or not)."""
         return len(self.timeline.maps) if self.timeline is not None else 0
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """The run health warnings the replies carry now (the gold's latest check)."""
+        return self.watch.warnings if self.watch is not None else ()
+
+    def gold_status(self) -> str:
+        """The gold standard's state in one line (``/health``)."""
+        if self.watch is not None:
+            return self.watch.status()
+        if self.s.gold is not None:
+            return "expert counts: not used (the live label map is learned from expert marks)"
+        return "none"
 
     def _replay_timeline(self) -> None:
         """After a restart: the gold rows and completions stored, through the timeline again
@@ -148,22 +164,30 @@ class Engine:
             if g in rows:
                 self.timeline.add(g, pd.read_parquet(io.BytesIO(rows[g])))
 
-    def _judge(self, seg: list[_Counted], a) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray]:
-        """The assessment's states and labels judged by the label map of each one's moment;
-        with a gold standard, the gold subjects' prefixes feed the map's timeline first."""
+    def _judge(self, seg: list[_Counted], a) -> tuple[pd.DataFrame, pd.DataFrame, np.ndarray, list]:
+        """The assessment's states and labels judged by the label map of each one's moment,
+        the map (0: the default) and the warnings of that moment; with a gold standard, the
+        gold subjects' prefixes feed the map's timeline first, and each new map is used
+        once the gold passes its check (:mod:`clumpscout.service.gold`)."""
         g = np.array([c.g for c in seg], dtype=np.int64)
         if self.timeline is None:
             b = apply_map(a, self.default_map, self.s.policy.horizon)
-            return b.subjects, b.labels, np.zeros(len(seg), np.int64)
+            return b.subjects, b.labels, np.zeros(len(seg), np.int64), [()] * len(seg)
         st = a.subjects.assign(subject_id=[c.inc.subject_id for c in seg], g=g)
         lab = a.labels.rename(columns={"subject_id": "state"})
         is_gold = np.isin(st["subject_id"].to_numpy(), list(self.gold_subjects))
         rows = gold_rows(st, lab, self.s.gold, self.s.calibration) if is_gold.any() else None
+        lab_state = a.labels["subject_id"].to_numpy()
         version = np.zeros(len(seg), np.int64)  # the map of each state (0: the default)
+        hold = np.zeros(len(seg), bool)  # no map checked yet: nothing retires early
+        warnings = []
         for p, c in enumerate(seg):
-            version[p] = self.map_version
+            version[p], hold[p] = self.map_in_use, self.watch.waiting
+            warnings.append(self.watch.warnings)
             if not is_gold[p]:
                 continue
+            boxes = a.labels.loc[lab_state == p, ["x1", "y1", "x2", "y2", "n_marks"]]
+            self.watch.observe(c.inc.subject_id, c.n, box_rows(boxes.to_numpy(float)))
             if c.n == self.s.policy.horizon:
                 self.timeline.complete(c.g)
             mine = rows.loc[rows["g"].to_numpy() == c.g]
@@ -177,21 +201,25 @@ class Engine:
                         self.map_version,
                         c.g + 1,
                     )
+                    used = self.watch.check(self.map_version, c.g)
+                    self.map_in_use = self.map_version if used else 0
         parts_st, parts_lab = [], []
-        lab_state = a.labels["subject_id"].to_numpy()
-        for v in np.unique(version):
-            idx = np.flatnonzero(version == v)
+        key = version * 2 + hold
+        for k in np.unique(key):
+            idx = np.flatnonzero(key == k)
             rows_v = np.isin(lab_state, idx)
             sub = Assessment(a.subjects.iloc[idx], a.labels.loc[rows_v])
+            v = int(version[idx[0]])
             m = self.default_map if v == 0 else self.timeline.maps[v - 1]
             b = apply_map(
                 sub, m, self.s.policy.horizon, label_subject=np.searchsorted(idx, lab_state[rows_v])
             )
-            if v == 0:  # a gold standard is coming: nothing retires early before its map
+            if hold[idx[0]]:  # a gold standard is coming: nothing retires early before its map
                 b.subjects["new_kept"] = np.inf
             parts_st.append(b.subjects)
             parts_lab.append(b.labels)
-        return pd.concat(parts_st).sort_index(), pd.concat(parts_lab).sort_index(), version
+        st, lab = pd.concat(parts_st).sort_index(), pd.concat(parts_lab).sort_index()
+        return st, lab, version, warnings
 
     # ---------------------------------------------------------------- refits
 
@@ -372,7 +400,7 @@ class Engine:
         a = assess_model(frame, self.skills, self.s.params)
         if not np.array_equal(a.subjects["subject_id"].to_numpy(), np.arange(len(seg))):
             raise AssertionError("every prefix holds at least one classification")
-        st, lab, maps = self._judge(seg, a)
+        st, lab, maps, warnings = self._judge(seg, a)
         go = decide(self.s.policy, st, self.s.params)
         opened = open_objects(st)
         n = st["n"].to_numpy()
@@ -398,6 +426,7 @@ class Engine:
                 "count_low": int(round(low[p])),
                 "count_high": int(round(high[p])),
                 "map": int(maps[p]),
+                "warnings": warnings[p],
             }
             for p in range(len(seg))
         ]
@@ -435,6 +464,8 @@ class Engine:
             for g, blob in self.gold_pending:
                 con.execute("INSERT INTO gold_rows VALUES (?, ?)", (g, blob))
             self.gold_pending = []
+            if self.watch is not None:
+                self.watch.commit(con)
             for i in extra:  # another extractor's marks of a stored classification
                 old = con.execute(
                     "SELECT boxes FROM classifications WHERE classification_id = ?",
@@ -467,6 +498,8 @@ class Engine:
         except BaseException:
             con.execute("ROLLBACK")
             self.gold_pending = []
+            if self.watch is not None:
+                self.watch.pending = []
             if retired_at:  # recount: the rolled-back retirements did not happen
                 self.retired = con.execute(
                     "SELECT COUNT(*) FROM subjects WHERE retired_at IS NOT NULL"
@@ -474,11 +507,7 @@ class Engine:
             raise
 
     def _reply(self, sid: int, state: dict, retired_at: int | None) -> dict:
-        labels = [
-            [round(x1, 2), round(y1, 2), round(x2, 2), round(y2, 2), round(p, 4), int(m)]
-            for x1, y1, x2, y2, p, m in state["labels"].tolist()
-        ]
-        return {
+        reply = {
             "subject_id": sid,
             "retire": int(retired_at is not None),
             "retired_at": retired_at,
@@ -491,8 +520,11 @@ class Engine:
             "setting": self.s.policy.setting,
             "skills_version": self.version,
             "label_map": "default" if state["map"] == 0 else f"gold {state['map']}",
-            "labels": labels,
+            "labels": label_rows(state["labels"]),
         }
+        if state["warnings"]:  # the gold's latest check (docs/decisions.md#live-service)
+            reply["warnings"] = list(state["warnings"])
+        return reply
 
     def reply_of(self, sid: int) -> dict:
         """The subject's latest reply; a subject with no counted classification yet gets
@@ -500,9 +532,12 @@ class Engine:
         row = self.con.execute("SELECT reply FROM subjects WHERE subject_id = ?", (sid,)).fetchone()
         if row is not None and row[0] is not None:
             return orjson.loads(row[0])
-        return {
+        reply = {
             "subject_id": sid, "retire": 0, "retired_at": None, "classifications": 0,
             "expected_count": 0.0, "count_low": 0, "count_high": 0, "open_objects": 0.0,
             "policy": self.s.policy.kind, "setting": self.s.policy.setting,
             "skills_version": self.version, "label_map": "default", "labels": [],
         }  # fmt: skip
+        if self.warnings:
+            reply["warnings"] = list(self.warnings)
+        return reply

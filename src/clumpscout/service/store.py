@@ -16,7 +16,10 @@ Tables (schema version :data:`SCHEMA_VERSION`, SQLite's ``user_version``):
   the policy retired it) and latest reply;
 * ``gold_rows``: with a gold standard of expert marks, the labels of each gold subject's
   prefix with their verdicts (schema 3): the live label map is fitted on them, and fitted
-  again from them after a restart.
+  again from them after a restart;
+* ``gold_checks``: each check of the gold against the volunteers before a label map learned
+  from it is used (schema 4): the map, the rank g it was fitted at, the verdict, whether the
+  map was used and the whole check as JSON (:mod:`clumpscout.service.gold`).
 
 Opening checks the file before anything is served: a file that is not a database, a
 database of another program, or one of a newer schema stops the service with a message
@@ -47,7 +50,7 @@ from clumpscout.model.live import LiveSkills
 log = logging.getLogger(__name__)
 
 #: the schema this code writes; older files are migrated forward (:data:`MIGRATIONS`)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 _SCHEMA_V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -96,6 +99,9 @@ MIGRATIONS: dict[int, str] = {
     1: "ALTER TABLE extracts ADD COLUMN dropped TEXT NOT NULL DEFAULT '{}'",
     # 3: the gold subjects' prefixes' labels with their verdicts (the live label map's rows)
     2: "CREATE TABLE gold_rows (g INTEGER PRIMARY KEY, rows BLOB NOT NULL)",
+    # 4: each check of the gold before a label map learned from it is used
+    3: "CREATE TABLE gold_checks (map INTEGER PRIMARY KEY, g INTEGER NOT NULL, "
+    "verdict TEXT NOT NULL, used INTEGER NOT NULL, report TEXT NOT NULL)",
 }
 #: the tables a clumpscout service database holds
 TABLES = ("classifications", "extracts", "meta", "skills", "subjects")
