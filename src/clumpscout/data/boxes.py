@@ -65,8 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout import config as _schema
-from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.config import add_setting, choices
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
@@ -112,7 +111,7 @@ __all__ = [
 ]
 
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
-SHAPE_EXTENTS = ("drawn", "fixed")
+SHAPE_EXTENTS = tuple(choices("export")["shape_extent"])  # ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
 #: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
@@ -581,7 +580,6 @@ def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarra
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Clicks -> boxes. Each click becomes a square of side --box-side (or the subjects "
         "table's 2 x PSF FWHM) centred on it; drawn shapes keep their extent. Clicks outside "
@@ -599,27 +597,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="subjects.parquet from clumpscout subjects (box side and image size per subject); "
         "optional with --box-side",
     )
-    p.add_argument(
-        "--box-side",
-        default=None,
-        help="box side in subject pixels for every subject, or 'auto' (2 x the FWHM of the "
-        "click scatter); required without --subjects",
+    add_setting(
+        p,
+        "export.box_side",
+        note="here for every subject",
+        unset="the subjects table's; required without --subjects",
     )
-    p.add_argument(
-        "--image-size",
-        nargs=2,
-        type=float,
-        metavar=("W", "H"),
-        default=None,
-        help="image width and height (px) for subjects whose size neither the subjects table "
-        "nor the clicks table gives; unknown sizes skip the outside-the-image check",
-    )
-    p.add_argument(
-        "--shape-extent",
-        choices=SHAPE_EXTENTS,
-        default=_schema.defaults("export")["shape_extent"],
-        help="drawn shapes: their drawn extent, or the fixed square of a point",
-    )
+    add_setting(p, "export.image_size", metavar=("W", "H"))
+    add_setting(p, "export.shape_extent")
     p.add_argument("--out", required=True, help="boxes.parquet (report: <stem>_report.json)")
 
 

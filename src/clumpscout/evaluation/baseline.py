@@ -57,7 +57,7 @@ import numba
 import numpy as np
 import pandas as pd
 
-from clumpscout.config import choices, defaults
+from clumpscout.config import add_settings
 from clumpscout.errors import InputError
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
@@ -682,20 +682,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline(s) to run (repeatable); default: every method given an --out-<method>",
     )
     p.add_argument("--out", default=None, help="labels parquet of the one --method")
-    d = defaults("baseline")  # the config's baseline section
-    p.add_argument("--bandwidth", default=d["bandwidth"], help="MeanShift: 'fwhm' or pixels")
-    p.add_argument(
-        "--impl", choices=choices("baseline")["meanshift_impl"], default=d["meanshift_impl"]
-    )
-    p.add_argument("--cut", type=float, default=d["single_linkage_cut"], help="in FWHM")
-    p.add_argument("--min-volunteers", type=int, default=d["min_volunteers"])
-    p.add_argument(
-        "--eps-factor",
-        type=float,
-        default=d["dbscan_eps_factor"],
-        help="DBSCAN eps = this x the subject's box side",
-    )
-    p.add_argument("--min-samples", type=int, default=d["dbscan_min_samples"], help="DBSCAN")
+    flags = {
+        "bandwidth": None,
+        "meanshift_impl": "--impl",
+        "single_linkage_cut": "--cut",
+        "min_volunteers": None,
+        "dbscan_eps_factor": "--eps-factor",
+        "dbscan_min_samples": "--min-samples",
+    }
+    add_settings(p, "baseline", flags)
     p.add_argument("--out-meanshift", default=None, help="MeanShift labels parquet")
     p.add_argument("--out-single-linkage", default=None, help="single-linkage labels parquet")
     p.add_argument("--out-dbscan", default=None, help="DBSCAN labels parquet")
@@ -723,12 +718,7 @@ def run(args: argparse.Namespace) -> int:
         boxes = pd.read_parquet(args.boxes)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read parquet: {exc}", path=args.boxes) from exc
-    bw = args.bandwidth
-    if bw != "fwhm":
-        try:
-            bw = float(bw)
-        except ValueError as exc:
-            raise InputError(f"--bandwidth must be 'fwhm' or a number, got {bw!r}") from exc
+    bw = args.bandwidth  # 'fwhm' or pixels (> 0), checked by the option
     reports = {}
     for method, out in outs.items():
         if method == "meanshift":

@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clumpscout.config import defaults
+from clumpscout.config import add_settings
 from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.metrics.containment import (
@@ -359,9 +359,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table whose subject_id are the scored subjects "
         "(default: the subjects of --points); for --kind truth pass the subsample's boxes",
     )
-    d = defaults("compare")  # config keys compare.thresholds, compare.calibration_bins
-    p.add_argument("--thresholds", type=int, default=d["thresholds"], help="p_fp thresholds")
-    p.add_argument("--bins", type=int, default=d["calibration_bins"], help="calibration bins")
+    add_settings(p, "compare", {"thresholds": None, "calibration_bins": "--bins"})
     p.add_argument("--n", type=int, default=None, help="tag the outputs with this n")
     p.add_argument("--out-curve", required=True)
     p.add_argument("--out-summary", required=True)

@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import sigmaclip
 
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import (
     asinh_scale,
@@ -373,9 +374,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distractors", default=None, help="truth_distractors.csv (with --truth)")
     p.add_argument("--subjects", default=None, help="subjects.parquet (box_side; with --truth)")
     p.add_argument("--expert-clicks", default=None, help="expert_clicks.parquet (with --labels)")
-    p.add_argument(
-        "--bg-factor", type=float, default=2.0, help="background ring out to this x the box (2)"
-    )
+    add_setting(p, "images.bg_factor")
     p.add_argument("--out", required=True, help="output Parquet (a JSON report is written beside)")
 
 

@@ -57,6 +57,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
 from clumpscout.figures import registry
 from clumpscout.figures.common import read_stacked, read_table, reference_n
@@ -715,8 +716,8 @@ def build(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results folder of a workflow run")
-    parser.add_argument("--n", type=int, nargs="+", required=True, help="subsample sizes n")
-    parser.add_argument("--n-ref", type=int, default=None, help="reference n (default: largest)")
+    add_setting(parser, "subsample.n", required=True, note="here those of the run")
+    add_setting(parser, "figures.n_ref")
     parser.add_argument("--out", required=True, help="headline CSV")
     parser.add_argument("--html", default=None, help="also write this HTML table")
     parser.add_argument(
@@ -730,7 +731,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     res = Path(args.results)
     ns = sorted(args.n)
-    n_ref = args.n_ref if args.n_ref in ns else ns[-1]
+    n_ref = reference_n(ns, args.n_ref)
 
     def opt(p: Path):
         return p if p.exists() else None
