@@ -93,6 +93,7 @@ log = logging.getLogger(__name__)
 #: box side: clumpscout.data.box_side; both re-exported here)
 __all__ = [
     "BOX_COLUMNS",
+    "BOX_KEYS",
     "CLICK_REQUIRED",
     "EXTENT_COLUMNS",
     "FWHM_PER_SIGMA",
@@ -114,8 +115,8 @@ __all__ = [
 SHAPE_EXTENTS = tuple(choices("export")["shape_extent"])  # ("drawn", "fixed")
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
-#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
-BOX_COLUMNS = (
+#: the columns of every box row that the aggregation reads (docs/tables.md#boxes)
+BOX_KEYS = (
     "classification_id",
     "subject_id",
     "volunteer",
@@ -125,6 +126,10 @@ BOX_COLUMNS = (
     "y2",
     "image_width",
     "image_height",
+)
+#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
+BOX_COLUMNS = (
+    *BOX_KEYS,
     "unusual",
     "x",
     "y",

@@ -162,6 +162,17 @@ def _binned(
     return centres, vals
 
 
+def _scatter_binned(ax, p, values, edges, how, colour, label, p_split):
+    """One quantity against p_fp on ``ax``: the clumps as points, its binned ``how`` (mean
+    or median) as a line. Returns its positive values below and at or above ``p_split``."""
+    y = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
+    ax.scatter(p[ok], y[ok], s=3, alpha=0.25, color=colour, rasterized=True)
+    cx, cy = _binned(p[ok], y[ok], edges, how)
+    ax.plot(cx, cy, "o-", color=colour, label=f"{label} (binned {how})")
+    return y[ok & (p < p_split)], y[ok & (p >= p_split)]
+
+
 def plot_flux_vs_pfp(
     phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150, bins: int = 10, p_split: float = 0.2
 ) -> dict:
@@ -183,12 +194,8 @@ def plot_flux_vs_pfp(
         "ratio": {},
     }
     for b in BANDS:
-        y = pd.to_numeric(phot[f"flux_{b}"], errors="coerce").to_numpy(float)
-        ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
-        ax_f.scatter(p[ok], y[ok], s=3, alpha=0.25, color=BAND_COLOUR[b], rasterized=True)
-        cx, cy = _binned(p[ok], y[ok], edges, "mean")
-        ax_f.plot(cx, cy, "o-", color=BAND_COLOUR[b], label=f"{b} (binned mean)")
-        lo, hi = y[ok & (p < p_split)], y[ok & (p >= p_split)]
+        y = phot[f"flux_{b}"]
+        lo, hi = _scatter_binned(ax_f, p, y, edges, "mean", BAND_COLOUR[b], b, p_split)
         stats["flux"][b] = {
             "mean_low_pfp": float(lo.mean()) if lo.size else None,
             "mean_high_pfp": float(hi.mean()) if hi.size else None,
@@ -201,12 +208,9 @@ def plot_flux_vs_pfp(
     ax_f.legend(fontsize=8)
     colours = dict(zip(RATIOS, ("tab:blue", "tab:orange", "tab:gray"), strict=True))
     for r in RATIOS:
-        y = pd.to_numeric(phot[r], errors="coerce").to_numpy(float)
-        ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
-        ax_r.scatter(p[ok], y[ok], s=3, alpha=0.25, color=colours[r], rasterized=True)
-        cx, cy = _binned(p[ok], y[ok], edges, "median")
-        ax_r.plot(cx, cy, "o-", color=colours[r], label=f"{RATIO_LABEL[r]} (binned median)")
-        lo, hi = y[ok & (p < p_split)], y[ok & (p >= p_split)]
+        lo, hi = _scatter_binned(
+            ax_r, p, phot[r], edges, "median", colours[r], RATIO_LABEL[r], p_split
+        )
         stats["ratio"][r] = {
             "median_low_pfp": float(np.median(lo)) if lo.size else None,
             "median_high_pfp": float(np.median(hi)) if hi.size else None,

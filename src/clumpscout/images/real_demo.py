@@ -271,6 +271,15 @@ def _background(data: np.ndarray) -> np.ndarray:
     return np.asarray(data, dtype=np.float64) - med
 
 
+def _one_frame_set(frames_dir) -> tuple[str, dict]:
+    """The frame id and the g, r, i frame files of the one frame set in ``frames_dir``."""
+    sets = find_frames(frames_dir)
+    if len(sets) != 1:
+        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
+    fid, fset = next(iter(sets.items()))
+    return fid, require_bands(fset, fid, frames_dir)
+
+
 def demo_field(
     frames_dir: str | Path,
     psfield: str | Path,
@@ -288,11 +297,7 @@ def demo_field(
     the distance between its g, r, i centroids after resampling is reported.
     """
     out = Path(out_dir)
-    sets = find_frames(frames_dir)
-    if len(sets) != 1:
-        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
-    fid, fset = next(iter(sets.items()))
-    paths = require_bands(fset, fid, frames_dir)
+    fid, paths = _one_frame_set(frames_dir)
     field = field_of(fid)
     r = read_frame(paths["r"], "r")
     scale = math.sqrt(r.pixel_area)
@@ -367,11 +372,7 @@ def demo_group(
     one more cutout frames the whole group.
     """
     out = Path(out_dir)
-    sets = find_frames(frames_dir)
-    if len(sets) != 1:
-        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
-    fid, fset = next(iter(sets.items()))
-    paths = require_bands(fset, fid, frames_dir)
+    fid, paths = _one_frame_set(frames_dir)
     r = read_frame(paths["r"], "r")
     scale = math.sqrt(r.pixel_area)
     sources = find_sources(r.data, 1.4 / scale)

@@ -62,22 +62,18 @@ from clumpscout.errors import InputError
 from clumpscout.figures import registry
 from clumpscout.figures.common import read_stacked, read_table, reference_n
 from clumpscout.figures.risk import clumps_per_subject
+from clumpscout.figures.truth import METHOD_SUMMARY_COLS
+from clumpscout.figures.truth import METHODS as FIGURE_METHODS
 from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ["section", "quantity", "method", "n", "subset", "value", "paper", "note"]
-#: the methods of the side-by-side sections, in display order
-METHODS = ("generative", "paper", "single_linkage", "dbscan", "meanshift")
-#: quantity -> summary column of the side-by-side sections (clumpscout.evaluation.compare summaries)
-METHOD_QUANTITIES = {
-    "opt_threshold": "opt_threshold",
-    "opt_completeness": "opt_completeness",
-    "opt_purity": "opt_purity",
-    "completeness_p1": "completeness_p1",
-    "purity_p1": "purity_p1",
-    "n_labels_p1": "n_labels",
-}
+#: the methods of the side-by-side sections, in display order (those of its figure)
+METHODS = tuple(FIGURE_METHODS)
+#: quantity -> summary column of the side-by-side sections (clumpscout.evaluation.compare
+#: summaries), as its figure reads them
+METHOD_QUANTITIES = METHOD_SUMMARY_COLS
 STATUSES = ("retired", "retired_empty", "stale", "unretired")
 
 #: what the paper says (§6), by (quantity, n, subset); n / subset None = any (the figure
