@@ -267,3 +267,50 @@ def test_the_helper_builds_an_option_from_any_key():
         config.add_setting(p, "images.asinh_m")  # a key without a description
     b = config.add_setting(p, "subsample.n", flag="--sizes")
     assert b.nargs == "+" and p.parse_args(["--sizes", "4", "5"]).sizes == [4, 5]
+
+
+#: keyword defaults of the model's functions that still repeat a schema default (the model
+#: reads its settings through Params, whose defaults are the schema's; these are the
+#: functions' own fallbacks, left to the model's owners): (module, function, parameter)
+MODEL_FALLBACKS = {
+    ("model/calibration.py", "fit_real_map", "C"),
+    ("model/calibration.py", "fit_marks_map", "C"),
+    ("model/calibration.py", "fit_counts_map", "C"),
+    ("model/calibration.py", "default_calibration", "weak_real"),
+    ("model/calibration.py", "default", "weak_real"),
+    ("model/calibration.py", "fit", "C"),
+    ("model/calibration.py", "fit", "weak_real"),
+    ("model/facility_location.py", "solve_batch", "min_cluster_size"),
+    ("model/generative.py", "log_location_density", "d_max"),
+    ("model/generative.py", "facility_costs", "d_max"),
+    ("model/generative.py", "cluster_evidence", "d_max"),
+    ("model/generative.py", "posterior", "d_max"),
+}
+
+
+def test_no_function_writes_a_settings_default_by_hand():
+    """A keyword default named like a setting and equal to its schema default is the
+    schema's default written a second time: it must be read from the schema instead."""
+    import ast
+
+    defaults = {}
+    for name, found in leaf_keys().items():
+        for key, sub in found:
+            if "default" in sub:
+                defaults.setdefault(name, []).append((key, sub["default"]))
+    src = Path(config.__file__).parent
+    hits = set()
+    for path in sorted(src.rglob("*.py")):
+        for f in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(f, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            a = f.args
+            pos = [*a.posonlyargs, *a.args]
+            pairs = list(zip(pos[len(pos) - len(a.defaults) :], a.defaults, strict=True))
+            pairs += [(x, d) for x, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d]
+            for arg, d in pairs:
+                if not isinstance(d, ast.Constant) or d.value is None or d.value is True:
+                    continue
+                if any(v == d.value for _, v in defaults.get(arg.arg, [])):
+                    hits.add((path.relative_to(src).as_posix(), f.name, arg.arg))
+    assert hits <= MODEL_FALLBACKS, sorted(hits - MODEL_FALLBACKS)

@@ -65,7 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout.config import add_setting, choices
+from clumpscout.config import add_setting, choices, default
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
@@ -113,6 +113,7 @@ __all__ = [
 
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
 SHAPE_EXTENTS = tuple(choices("export")["shape_extent"])  # ("drawn", "fixed")
+SHAPE_EXTENT = default("export.shape_extent")  # the default
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
 #: the columns of every box row that the aggregation reads (docs/tables.md#boxes)
@@ -180,7 +181,7 @@ def make_boxes(
     box_side: float | str | None = None,
     clicks_path: object = None,
     subjects_path: object = None,
-    shape_extent: str = "drawn",
+    shape_extent: str = SHAPE_EXTENT,
     image_size: tuple[float, float] | None = None,
     report: dict | None = None,
 ) -> pd.DataFrame:

@@ -40,15 +40,16 @@ from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.logs import timed
 
-#: the defaults of the config's ``gold.frame`` (config.schema.yaml)
+#: the defaults of the config's ``gold.frame`` and ``gold.on_implausible`` (config.schema.yaml)
 _FRAME = config.defaults("gold")["frame"]
+IMPLAUSIBLE_DEFAULT = config.default("gold.on_implausible")
 
 log = logging.getLogger(__name__)
 
 POINT_COLUMNS = ("x", "y")
 BOX_COLUMNS = ("x1", "y1", "x2", "y2")
 #: what a run does with a gold standard its checks find implausible (config gold.on_implausible)
-ON_IMPLAUSIBLE = ("stop", "warn")
+ON_IMPLAUSIBLE = tuple(config.choices("gold")["on_implausible"])  # ("stop", "warn")
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,7 @@ class Gold:
     marks: pd.DataFrame
     path: str | None = None
     frame: GoldFrame | None = None
-    on_implausible: str = "stop"
+    on_implausible: str = IMPLAUSIBLE_DEFAULT
 
     def restrict(self, subjects) -> Gold:
         """The gold standard on the given subjects only (cross-fitting folds)."""
@@ -190,7 +191,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def read_gold(
-    path: str | Path, frame: GoldFrame | dict | None = None, on_implausible: str = "stop"
+    path: str | Path,
+    frame: GoldFrame | dict | None = None,
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
 ) -> Gold:
     """Read and validate a gold-standard table (module docstring); expert marks are moved by
     the declared ``frame`` (:class:`GoldFrame` or its config mapping)."""
@@ -223,7 +226,7 @@ def gold_from_table(
     df: pd.DataFrame,
     path=None,
     frame: GoldFrame | dict | None = None,
-    on_implausible: str = "stop",
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
 ) -> Gold:
     """Validate a gold-standard table in memory (``path`` names it in errors), move expert
     marks by the declared ``frame`` and keep ``on_implausible`` (:class:`Gold`)."""
@@ -365,7 +368,7 @@ def _split_by_expert(xy: np.ndarray, cls: np.ndarray, seed: int = 0) -> np.ndarr
 def gold_from_expert_clicks(
     clicks: pd.DataFrame,
     box_side: pd.Series | float,
-    min_fraction: float = 0.0,
+    min_fraction: float = config.default("calibration.expert_majority"),
 ) -> pd.DataFrame:
     """The marks table (subject_id, x, y) of the objects the experts marked.
 

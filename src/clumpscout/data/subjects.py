@@ -99,9 +99,9 @@ SUBJECT_COLUMNS = (
 
 def cutout_side(
     r90_arcsec: np.ndarray | float,
-    r90_factor: float = 6.0,
-    native_scale: float = 0.396,
-    min_side: int = 40,
+    r90_factor: float = DEFAULTS["r90_factor"],
+    native_scale: float = DEFAULTS["native_scale"],
+    min_side: int = DEFAULTS["min_side"],
 ) -> np.ndarray:
     """Cutout side in native pixels, ``max(ceil(r90_factor R90 / native_scale), min_side)``.
 

@@ -110,7 +110,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout.config import add_setting, add_settings, choices
+from clumpscout.config import add_setting, add_settings, choices, defaults
 from clumpscout.data.zooniverse_annotations import (
     CIRCLE,
     ELLIPSE,
@@ -260,6 +260,8 @@ CLICK_COLUMNS = (
 )
 
 MISSING_SUBJECTS = tuple(choices("extract")["missing_subjects"])  # ("keep", "drop")
+#: the defaults of the config's extract section (config.schema.yaml)
+_EXTRACT = defaults("extract")
 
 
 # --------------------------------------------------------------------------- main API
@@ -270,10 +272,10 @@ def extract_clicks(
     subjects_csv: str | Path | None,
     workflow_id: int | str | None = None,
     workflow_version: str | int | float | None = None,
-    clump_task: str | None = "T1",
-    unusual_tools: Iterable[int] | None = (1,),
+    clump_task: str | None = _EXTRACT["clump_task"],
+    unusual_tools: Iterable[int] | None = tuple(_EXTRACT["unusual_tools"]),
     tools: Iterable[int] | None = None,
-    missing_subjects: str = "keep",
+    missing_subjects: str = _EXTRACT["missing_subjects"],
     limits: Mapping[str, Any] | None = None,
     workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:

@@ -57,7 +57,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clumpscout.config import add_settings
+from clumpscout.config import add_settings, defaults
 from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.metrics.containment import (
@@ -70,6 +70,8 @@ from clumpscout.metrics.containment import (
 from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
+#: the defaults of the config's compare section (config.schema.yaml)
+_DEFAULTS = defaults("compare")
 
 LABEL_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
 POINT_COLUMNS = ("subject_id", "x", "y")
@@ -159,7 +161,7 @@ def _tagged(df: pd.DataFrame, tags: dict | None) -> pd.DataFrame:
 def score_points(
     labels_df: pd.DataFrame,
     points_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
     tags: dict | None = None,
     labels_path: object = None,
@@ -230,9 +232,9 @@ def _score_points(labels_df, points_df, thresholds, subjects, tags, labels_path,
 def score_truth(
     labels_df: pd.DataFrame,
     truth_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
-    bins: int = 10,
+    bins: int = _DEFAULTS["calibration_bins"],
     tags: dict | None = None,
     labels_path: object = None,
     truth_path: object = None,

@@ -141,7 +141,9 @@ def inverse_asinh_scale(scaled, beta: float, Q: float = 7.0, alpha: float = 0.2,
     return (beta * (alpha * np.sinh(Q * s) / Q + m)).astype(np.float64)
 
 
-def resize_band(band: np.ndarray, size: int = IMAGE_SIZE, resize_filter: str = "bicubic"):
+def resize_band(
+    band: np.ndarray, size: int = IMAGE_SIZE, resize_filter: str = DEFAULTS["resize_filter"]
+):
     """Resize one float band to ``size × size`` with Pillow (mode "F", 32-bit float).
 
     NaN pixels are filled with 0 before resizing and every output pixel whose

@@ -20,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
+from clumpscout.config import default
 from clumpscout.data.subjects import read_psfield_fwhm
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import DEFAULTS, make_cutouts, make_subject
@@ -35,6 +36,8 @@ from clumpscout.io import write_csv, write_json
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
+#: galaxies cut out of the demo field (config images.demo.n_galaxies)
+N_GALAXIES = default("images.demo.n_galaxies")
 
 
 # ------------------------------------------------------------- finding galaxies in a frame
@@ -286,7 +289,7 @@ def demo_field(
     photofield: str | Path | None,
     out_dir: str | Path,
     cfg: Mapping,
-    n_galaxies: int = 4,
+    n_galaxies: int = N_GALAXIES,
 ) -> tuple[pd.DataFrame, dict]:
     """Real-data demo on one SDSS field (frame 2583/2/136): find galaxies, cut, check registration.
 
@@ -360,7 +363,7 @@ def demo_field(
 
 
 def demo_group(
-    frames_dir: str | Path, out_dir: str | Path, cfg: Mapping, n_galaxies: int = 4
+    frames_dir: str | Path, out_dir: str | Path, cfg: Mapping, n_galaxies: int = N_GALAXIES
 ) -> tuple[pd.DataFrame, dict]:
     """Real-data demo on the HCG 88 images of astropy-data (a handsome group of spirals).
 
@@ -419,7 +422,7 @@ def real_demo(
     out_hcg: str | Path,
     fwhm_csv: str | Path,
     cfg: Mapping,
-    n_galaxies: int = 4,
+    n_galaxies: int = N_GALAXIES,
 ) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group` and the PSF
     FWHM of every subject in subject px (printed, and written to ``fwhm_csv``). Returns

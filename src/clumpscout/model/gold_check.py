@@ -60,7 +60,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from clumpscout.data.gold import Gold, GoldFrame
+from clumpscout.data.gold import IMPLAUSIBLE_DEFAULT, Gold, GoldFrame
 from clumpscout.errors import InputError
 from clumpscout.logs import WARNING_PREFIX
 from clumpscout.metrics.matching import match_one_to_one
@@ -495,7 +495,7 @@ def _with_messages(a: GoldAgreement) -> GoldAgreement:
     return replace(a, messages=tuple(msgs))
 
 
-def apply_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> list[str]:
+def apply_policy(agreement: GoldAgreement, on_implausible: str = IMPLAUSIBLE_DEFAULT) -> list[str]:
     """The warnings of ``agreement``; an implausible gold with ``on_implausible`` ``stop``
     raises :class:`~clumpscout.errors.InputError` (one line naming the file and what was
     found) instead."""

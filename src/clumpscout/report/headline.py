@@ -60,7 +60,7 @@ import pandas as pd
 from clumpscout.config import add_setting
 from clumpscout.errors import InputError
 from clumpscout.figures import registry
-from clumpscout.figures.common import read_stacked, read_table, reference_n
+from clumpscout.figures.common import DEFAULTS, read_stacked, read_table, reference_n
 from clumpscout.figures.risk import clumps_per_subject
 from clumpscout.figures.truth import METHOD_SUMMARY_COLS
 from clumpscout.figures.truth import METHODS as FIGURE_METHODS
@@ -499,7 +499,7 @@ def _share_above_1(subjects: pd.DataFrame, col: str) -> pd.Series:
 
 
 def risk_trend_rows(
-    labels: pd.DataFrame, subjects: pd.DataFrame, p_fp_cut: float = 0.85
+    labels: pd.DataFrame, subjects: pd.DataFrame, p_fp_cut: float = DEFAULTS["p_fp_cut"]
 ) -> list[dict]:
     """The §6.5 trends of the subject risk and of the clumps per galaxy (stacked over n).
 
