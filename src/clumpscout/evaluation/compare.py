@@ -61,6 +61,8 @@ from clumpscout.config import add_settings, defaults
 from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.metrics.containment import (
+    BOX_COLUMNS,
+    POINT_COLUMNS,
     containment,
     curve_counts,
     label_p_fp,
@@ -73,8 +75,7 @@ log = logging.getLogger(__name__)
 #: the defaults of the config's compare section (config.schema.yaml)
 _DEFAULTS = defaults("compare")
 
-LABEL_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
-POINT_COLUMNS = ("subject_id", "x", "y")
+LABEL_COLUMNS = BOX_COLUMNS  # a label is scored by its box (metrics.containment)
 SUBSETS = ("all", "normal")
 
 CURVE_COLUMNS = [

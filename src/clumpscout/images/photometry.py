@@ -59,13 +59,12 @@ from clumpscout.images.cutouts import (
 from clumpscout.images.geometry import BANDS
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
-from clumpscout.metrics.containment import containment
+from clumpscout.metrics.containment import BOX_COLUMNS, containment
 
 log = logging.getLogger(__name__)
 #: the background ring's outer size over the box (config images.bg_factor)
 _BG_FACTOR = default("images.bg_factor")
 
-BOX_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
 RATIOS = (("g", "r"), ("r", "i"), ("g", "i"))
 
 
