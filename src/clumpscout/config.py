@@ -364,7 +364,7 @@ def add_setting(
         kw["type"] = _word_reader(value_node)
         if "enum" in value_node:
             kw["choices"] = list(value_node["enum"])
-    if not item and "default" not in kw:
+    if not item and "default" not in kw and not kwargs.get("required"):
         kw["default"] = FromConfig(key) if from_config else default(key)
     if unset is not None:
         kw["default"] = None
