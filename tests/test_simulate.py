@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from clumpscout import cli
+from clumpscout import cli, config
 from clumpscout.simulation.universe import (
     DEFAULTS,
     cutout_geometry,
@@ -616,6 +616,16 @@ def test_cli_seed_from_config_matches_workflow_and_errors_are_one_line(tmp_path,
         == 0
     )
     assert (tmp_path / "s" / "classifications.csv").exists()
+    # just the section, no seed: the workflow's seed of its simulate job from the schema's
+    # master seed (read from the schema file; docs/decisions.md#cli-settings)
+    schema = yaml.safe_load(Path(config.__file__).with_name("config.schema.yaml").read_text())
+    master = schema["properties"]["seed"]["default"]
+    assert cli.main(["simulate", "--config", str(sec), "--out", str(tmp_path / "d")]) == 0
+    sim = {"n_subjects": 40, "n_expert_subjects": 3}
+    simulate_universe(sim, stage_seed(master), tmp_path / "d_api")
+    assert _sha(tmp_path / "d" / "classifications.csv") == _sha(
+        tmp_path / "d_api" / "classifications.csv"
+    )
     # bad input: one line naming the file, exit code 2, nothing written
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"simulate": {"n_subjects": 40, "n_volunteerz": 3}}))

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import default
 from clumpscout.counts import count_table
 from clumpscout.ecsv import write_ecsv
 from clumpscout.errors import InputError
@@ -103,7 +104,7 @@ def write_catalogue(
     subjects: pd.DataFrame,
     out_dir: str | Path,
     *,
-    model: str = "generative",
+    model: str = default("aggregate.model"),
     n: int = 0,
 ) -> dict[str, Path]:
     """Write catalogue.csv, catalogue.ecsv and images.csv into ``out_dir`` (atomically)."""

@@ -65,8 +65,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout import config as _schema
-from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.config import add_setting, choices, default
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
@@ -94,6 +93,7 @@ log = logging.getLogger(__name__)
 #: box side: clumpscout.data.box_side; both re-exported here)
 __all__ = [
     "BOX_COLUMNS",
+    "BOX_KEYS",
     "CLICK_REQUIRED",
     "EXTENT_COLUMNS",
     "FWHM_PER_SIGMA",
@@ -112,11 +112,12 @@ __all__ = [
 ]
 
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
-SHAPE_EXTENTS = ("drawn", "fixed")
+SHAPE_EXTENTS = tuple(choices("export")["shape_extent"])  # ("drawn", "fixed")
+SHAPE_EXTENT = default("export.shape_extent")  # the default
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
-#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
-BOX_COLUMNS = (
+#: the columns of every box row that the aggregation reads (docs/tables.md#boxes)
+BOX_KEYS = (
     "classification_id",
     "subject_id",
     "volunteer",
@@ -126,6 +127,10 @@ BOX_COLUMNS = (
     "y2",
     "image_width",
     "image_height",
+)
+#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
+BOX_COLUMNS = (
+    *BOX_KEYS,
     "unusual",
     "x",
     "y",
@@ -176,7 +181,7 @@ def make_boxes(
     box_side: float | str | None = None,
     clicks_path: object = None,
     subjects_path: object = None,
-    shape_extent: str = "drawn",
+    shape_extent: str = SHAPE_EXTENT,
     image_size: tuple[float, float] | None = None,
     report: dict | None = None,
 ) -> pd.DataFrame:
@@ -581,7 +586,6 @@ def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarra
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Clicks -> boxes. Each click becomes a square of side --box-side (or the subjects "
         "table's 2 x PSF FWHM) centred on it; drawn shapes keep their extent. Clicks outside "
@@ -599,27 +603,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="subjects.parquet from clumpscout subjects (box side and image size per subject); "
         "optional with --box-side",
     )
-    p.add_argument(
-        "--box-side",
-        default=None,
-        help="box side in subject pixels for every subject, or 'auto' (2 x the FWHM of the "
-        "click scatter); required without --subjects",
+    add_setting(
+        p,
+        "export.box_side",
+        note="here for every subject",
+        unset="the subjects table's; required without --subjects",
     )
-    p.add_argument(
-        "--image-size",
-        nargs=2,
-        type=float,
-        metavar=("W", "H"),
-        default=None,
-        help="image width and height (px) for subjects whose size neither the subjects table "
-        "nor the clicks table gives; unknown sizes skip the outside-the-image check",
-    )
-    p.add_argument(
-        "--shape-extent",
-        choices=SHAPE_EXTENTS,
-        default=_schema.defaults("export")["shape_extent"],
-        help="drawn shapes: their drawn extent, or the fixed square of a point",
-    )
+    add_setting(p, "export.image_size", metavar=("W", "H"))
+    add_setting(p, "export.shape_extent")
     p.add_argument("--out", required=True, help="boxes.parquet (report: <stem>_report.json)")
 
 

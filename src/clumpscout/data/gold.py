@@ -35,16 +35,21 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import config
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.logs import timed
+
+#: the defaults of the config's ``gold.frame`` and ``gold.on_implausible`` (config.schema.yaml)
+_FRAME = config.defaults("gold")["frame"]
+IMPLAUSIBLE_DEFAULT = config.default("gold.on_implausible")
 
 log = logging.getLogger(__name__)
 
 POINT_COLUMNS = ("x", "y")
 BOX_COLUMNS = ("x1", "y1", "x2", "y2")
 #: what a run does with a gold standard its checks find implausible (config gold.on_implausible)
-ON_IMPLAUSIBLE = ("stop", "warn")
+ON_IMPLAUSIBLE = tuple(config.choices("gold")["on_implausible"])  # ("stop", "warn")
 
 
 @dataclass(frozen=True)
@@ -52,24 +57,24 @@ class GoldFrame:
     """A coordinate transform of expert marks into the volunteers' subject pixels, in this
     order: x and y swapped (``swap_xy``), y flipped about ``flip_y`` (y → flip_y − y, e.g.
     the image height for marks measured upwards), scaled by ``scale`` about the origin, then
-    shifted by (``offset_x``, ``offset_y``) (config ``gold.frame``)."""
+    shifted by (``offset_x``, ``offset_y``) (config ``gold.frame``, whose defaults these are)."""
 
-    swap_xy: bool = False
-    flip_y: float | None = None
-    scale: float = 1.0
-    offset_x: float = 0.0
-    offset_y: float = 0.0
+    swap_xy: bool = _FRAME["swap_xy"]
+    flip_y: float | None = _FRAME["flip_y"]
+    scale: float = _FRAME["scale"]
+    offset_x: float = _FRAME["offset_x"]
+    offset_y: float = _FRAME["offset_y"]
 
     @classmethod
     def from_dict(cls, d: dict | None) -> GoldFrame:
-        d = dict(d or {})
-        flip = d.get("flip_y")
+        d = {**_FRAME, **dict(d or {})}
+        flip = d["flip_y"]
         return cls(
-            swap_xy=bool(d.get("swap_xy", False)),
+            swap_xy=bool(d["swap_xy"]),
             flip_y=None if flip is None else float(flip),
-            scale=float(d.get("scale", 1.0)),
-            offset_x=float(d.get("offset_x", 0.0)),
-            offset_y=float(d.get("offset_y", 0.0)),
+            scale=float(d["scale"]),
+            offset_x=float(d["offset_x"]),
+            offset_y=float(d["offset_y"]),
         )
 
     def to_dict(self) -> dict:
@@ -147,7 +152,7 @@ class Gold:
     marks: pd.DataFrame
     path: str | None = None
     frame: GoldFrame | None = None
-    on_implausible: str = "stop"
+    on_implausible: str = IMPLAUSIBLE_DEFAULT
 
     def restrict(self, subjects) -> Gold:
         """The gold standard on the given subjects only (cross-fitting folds)."""
@@ -186,7 +191,9 @@ def read_table(path: str | Path) -> pd.DataFrame:
 
 
 def read_gold(
-    path: str | Path, frame: GoldFrame | dict | None = None, on_implausible: str = "stop"
+    path: str | Path,
+    frame: GoldFrame | dict | None = None,
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
 ) -> Gold:
     """Read and validate a gold-standard table (module docstring); expert marks are moved by
     the declared ``frame`` (:class:`GoldFrame` or its config mapping)."""
@@ -219,7 +226,7 @@ def gold_from_table(
     df: pd.DataFrame,
     path=None,
     frame: GoldFrame | dict | None = None,
-    on_implausible: str = "stop",
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
 ) -> Gold:
     """Validate a gold-standard table in memory (``path`` names it in errors), move expert
     marks by the declared ``frame`` and keep ``on_implausible`` (:class:`Gold`)."""
@@ -361,7 +368,7 @@ def _split_by_expert(xy: np.ndarray, cls: np.ndarray, seed: int = 0) -> np.ndarr
 def gold_from_expert_clicks(
     clicks: pd.DataFrame,
     box_side: pd.Series | float,
-    min_fraction: float = 0.0,
+    min_fraction: float = config.default("calibration.expert_majority"),
 ) -> pd.DataFrame:
     """The marks table (subject_id, x, y) of the objects the experts marked.
 
@@ -421,58 +428,37 @@ def build_gold(
 
 
 # ------------------------------------------- the gold options of commands that take --gold
-def _frame_options() -> dict:
-    """``--gold-<key>`` per key of the config schema's ``gold.frame``: (dest, spec)."""
-    props = config.schema()["properties"]["gold"]["properties"]["frame"]["properties"]
-    return {f"--gold-{k.replace('_', '-')}": (k, spec) for k, spec in props.items()}
-
-
-def add_gold_options(parser) -> None:
-    """How a ``--gold`` table is read and checked (docs/decisions.md#gold-checks):
-    ``--gold-on-implausible`` and one option per key of the config's ``gold.frame``
-    (``--gold-swap-xy``, ``--gold-flip-y H``, ``--gold-scale S``, ...), all built from the
-    config schema. Unset, the ``--config`` file's ``gold:`` section applies, else the
-    schema's defaults."""
+def add_gold_options(parser, what: str) -> None:
+    """``--gold FILE`` (``what``: what the command does with it) and how the table is read
+    and checked (docs/decisions.md#gold-checks): ``--gold-on-implausible`` and one option
+    per key of the config's ``gold.frame`` (``--gold-swap-xy``, ``--gold-flip-y H``,
+    ``--gold-scale S``, ...), built from the config schema. Unset, the ``--config`` file's
+    ``gold:`` section applies, else the schema's defaults (:func:`read_gold_option`)."""
     parser.add_argument(
-        "--gold-on-implausible",
-        choices=config.choices("gold")["on_implausible"],
+        "--gold",
         default=None,
-        help="a gold standard that does not agree with the volunteers: stop (exit 2, the "
-        "default) or warn and go on (config gold.on_implausible)",
+        metavar="FILE",
+        help="the project's gold standard (CSV or Parquet): expert marks (subject_id with x, y "
+        "or x1, y1, x2, y2; a row with empty coordinates for a subject found empty) or expert "
+        f"counts (subject_id, count); {what}; checked against the volunteers first "
+        "(docs/decisions.md#gold-checks)",
     )
-    for flag, (key, spec) in _frame_options().items():
-        what = f"the experts' frame (config gold.frame.{key}): {spec.get('description', '')}"
-        if spec.get("type") == "boolean":
-            parser.add_argument(flag, action="store_true", default=None, help=what)
-        else:
-            parser.add_argument(flag, type=float, default=None, metavar="X", help=what)
-
-
-def gold_settings(cfg: dict | None) -> dict:
-    """``frame`` and ``on_implausible`` of a config's ``gold:`` section (a config mapping,
-    or None: the schema's defaults)."""
-    gold = dict(config.defaults("gold"))
-    if cfg:
-        section = cfg.get("gold")
-        if isinstance(section, dict):
-            gold.update({k: v for k, v in section.items() if k in ("frame", "on_implausible")})
-    return {"frame": dict(gold["frame"]), "on_implausible": gold["on_implausible"]}
+    add_setting(parser, "gold.on_implausible", "--gold-on-implausible", from_config=True)
+    for key in _FRAME:
+        add_setting(
+            parser, f"gold.frame.{key}", f"--gold-{key.replace('_', '-')}", from_config=True
+        )
 
 
 def read_gold_option(args, cfg: dict | None = None) -> Gold | None:
     """The ``--gold`` table (None without one) in its frame, with what to do when it is
     implausible: the command-line options (:func:`add_gold_options`) over the config's
-    ``gold:`` section (:func:`gold_settings`)."""
+    ``gold:`` section (``cfg``, a config mapping), else the schema's defaults."""
     if not getattr(args, "gold", None):
         return None
-    s = gold_settings(cfg)
-    if args.gold_on_implausible is not None:
-        s["on_implausible"] = args.gold_on_implausible
-    for key, _ in _frame_options().values():
-        value = getattr(args, f"gold_{key}")
-        if value is not None:
-            s["frame"][key] = value
-    return read_gold(args.gold, **s)
+    config.resolve(args, cfg)
+    frame = {key: getattr(args, f"gold_{key}") for key in _FRAME}
+    return read_gold(args.gold, frame=frame, on_implausible=args.gold_on_implausible)
 
 
 # ----------------------------------------------------------------------- CLI
@@ -484,13 +470,7 @@ def add_arguments(parser) -> None:
         "--boxes", required=True, help="the volunteers' boxes (their sides set the grouping scale)"
     )
     parser.add_argument("--out", required=True, help="gold marks table (CSV)")
-    parser.add_argument(
-        "--majority",
-        type=float,
-        default=0.0,
-        help="an object is a group of clicks of more than this share of a subject's experts "
-        "(default: %(default)s, any expert)",
-    )
+    add_setting(parser, "calibration.expert_majority", "--majority")
 
 
 def run(args) -> int:

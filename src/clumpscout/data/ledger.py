@@ -67,6 +67,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pandas.api.types import is_float_dtype, is_integer_dtype
 
+from clumpscout.config import add_setting
 from clumpscout.data.ledger_recount import (
     BLOCK,
     CLASSIFICATION_REASONS,
@@ -724,7 +725,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subjects-export", default=None, help="subject export CSV")
     p.add_argument("--clicks-report", required=True, help="clicks_report.json of extract")
     p.add_argument("--boxes", required=True, help="boxes.parquet")
-    p.add_argument("--n", type=int, nargs="+", required=True, help="the subsample sizes")
+    add_setting(p, "subsample.n", required=True, note="here those of the run")
     p.add_argument(
         "--subsamples", required=True, help="folder with n{n}/boxes.parquet, report.json"
     )

@@ -54,8 +54,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout import config as _schema
-from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.config import add_setting, add_settings, choices, defaults
 from clumpscout.data.clicks_table import clicks_sizes, load_flat_clicks
 from clumpscout.data.zooniverse import subject_sizes
 from clumpscout.data.zooniverse_csv import locate_csv_problem, read_header
@@ -67,8 +66,8 @@ from clumpscout.logs import timed
 log = logging.getLogger(__name__)
 
 #: defaults of the ``subjects`` config section (from the config schema: clumpscout.config)
-DEFAULTS: dict[str, Any] = _schema.defaults("subjects")
-PSF_SOURCES = ("catalogue", "psfield")
+DEFAULTS: dict[str, Any] = defaults("subjects")
+PSF_SOURCES = tuple(choices("subjects")["psf_source"])  # ("catalogue", "psfield")
 BANDS = "ugriz"
 
 #: accepted catalogue column names (lower case), in order of preference
@@ -100,9 +99,9 @@ SUBJECT_COLUMNS = (
 
 def cutout_side(
     r90_arcsec: np.ndarray | float,
-    r90_factor: float = 6.0,
-    native_scale: float = 0.396,
-    min_side: int = 40,
+    r90_factor: float = DEFAULTS["r90_factor"],
+    native_scale: float = DEFAULTS["native_scale"],
+    min_side: int = DEFAULTS["min_side"],
 ) -> np.ndarray:
     """Cutout side in native pixels, ``max(ceil(r90_factor R90 / native_scale), min_side)``.
 
@@ -663,7 +662,6 @@ def _psf_from_psfield(cat: pd.DataFrame, path: Path, default: Any) -> np.ndarray
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Cutout side, PSF FWHM and box side (2 FWHM) per subject from a galaxy catalogue, or "
         "one box side for every subject of a subject export (a project without a catalogue)."
@@ -677,36 +675,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "subject export",
     )
     p.add_argument("--psfield", default=None, help="psField/photoField file (implies psfield)")
-    p.add_argument(
-        "--psf-source",
-        choices=PSF_SOURCES,
-        default=None,
-        help="where the PSF FWHM comes from (default: psfield with --psfield, else catalogue)",
-    )
-    p.add_argument(
-        "--box-side",
-        default=None,
-        help="box side in subject px without a catalogue (config export.box_side), or 'auto' "
-        "(clumpscout boxes measures it from the click scatter)",
-    )
-    p.add_argument(
-        "--native-scale",
-        type=float,
-        default=DEFAULTS["native_scale"],
-        help="arcsec per native pixel",
-    )
-    p.add_argument(
-        "--image-size",
-        type=int,
-        default=DEFAULTS["image_size"],
-        help="subject image side (px) when the subject export does not give one",
-    )
-    p.add_argument(
-        "--min-side", type=int, default=DEFAULTS["min_side"], help="minimum cutout side (native px)"
-    )
-    p.add_argument(
-        "--r90-factor", type=float, default=DEFAULTS["r90_factor"], help="cutout side / R90"
-    )
+    add_setting(p, "subjects.psf_source", unset="psfield with --psfield, else catalogue")
+    add_setting(p, "export.box_side")
+    add_settings(p, "subjects", ["native_scale", "image_size", "min_side", "r90_factor"])
     p.add_argument("--out", required=True, help="subjects.parquet (report: <stem>_report.json)")
 
 

@@ -110,8 +110,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout import config as _schema
-from clumpscout.config import DefaultsHelpFormatter
+from clumpscout.config import add_setting, add_settings, choices, defaults
 from clumpscout.data.zooniverse_annotations import (
     CIRCLE,
     ELLIPSE,
@@ -260,7 +259,9 @@ CLICK_COLUMNS = (
     "y2",
 )
 
-MISSING_SUBJECTS = ("keep", "drop")
+MISSING_SUBJECTS = tuple(choices("extract")["missing_subjects"])  # ("keep", "drop")
+#: the defaults of the config's extract section (config.schema.yaml)
+_EXTRACT = defaults("extract")
 
 
 # --------------------------------------------------------------------------- main API
@@ -271,10 +272,10 @@ def extract_clicks(
     subjects_csv: str | Path | None,
     workflow_id: int | str | None = None,
     workflow_version: str | int | float | None = None,
-    clump_task: str | None = "T1",
-    unusual_tools: Iterable[int] | None = (1,),
+    clump_task: str | None = _EXTRACT["clump_task"],
+    unusual_tools: Iterable[int] | None = tuple(_EXTRACT["unusual_tools"]),
     tools: Iterable[int] | None = None,
-    missing_subjects: str = "keep",
+    missing_subjects: str = _EXTRACT["missing_subjects"],
     limits: Mapping[str, Any] | None = None,
     workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
@@ -998,8 +999,6 @@ def log_summary(report: dict) -> None:
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    ex = _schema.defaults("extract")  # the defaults of config.yaml's extract section
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Zooniverse classification export -> tidy clicks table (one row per mark of the clump "
         "task, one coordinate-less row per classification that marked nothing) and "
@@ -1013,81 +1012,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="subject export CSV (image sizes, subjects missing from it); optional",
     )
-    p.add_argument(
-        "--workflow-id",
-        default=None,
-        help="workflow id (config export.workflow_id); required when the export holds several",
-    )
-    p.add_argument(
-        "--workflow-version",
-        default=None,
-        help='"major.minor" exactly, or "major" (config export.workflow_version); '
-        "default: the newest major version",
-    )
-    p.add_argument(
-        "--clump-task",
-        default=ex["clump_task"],
-        help='drawing task whose marks to keep (config extract.clump_task); "all": every '
-        "drawing task",
-    )
-    p.add_argument(
-        "--unusual-tools",
-        type=int,
-        nargs="*",
-        default=ex["unusual_tools"],
-        help="tool indices that mean 'unusual' (config extract.unusual_tools); give the flag "
-        "with no value for none",
-    )
-    p.add_argument(
-        "--tools",
-        type=int,
-        nargs="*",
-        default=None,
-        help="keep only these tool indices (config extract.tools; default: every tool)",
-    )
-    p.add_argument(
-        "--missing-subjects",
-        choices=MISSING_SUBJECTS,
-        default=ex["missing_subjects"],
-        help="subjects absent from the subject export (config extract.missing_subjects)",
-    )
-    d = LIMIT_DEFAULTS
-    p.add_argument(
-        "--max-json-depth",
-        type=int,
-        default=d["max_json_depth"],
-        help="drop a classification whose JSON nests deeper",
-    )
-    p.add_argument(
-        "--max-field-bytes",
-        type=int,
-        default=d["max_field_bytes"],
-        help="drop a classification with a larger JSON field",
-    )
-    p.add_argument(
-        "--max-marks",
-        type=int,
-        default=d["max_marks"],
-        help="drop a classification with more marks (every drawing task)",
-    )
-    p.add_argument(
-        "--flag-marks",
-        type=int,
-        default=d["flag_marks"],
-        help="flag a classification with more marks",
-    )
-    p.add_argument(
-        "--min-seconds-per-mark",
-        type=float,
-        default=d["min_seconds_per_mark"],
-        help="flag a classification finished faster than this per mark",
-    )
-    p.add_argument(
-        "--drop-flagged",
-        choices=DROP_FLAGGED,
-        default=d["drop_flagged"],
-        help="what to do with flagged classifications",
-    )
+    # the workflow id is read as text and checked against the export (an error names it)
+    add_setting(p, "export.workflow_id", type=str)
+    add_setting(p, "export.workflow_version")
+    add_settings(p, "extract", ["clump_task", "unusual_tools", "tools", "missing_subjects"])
+    add_settings(p, "extract", list(LIMIT_DEFAULTS))
     p.add_argument(
         "--workers",
         type=int,

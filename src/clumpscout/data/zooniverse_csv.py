@@ -49,7 +49,7 @@ _LIMIT_KEYS = (
     "drop_flagged",  # none | classifications | volunteers
 )
 LIMIT_DEFAULTS: dict[str, Any] = {k: _config.defaults("extract")[k] for k in _LIMIT_KEYS}
-DROP_FLAGGED = ("none", "classifications", "volunteers")
+DROP_FLAGGED = tuple(_config.choices("extract")["drop_flagged"])
 #: classification drops decided while parsing the JSON (after the de-duplication)
 LIMIT_REASONS = ("field_too_large", "json_too_deep", "too_many_marks")
 FLAG_REASONS = ("flagged_many_marks", "flagged_too_fast", "flagged_volunteer")

@@ -57,10 +57,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clumpscout.config import defaults
+from clumpscout.config import add_settings, defaults
 from clumpscout.errors import InputError
 from clumpscout.io import write_csv
 from clumpscout.metrics.containment import (
+    BOX_COLUMNS,
+    POINT_COLUMNS,
     containment,
     curve_counts,
     label_p_fp,
@@ -70,9 +72,10 @@ from clumpscout.metrics.containment import (
 from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
+#: the defaults of the config's compare section (config.schema.yaml)
+_DEFAULTS = defaults("compare")
 
-LABEL_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
-POINT_COLUMNS = ("subject_id", "x", "y")
+LABEL_COLUMNS = BOX_COLUMNS  # a label is scored by its box (metrics.containment)
 SUBSETS = ("all", "normal")
 
 CURVE_COLUMNS = [
@@ -159,7 +162,7 @@ def _tagged(df: pd.DataFrame, tags: dict | None) -> pd.DataFrame:
 def score_points(
     labels_df: pd.DataFrame,
     points_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
     tags: dict | None = None,
     labels_path: object = None,
@@ -230,9 +233,9 @@ def _score_points(labels_df, points_df, thresholds, subjects, tags, labels_path,
 def score_truth(
     labels_df: pd.DataFrame,
     truth_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
-    bins: int = 10,
+    bins: int = _DEFAULTS["calibration_bins"],
     tags: dict | None = None,
     labels_path: object = None,
     truth_path: object = None,
@@ -359,9 +362,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table whose subject_id are the scored subjects "
         "(default: the subjects of --points); for --kind truth pass the subsample's boxes",
     )
-    d = defaults("compare")  # config keys compare.thresholds, compare.calibration_bins
-    p.add_argument("--thresholds", type=int, default=d["thresholds"], help="p_fp thresholds")
-    p.add_argument("--bins", type=int, default=d["calibration_bins"], help="calibration bins")
+    add_settings(p, "compare", {"thresholds": None, "calibration_bins": "--bins"})
     p.add_argument("--n", type=int, default=None, help="tag the outputs with this n")
     p.add_argument("--out-curve", required=True)
     p.add_argument("--out-summary", required=True)

@@ -71,6 +71,7 @@ from tqdm import tqdm
 
 from clumpscout import config as _config
 from clumpscout.arrays import ranges
+from clumpscout.config import add_setting
 from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
@@ -686,29 +687,30 @@ def write_outputs(out, table, points, report, title="") -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boxes", required=True, help="boxes table (Parquet) with created_at")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--config", default=None, help="config YAML (aggregate: and replay:)")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="config YAML (aggregate:, replay:, calibration:, gold:, seed)",
+    )
     p.add_argument("--full-labels", default=None, help="full-data labels.parquet (else fitted)")
     p.add_argument("--truth", default=None, help="truth table (CSV: subject_id, x, y)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the full-data aggregation")
+    add_setting(p, "seed", from_config=True, note="here the full-data aggregation's")
     p.add_argument(
         "--workers",
         type=int,
         default=1,
         help="epochs assessed at once, in threads (the same result for any number)",
     )
-    p.add_argument(
-        "--gold",
-        default=None,
-        help="the project's gold standard (CSV / Parquet of expert marks or counts, as for "
-        "clumpscout aggregate --gold): the full-data labels are calibrated on it and the "
-        "replay learns its label map from the gold subjects as they arrive; checked "
-        "against the volunteers first (docs/decisions.md#gold-checks)",
+    add_gold_options(
+        p,
+        "the full-data labels are calibrated on it and the replay learns its label map from "
+        "the gold subjects as they arrive",
     )
-    add_gold_options(p)
 
 
 def run(args: argparse.Namespace) -> int:
     cfg = _config.load(args.config) if args.config else {}
+    _config.resolve(args, cfg)
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
     gold = read_gold_option(args, cfg)

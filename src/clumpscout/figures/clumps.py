@@ -16,6 +16,7 @@ from matplotlib.ticker import (
 from scipy.special import expit, logit
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     SYM,
     WHITE_BOX,
     axes_note,
@@ -140,9 +141,9 @@ def plot_pfp_distribution(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    inset_max: float = 0.01,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    inset_max: float = DEFAULTS["inset_max"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_fpp_dist: clump p_fp (decisions.md#clump-false-positive-probability) at
@@ -160,9 +161,9 @@ def plot_psigma_distribution(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    inset_max: float = 0.01,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    inset_max: float = DEFAULTS["inset_max"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_variance_dist: clump p_σ (decisions.md#location-variance) at n = 20 and
@@ -201,7 +202,7 @@ def plot_clump_positions(
     sizes: pd.DataFrame | None = None,
     bins: Sequence[float] = (0.0, 0.2, 0.5, 0.8, 1.0),
     radius: float = 0.25,
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_location_vs_pfp: clump positions in normalised coordinates per p_fp bin.

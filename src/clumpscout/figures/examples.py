@@ -15,6 +15,7 @@ from matplotlib.patches import Rectangle
 
 from clumpscout.figures.common import (
     BOX_COLS,
+    DEFAULTS,
     figure_settings,
     load_images,
     new_figure,
@@ -130,8 +131,8 @@ def plot_annotation_examples(
     stem: str | Path,
     *,
     images: Mapping[int, np.ndarray] | None = None,
-    p_fp_dashed: float = 0.8,
-    dpi: int = 150,
+    p_fp_dashed: float = DEFAULTS["p_fp_dashed"],
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:agg_examples: one row per subject, four columns.
 

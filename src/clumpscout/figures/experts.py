@@ -16,6 +16,7 @@ from matplotlib.colors import Normalize
 from clumpscout.figures.common import (
     BOX_COLS,
     CURVE_COLS,
+    DEFAULTS,
     FP_COLOUR,
     SYM,
     TP_COLOUR,
@@ -84,7 +85,7 @@ def plot_purity_completeness(
     summary: pd.DataFrame | None = None,
     subsets: Sequence[str] = ("all", "normal"),
     reference: str = "expert",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:pseudo_roc_volunteer_counts: purity vs completeness for every n.
@@ -170,9 +171,9 @@ def plot_pfp_true_false(
     matches: pd.DataFrame,
     stem: str | Path,
     *,
-    inset_max: float = 0.01,
-    cut: float = 0.3,
-    dpi: int = 150,
+    inset_max: float = DEFAULTS["inset_max"],
+    cut: float = DEFAULTS["tp_cut"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:volunteer_normal_set_fpp_dist: p_fp of empirically true vs false positives.

@@ -21,6 +21,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     figure_settings,
     new_figure,
     no_data,
@@ -39,7 +40,7 @@ def _reliability(p: np.ndarray, false: np.ndarray, min_labels: int) -> tuple[pd.
 
 
 def plot_gold_reliability(
-    labels: pd.DataFrame, stem: str | Path, *, min_labels: int = 20, dpi: int = 150,
+    labels: pd.DataFrame, stem: str | Path, *, min_labels: int = DEFAULTS["calibration_min_labels"], dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:  # fmt: skip
     """Reliability of the calibrated p_fp and of p_empty on the gold subjects (module doc)."""
@@ -73,7 +74,11 @@ def plot_gold_reliability(
 
 
 def plot_gold_counts(
-    subjects: pd.DataFrame, stem: str | Path, *, dpi: int = 150, wording: str | None = None
+    subjects: pd.DataFrame,
+    stem: str | Path,
+    *,
+    dpi: int = DEFAULTS["dpi"],
+    wording: str | None = None,
 ) -> dict:
     """Expected count (and count range) against the experts' count on the gold subjects."""
     words = nouns(wording)

@@ -12,6 +12,7 @@ from matplotlib.patches import Circle
 
 from clumpscout.figures.common import (
     BOX_COLS,
+    DEFAULTS,
     corner_summary,
     figure_settings,
     load_images,
@@ -36,7 +37,7 @@ def plot_meanshift_difference(
     stem: str | Path,
     *,
     column: str = "diff_meanshift",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (decisions.md#meanshift-baseline).
@@ -83,9 +84,9 @@ def plot_meanshift_examples(
     stem: str | Path,
     *,
     images: Mapping[int, np.ndarray] | None = None,
-    p_fp_dashed: float = 0.8,
+    p_fp_dashed: float = DEFAULTS["p_fp_dashed"],
     title: str = "",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:agg_v_ms_more_examples / fig:agg_v_ms_less_examples: one row per subject.
 

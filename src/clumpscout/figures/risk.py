@@ -18,6 +18,7 @@ from matplotlib.ticker import (
 )
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     STATUSES,
     SYM,
     count_mesh,
@@ -127,8 +128,8 @@ def plot_risk_components(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    p_fp_cut: float = 0.85,
-    dpi: int = 150,
+    p_fp_cut: float = DEFAULTS["p_fp_cut"],
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:subject_risk_param_evolution: N_fp, N_fp (p_fp ≤ cut), N_fn, N_σ vs n.
 
@@ -190,8 +191,8 @@ def plot_clumps_per_galaxy(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    p_fp_cut: float = 0.85,
-    dpi: int = 150,
+    p_fp_cut: float = DEFAULTS["p_fp_cut"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clumps_per_galaxy_filtered: clumps per galaxy vs n (all; p_fp < cut).
@@ -272,7 +273,9 @@ STATUS_LEGEND = {
 }
 
 
-def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_retirement_reasons(
+    subjects: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]
+) -> dict:
     """fig:retirement_reason_fraction: fraction of subjects per status vs n.
 
     Statuses of the aggregation contract: retired (risk criterion), retired_empty

@@ -12,6 +12,7 @@ import pandas as pd
 
 from clumpscout.errors import InputError
 from clumpscout.figures.common import (
+    DEFAULTS,
     figure_settings,
     integer_x_ticks,
     new_figure,
@@ -75,7 +76,7 @@ def plot_method_comparison(
     stem: str | Path,
     *,
     subset: str = "all",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """Both consensus models and the three baselines against the truth and the experts.
@@ -224,9 +225,9 @@ def plot_calibration(
     calibration: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    min_labels: int = 20,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    min_labels: int = DEFAULTS["calibration_min_labels"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """p_fp against the simulated truth (no counterpart in the paper).

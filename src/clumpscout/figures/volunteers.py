@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     corner_summary,
     figure_settings,
     new_figure,
@@ -52,7 +53,9 @@ def skill_statistics(volunteers: pd.DataFrame, edges: np.ndarray) -> pd.DataFram
     return pd.DataFrame(rows)
 
 
-def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_volunteer_skills(
+    volunteers: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]
+) -> dict:
     """fig:worker_skill_evolution: classification counts and skills vs subjects inspected.
 
     ``volunteers``: one subsample's volunteers.parquet (n_subjects, p_fp, p_fn,

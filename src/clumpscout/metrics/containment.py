@@ -26,6 +26,10 @@ import pandas as pd
 from clumpscout.arrays import ranges
 from clumpscout.errors import InputError
 
+#: the columns :func:`containment` reads: of the boxes (labels) and of the points
+BOX_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
+POINT_COLUMNS = ("subject_id", "x", "y")
+
 
 def threshold_grid(thresholds: int) -> np.ndarray:
     """The p_fp thresholds p*: ``thresholds`` evenly spaced values in [0, 1]."""
@@ -62,8 +66,8 @@ def containment(labels: pd.DataFrame, points: pd.DataFrame) -> tuple[np.ndarray,
     """
     l_sid = labels["subject_id"].to_numpy()
     p_sid = points["subject_id"].to_numpy()
-    xyxy = np.column_stack([labels[c].to_numpy(dtype=float) for c in ("x1", "y1", "x2", "y2")])
-    xy = np.column_stack([points[c].to_numpy(dtype=float) for c in ("x", "y")])
+    xyxy = np.column_stack([labels[c].to_numpy(dtype=float) for c in BOX_COLUMNS[1:]])
+    xy = np.column_stack([points[c].to_numpy(dtype=float) for c in POINT_COLUMNS[1:]])
     p_lab = label_p_fp(labels)
     label_hit = np.zeros(len(labels), dtype=bool)
     point_best = np.full(len(points), np.inf)

@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import argparse
 
+from clumpscout.config import add_setting, resolve
 from clumpscout.data.gold import add_gold_options, read_gold_option
 from clumpscout.logs import timed
-from clumpscout.model.params import Params, load_calibration, load_config, load_sections
+from clumpscout.model.params import Params, load_config, load_sections
 
 __all__ = ["add_arguments", "run"]
 
@@ -38,38 +39,33 @@ __all__ = ["add_arguments", "run"]
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--boxes", required=True, help="boxes.parquet from `clumpscout boxes`")
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument("--config", default=None, help="YAML with an `aggregate:` section")
-    parser.add_argument("--seed", type=int, default=None, help="seed (default: config seed or 0)")
     parser.add_argument(
-        "--per-tool",
-        action="store_true",
+        "--config",
         default=None,
-        help="aggregate each tool's boxes separately; labels carry the tool column "
-        "(default: the config's aggregate.per_tool, else off)",
+        help="a config file (its aggregate:, calibration:, gold: sections and seed), or a flat "
+        "file of aggregate settings",
     )
-    parser.add_argument(
-        "--gold",
-        default=None,
-        metavar="FILE",
-        help="the project's gold standard (CSV or Parquet): expert marks (subject_id with x, y "
-        "or x1, y1, x2, y2; a row with empty coordinates for a subject found empty) or expert "
-        "counts (subject_id, count). p_fp is calibrated on it, cross-fitted "
-        "(docs/decisions.md#gold-standard); without it the default map "
-        "(docs/decisions.md#no-gold-default); checked against the volunteers first "
-        "(docs/decisions.md#gold-checks)",
+    add_setting(parser, "seed", from_config=True)
+    add_setting(parser, "aggregate.per_tool", from_config=True)
+    add_gold_options(
+        parser,
+        "p_fp is calibrated on it, cross-fitted (docs/decisions.md#gold-standard); without it "
+        "the default map (docs/decisions.md#no-gold-default)",
     )
-    add_gold_options(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     params, cfg_seed = (Params(), None) if args.config is None else load_config(args.config)
-    calibration = {} if args.config is None else load_calibration(args.config)
-    seed = args.seed if args.seed is not None else (cfg_seed or 0)
+    cfg = {} if args.config is None else load_sections(args.config)
+    if cfg_seed is not None:  # a flat file of aggregate settings may hold the seed too
+        cfg["seed"] = cfg_seed
+    resolve(args, cfg)
     # the gold standard is read before the (numba-compiling) aggregation is imported
-    gold = read_gold_option(args, None if args.config is None else load_sections(args.config))
+    gold = read_gold_option(args, cfg)
     from clumpscout.model.aggregator import Aggregator
 
-    agg = Aggregator(params, seed, per_tool=args.per_tool, calibration=calibration)
+    calibration = dict(cfg.get("calibration") or {})
+    agg = Aggregator(params, args.seed, per_tool=args.per_tool, calibration=calibration)
     agg.fit(args.boxes, gold=gold)  # the file is read block by block
     with timed(f"writing {args.out}"):
         agg.write(args.out)

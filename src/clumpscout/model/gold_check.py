@@ -61,7 +61,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import pandas as pd
 
-from clumpscout.data.gold import Gold, GoldFrame
+from clumpscout.data.gold import IMPLAUSIBLE_DEFAULT, Gold, GoldFrame
 from clumpscout.errors import InputError
 from clumpscout.logs import WARNING_PREFIX
 from clumpscout.metrics.matching import match_one_to_one
@@ -515,7 +515,7 @@ def stop_message(agreement: GoldAgreement) -> str:
     )
 
 
-def apply_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> list[str]:
+def apply_policy(agreement: GoldAgreement, on_implausible: str = IMPLAUSIBLE_DEFAULT) -> list[str]:
     """The warnings of ``agreement``; an implausible gold with ``on_implausible`` ``stop``
     raises :class:`~clumpscout.errors.InputError` (one line naming the file and what was
     found) instead."""
@@ -524,7 +524,9 @@ def apply_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> list
     return list(agreement.messages)
 
 
-def live_policy(agreement: GoldAgreement, on_implausible: str = "stop") -> tuple[bool, list[str]]:
+def live_policy(
+    agreement: GoldAgreement, on_implausible: str = IMPLAUSIBLE_DEFAULT
+) -> tuple[bool, list[str]]:
     """A live service's answer to ``agreement`` (docs/decisions.md#live-service), which
     cannot stop a project half-way: (use the label map learned from the gold, the
     warnings). An implausible gold with ``on_implausible`` ``stop`` is not used, and its

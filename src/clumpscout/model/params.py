@@ -164,9 +164,3 @@ def load_sections(path) -> dict:
         return {}
     _config.problems(data)  # fills the defaults; load_config has reported any problem
     return data
-
-
-def load_calibration(path) -> dict:
-    """The ``calibration:`` section of a workflow config (defaults filled), or {} for a flat
-    file of aggregate settings (the defaults then apply)."""
-    return dict(load_sections(path).get("calibration") or {})

@@ -32,20 +32,12 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from clumpscout.data.boxes import BOX_KEYS
 from clumpscout.errors import InputError
 from clumpscout.model.source import BoxSource, box_source
 
-REQUIRED_COLUMNS = (
-    "classification_id",
-    "subject_id",
-    "volunteer",
-    "x1",
-    "y1",
-    "x2",
-    "y2",
-    "image_width",
-    "image_height",
-)
+#: the boxes table's columns the aggregation needs: those of every box row
+REQUIRED_COLUMNS = BOX_KEYS
 
 #: the boxes table's tool column (passed through from the export by clumpscout.data.boxes)
 TOOL_COLUMN = "tool"

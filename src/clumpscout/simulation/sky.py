@@ -25,6 +25,15 @@ from clumpscout.simulation.config import (
 # --------------------------------------------------------------------------- galaxies
 
 
+def band_fluxes(flux_r, g_r, r_i) -> dict[str, np.ndarray]:
+    """g, r, i fluxes (nanomaggies) from the r flux and the g - r, r - i colours (mag)."""
+    return {
+        "flux_g": flux_r * 10 ** (-0.4 * g_r),
+        "flux_r": flux_r,
+        "flux_i": flux_r * 10 ** (0.4 * r_i),
+    }
+
+
 def angular_diameter_distance_kpc(z, h0: float = 70.0, om0: float = 0.3) -> np.ndarray:
     """Angular diameter distance (kpc) in a flat LambdaCDM cosmology (no radiation).
 
@@ -106,9 +115,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             "psffwhm_r": psf,
             "sample": np.asarray(SAMPLES, dtype=object)[sample_idx],
             "mag_r": mag_r,
-            "flux_g": flux_r * 10 ** (-0.4 * g_r),
-            "flux_r": flux_r,
-            "flux_i": flux_r * 10 ** (0.4 * r_i),
+            **band_fluxes(flux_r, g_r, r_i),
             "axis_ratio": q,
             "position_angle": pa,
             "bulge_fraction": bt,
@@ -247,9 +254,7 @@ def _object_table(gal, gidx, x, y, delta, g_r, r_i) -> pd.DataFrame:
             "_gal": gidx,
             "x": x,
             "y": y,
-            "flux_g": flux_r * 10 ** (-0.4 * g_r),
-            "flux_r": flux_r,
-            "flux_i": flux_r * 10 ** (0.4 * r_i),
+            **band_fluxes(flux_r, g_r, r_i),
             "_delta": delta,
             "_g_r": g_r,
         }

@@ -230,6 +230,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import add_setting, default
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 from clumpscout.simulation.clicks import draw_clicks
@@ -428,12 +429,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="YAML with a `simulate:` section (and optional top-level `seed`), or just the section",
     )
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed (default: derived from the file's top-level `seed` exactly as the workflow does, "
-        "else 0)",
+    add_setting(
+        parser,
+        "seed",
+        unset="derived from the file's top-level seed, else from the schema's, exactly as the "
+        "workflow derives the seed of its simulate job",
+        note="here the simulation's own seed",
     )
 
 
@@ -471,11 +472,9 @@ def load_config(path: str | Path) -> tuple[dict, int | None]:
 def run(args: argparse.Namespace) -> int:
     section, seed = load_config(args.config)
     if args.seed is not None:
-        if args.seed < 0:
-            raise InputError(f"--seed must be >= 0, got {args.seed}")
         seed = args.seed
-    if seed is None:
-        seed = 0
+    elif seed is None:  # the file has no seed: the workflow's, from the schema's default
+        seed = stage_seed(default("seed"), "simulate")
     log.info("simulate: seed %d", seed)
     simulate_universe(section, seed, args.out)
     return 0
