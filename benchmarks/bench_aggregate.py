@@ -129,8 +129,8 @@ def main(argv=None) -> int:
     import pandas as pd
 
     from clumpscout.logs import setup_logging
-    from clumpscout.model.aggregate import Params, load_config
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params, load_config
 
     setup_logging(None, logging.WARNING if args.quiet else logging.INFO)
     t0 = time.perf_counter()

@@ -10,7 +10,7 @@ process (the command line, which reads the file block by block) run under
 ``/usr/bin/time -v``: peak RSS (its "Maximum resident set size"), wall time, and from
 report.json the cycles and their seconds; ``rss.tsv`` beside the outputs samples the RSS
 every second (to read beside the log's timestamps: which phase peaks). A run whose RSS
-passes ``--kill-gb`` is killed and reported as such. Prints a Markdown table (README's "Memory and time at scale"): bytes
+passes ``--kill-gb`` is killed and reported as such. Prints a Markdown table (docs/benchmarks.md#aggregate-memory): bytes
 per input row are (peak − the k = 1 base) / rows, so a project's need is base + rows × that.
 
 Timings depend on the machine's load (one run at a time, ``nice``); peak RSS does not.
@@ -33,10 +33,14 @@ from pathlib import Path
 
 import yaml
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _replicate import replicate_boxes, replicate_gold  # noqa: E402
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-ROOT = Path(__file__).resolve().parents[1]
+from benchmarks._replicate import replicate_boxes, replicate_gold  # noqa: E402
+
+ROOT = REPO
 
 
 def _config(model: str, work: Path) -> Path:
@@ -145,11 +149,10 @@ def main(argv=None) -> int:
             rows.append(res)
             print(json.dumps(res), flush=True)
     base = {r["model"]: r for r in rows if r["k"] == min(a.ks) and not r["killed"]}
-    print()
-    print(
-        "| k | model | rows | peak RSS (GB) | wall (s) | time / 1x | s per cycle | bytes per row above 1x |"
-    )
-    print("|---|---|---|---|---|---|---|---|")
+    lines = [
+        "| k | model | rows | peak RSS (GB) | wall (s) | time / 1x | s per cycle | bytes per row above 1x |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     for r in rows:
         b = base.get(r["model"])
         ratio = r["wall_s"] / b["wall_s"] if b else float("nan")
@@ -159,11 +162,29 @@ def main(argv=None) -> int:
             else float("nan")
         )
         killed = " (killed)" if r["killed"] else ""
-        print(
+        lines.append(
             f"| {r['k']} | {r['model']} | {r.get('rows', float('nan')):,} | "
             f"{r['peak_gb']:.2f}{killed} | {r['wall_s']:.0f} | {ratio:.2f} | "
             f"{r.get('s_per_cycle', float('nan')):.3f} | {per_row:.0f} |"
         )
+    print("\n" + "\n".join(lines))
+    from benchmarks.docs_table import publish
+
+    body = (
+        f"k independent copies of `{a.boxes}` (`_replicate.py`: subjects, classifications and "
+        "volunteers distinct per copy, arriving side by side), one `clumpscout aggregate` at a "
+        "time under `/usr/bin/time -v`. Bytes per row above 1x: (peak − the 1x peak) / (rows − "
+        "the 1x rows), so a project of R rows of the boxes table needs about the 1x peak plus R "
+        "times that. Peak RSS does not depend on the machine's load; the wall times do.\n\n"
+        + "\n".join(lines)
+    )
+    publish(
+        "aggregate-memory",
+        "Aggregation memory and time on k copies of a project",
+        body,
+        __file__,
+        argv,
+    )
     if a.clean:
         for k in a.ks:
             shutil.rmtree(work / f"x{k}", ignore_errors=True)

@@ -23,7 +23,7 @@ On a shared machine wall seconds vary with the load, CPU seconds much less: comp
 Sizes are numbers of subjects; 85,286 with resources/paper_scale.yaml's other settings
 (n = 3..20, 1,000 expert subjects, both models, the replay) is the paper-scale run. With
 ``--docs`` the tables go to docs/benchmarks.md (section ``dag_scale``, or
-``dag_scale_<label>`` with ``--label``).
+``dag-scale-<label>`` with ``--label``).
 """
 
 from __future__ import annotations
@@ -40,9 +40,14 @@ from pathlib import Path
 
 import pandas as pd
 import yaml
-from _measure import critical_path_rows
 
 REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks._measure import critical_path_rows  # noqa: E402
+
 COPY = ["Snakefile", "config.yaml", "workflow", "scripts", "src", "envs", "resources"]
 #: the rules whose jobs are aggregations (scripts/aggregate.py)
 AGGREGATION_RULES = ("aggregate", "replay_labels")
@@ -167,7 +172,7 @@ def aggregation_split(log: Path) -> dict[str, float]:
 def _log_jobs(project: Path) -> dict:
     """The jobs of the project's Snakemake logs (bench_scale.parse_log) by benchmark file (a
     job run again in a later log replaces the earlier)."""
-    from bench_scale import parse_log  # bench_scale imports this module
+    from benchmarks.bench_scale import parse_log  # bench_scale imports this module
 
     jobs = {}
     for log in sorted((project / ".snakemake" / "log").glob("*.snakemake.log")):
@@ -269,7 +274,7 @@ def split_table(jobs: list[dict]) -> pd.DataFrame:
 
 def report(project: Path, wall: float | None = None) -> tuple[str, pd.DataFrame, pd.DataFrame]:
     """The Markdown tables of a finished run (and the two tables)."""
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     jobs = run_jobs(project)
     if not jobs:
@@ -278,7 +283,7 @@ def report(project: Path, wall: float | None = None) -> tuple[str, pd.DataFrame,
     split = split_table(jobs)
     exact = sum(j["exact"] for j in jobs)
     cfg = yaml.safe_load((project / "config.yaml").read_text())
-    from bench_scale import dag_summary
+    from benchmarks.bench_scale import dag_summary
 
     dag = dag_summary(list(_log_jobs(project).values()))  # from the log: 1 s resolution
     head = [
@@ -329,7 +334,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--report", type=Path, nargs="+", default=None,
                     help="report finished runs (project folders) instead of running")  # fmt: skip
     ap.add_argument("--docs", action="store_true", help="write the tables to docs/benchmarks.md")
-    ap.add_argument("--label", default=None, help="docs section dag_scale_<label>")
+    ap.add_argument("--label", default=None, help="docs section dag-scale-<label>")
     ap.add_argument(
         "--note", default="", help="a sentence for the docs (the code, the machine's load)"
     )
@@ -345,9 +350,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\n== {project}\n{text}")
         texts.append(text)
     if args.docs:
-        from docs_table import write_section
+        from benchmarks.docs_table import write_section
 
-        name = "dag_scale" + (f"_{args.label}" if args.label else "")
+        name = "dag-scale" + (f"-{args.label}" if args.label else "")
         title = "The whole DAG, per rule and per aggregation job" + (
             f" ({args.label})" if args.label else ""
         )

@@ -49,9 +49,14 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-from _measure import cpu_s, peak_rss_mb
 
-from clumpscout.simulation.export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks._measure import cpu_s, peak_rss_mb  # noqa: E402
+from clumpscout.simulation.export import CLASSIFICATION_COLUMNS, SUBJECT_COLUMNS  # noqa: E402
 
 PAPER = {
     "classifications": 1_739_259,
@@ -193,9 +198,9 @@ def write_synthetic_export(
 
 
 def _orjson_available() -> bool:
-    from clumpscout.data import export_csv
+    from clumpscout.data import zooniverse_csv
 
-    return export_csv._orjson is not None
+    return zooniverse_csv._orjson is not None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +216,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="extract's parsing processes")
     args = p.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     if args.classifications is None:
         n = max(1, round(PAPER["classifications"] * args.scale))
         workdir = args.workdir or Path(tempfile.mkdtemp(prefix="bench_extract_"))

@@ -45,7 +45,12 @@ import sys
 import time
 from pathlib import Path
 
-from _measure import cpu_s, peak_rss_mb
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
+
+from benchmarks._measure import cpu_s, peak_rss_mb  # noqa: E402
 
 MODELS = ("generative", "paper")  # the workflow's consensus models (common.smk)
 
@@ -84,7 +89,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", type=Path, help="write a cProfile dump here")
     args = p.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
     from clumpscout.data.ledger import per_n_paths, run_ledger
     from clumpscout.logs import setup_logging
 

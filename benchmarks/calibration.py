@@ -68,11 +68,16 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for _p in (REPO / "src", REPO / "benchmarks"):
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-from regimes import Timer, build_subsample, extract_with_config, regime_config  # noqa: E402
+from benchmarks.regimes import (  # noqa: E402
+    Timer,
+    build_subsample,
+    extract_with_config,
+    regime_config,
+)
 
 log = logging.getLogger("clumpscout.calibration")
 
@@ -299,8 +304,8 @@ def run_universe(cfg: dict, seed: int, work: Path, ns=NS) -> dict:
     Returns a dict: report (simulate_report), labels / subjects per n, expert_clicks,
     seconds per stage."""
     from clumpscout.data.subsample import draw_subsample
-    from clumpscout.model.aggregate import Params
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
 
     timer = Timer("calibration")

@@ -43,8 +43,9 @@ def main(argv=None) -> int:
 
     from clumpscout.evaluation import baseline, compare
     from clumpscout.logs import setup_logging
-    from clumpscout.model.aggregate import Params
+    from clumpscout.metrics.containment import containment
     from clumpscout.model.aggregator import Aggregator
+    from clumpscout.model.params import Params
 
     setup_logging(None, logging.WARNING)
     boxes = pd.read_parquet(args.boxes)
@@ -71,9 +72,9 @@ def main(argv=None) -> int:
     score(res.labels_, "ours " + (" ".join(args.set) or "(defaults)"))
     lab, sub = res.labels_, res.subjects_
     tr = truth[truth["subject_id"].isin(subjects)]
-    hit, _ = compare.containment(lab, tr)
+    hit, _ = containment(lab, tr)
     agg = sub[sub["n_fn"].notna()]
-    _, best = compare.containment(lab, tr[tr["subject_id"].isin(agg["subject_id"])])
+    _, best = containment(lab, tr[tr["subject_id"].isin(agg["subject_id"])])
     missed = int((~np.isfinite(best)).sum())
     n_fp, n_fn = float(agg["n_fp"].sum()), float(agg["n_fn"].sum())
     print(f"   {wall:.1f} s; status {sub['status'].value_counts().to_dict()}")

@@ -30,11 +30,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402
+from benchmarks import regimes as grid  # noqa: E402
 
 #: the paper's §6.3 numbers for all clumps at its chosen threshold
 PAPER = {"purity": 0.35, "completeness": 0.97}
@@ -58,6 +58,52 @@ def _at_half(labels: pd.DataFrame, points: pd.DataFrame, subjects) -> list[dict]
     ]
 
 
+def docs_markdown(df: pd.DataFrame, args, cal: dict, seconds: float) -> str:
+    """The section of docs/benchmarks.md: purity and completeness at p_fp < 0.5 per method and
+    subset beside the paper's, the calibration's held-out agreement, and the time."""
+    from benchmarks.docs_table import markdown_table
+
+    wide = df.pivot_table(
+        index="method", columns="subset", values=["purity", "completeness"], sort=False
+    )
+    wide.columns = [f"{what} ({subset})" for what, subset in wide.columns]
+    kept = df.groupby("method", sort=False)["kept"].max()
+    table = wide.assign(**{"kept labels": kept}).reset_index()
+    paper = {"method": "the paper (§6.3, all clumps)"}
+    paper.update({c: "" for c in table.columns if c != "method"})
+    paper.update(
+        {f"purity ({s})": f"≈ {PAPER['purity']}" for s in df["subset"].unique() if s == "all"}
+    )
+    paper.update(
+        {
+            f"completeness ({s})": f"≈ {PAPER['completeness']}"
+            for s in df["subset"].unique()
+            if s == "all"
+        }
+    )
+    table = pd.concat([table.astype(object), pd.DataFrame([paper])], ignore_index=True)
+    held = cal.get("held_out") or {}
+    agg = df.groupby("method", sort=False)["aggregate_seconds"].first()
+    return "\n\n".join(
+        [
+            f"A universe with the paper-scale settings ({args.subjects:,} subjects, three experts on "
+            f"{args.experts:,}), n = {args.n}; the paper's scoring: a kept label (p_fp < 0.5) is "
+            "true when it holds a click of any expert, completeness counts expert clicks. "
+            "`generative` is calibrated on every expert subject (cross-fitted: a subject's own "
+            "experts never enter its map); `generative_no_gold` is the default map, "
+            "`generative_p_empty` the model's own p_fp; `paper` is the reproduction preset.",
+            markdown_table(table),
+            "The calibration's own agreement with the experts on the gold subjects (held out "
+            "by the cross-fitting): "
+            + (", ".join(f"{k} {v:.3f}" for k, v in held.items() if isinstance(v, float)) or "-")
+            + f"; it took {cal.get('seconds', float('nan')):.1f} s.",
+            "Aggregation: "
+            + ", ".join(f"{m} {v:,.0f} s" for m, v in agg.items() if m in ("generative", "paper"))
+            + f"; the whole run {seconds:,.0f} s (wall).",
+        ]
+    )
+
+
 def main(argv=None) -> int:
     from clumpscout.logs import setup_logging
     from clumpscout.model.aggregator import Aggregator
@@ -71,6 +117,7 @@ def main(argv=None) -> int:
     ap.add_argument("--experts", type=int, default=1000)
     ap.add_argument("--n", type=int, default=20)
     args = ap.parse_args(argv)
+    t_start = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(str(out / "expert_comparison.log"))
@@ -109,6 +156,11 @@ def main(argv=None) -> int:
     print(df.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     print(f"paper (all clumps): purity ≈ {PAPER['purity']}, completeness ≈ {PAPER['completeness']}")
     print(f"calibration: {cal.get('seconds')} s, held out: {cal.get('held_out')}")
+    from benchmarks.docs_table import publish
+
+    body = docs_markdown(df, args, cal, time.perf_counter() - t_start)
+    title = "The paper's expert comparison at the paper's size"
+    publish("expert-comparison", title, body, __file__, argv)
     return 0
 
 

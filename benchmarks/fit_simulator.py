@@ -52,11 +52,11 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for _p in (REPO / "src", REPO / "benchmarks"):
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
 
-import calibration as cal  # noqa: E402
+from benchmarks import calibration as cal  # noqa: E402
 
 log = logging.getLogger("clumpscout.fit")
 

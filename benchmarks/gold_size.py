@@ -31,15 +31,15 @@ import numpy as np
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
-for p in (REPO / "src", REPO / "benchmarks"):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 
 def _scores(labels, subjects_df, truth, held_out) -> dict:
-    from clumpscout.evaluation.regimes import count_mae, label_ece
+    from benchmarks.truth_scores import count_mae, label_ece
 
     row = {
         "ece": label_ece(labels, truth, held_out),
@@ -52,6 +52,7 @@ def _scores(labels, subjects_df, truth, held_out) -> dict:
 def run_regime(name: str, args, work: Path) -> list[dict]:
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import CalibrationSettings, calibrate, default_calibration
+    from clumpscout.model.gold_check import check_gold
     from clumpscout.model.params import Params
     from clumpscout.simulation.universe import stage_seed
 
@@ -71,6 +72,9 @@ def run_regime(name: str, args, work: Path) -> list[dict]:
     with timer("aggregate"):
         params = Params.from_dict({**(cfg.get("aggregate") or {}), "model": "generative"})
         res = Aggregator(params, seed=stage_seed(seed, "aggregate")).fit(boxes)
+    # the experts checked against the volunteers once, before any map is fitted on them
+    # (docs/decisions.md#gold-checks); every draw below is a part of them
+    check_gold(res.labels_, res.subjects_, experts)
     settings = CalibrationSettings(**{**(cfg.get("calibration") or {}), "seed": seed})
     rows = []
     lab0, sub0, _ = default_calibration(res.labels_, res.subjects_, settings.weak_real)
@@ -122,6 +126,51 @@ def plot(mean: pd.DataFrame, path: Path) -> None:
     plt.close(fig)
 
 
+def docs_markdown(df: pd.DataFrame, args, seconds: float) -> str:
+    """The section of docs/benchmarks.md: ECE / count MAE per regime and gold size (means over
+    the repeats), their spread over the repeats, and the time."""
+    from benchmarks.docs_table import markdown_table
+
+    g = df.groupby(["regime", "gold_subjects"], sort=False)
+    mean, sd = g[["ece", "count_mae"]].mean(), g[["ece", "count_mae"]].std()
+    sizes = list(dict.fromkeys(df["gold_subjects"]))
+    heads = {k: "no gold" if k == 0 else f"{k} gold" for k in sizes}
+    cells = pd.DataFrame(
+        {
+            heads[k]: [
+                f"{mean.loc[(r, k), 'ece']:.3f} / {mean.loc[(r, k), 'count_mae']:.2f}"
+                for r in dict.fromkeys(df["regime"])
+            ]
+            for k in sizes
+        },
+        index=list(dict.fromkeys(df["regime"])),
+    ).rename_axis("regime")
+    spread = (
+        sd["ece"]
+        .unstack(level=1)
+        .reindex(columns=[k for k in sizes if k > 0])
+        .rename(columns=heads)
+    ).rename_axis("regime")
+    repeats = g.size().unstack(level=1).rename(columns=heads).rename_axis("regime")
+    return "\n\n".join(
+        [
+            f"{args.subjects:,} simulated subjects per regime, n = {args.n}; the simulated experts "
+            f"mark {max(args.sizes):,} of them, and the gold standard is their marks on a random "
+            "k of those (k in the columns; the default map without gold: `no gold`). Every "
+            "number is scored on the subjects the experts never marked, against what each "
+            "regime counts: ECE of p_fp / count MAE per subject, the mean over the repeats "
+            "(random gold standards of each size; one where k is every expert subject).",
+            markdown_table(cells, index=True),
+            "The spread between gold standards of one size: the standard deviation of the ECE "
+            "over the repeats.",
+            markdown_table(spread, index=True),
+            "Repeats per size:",
+            markdown_table(repeats, index=True),
+            f"The whole run took {seconds:,.0f} s (wall).",
+        ]
+    )
+
+
 def main(argv=None) -> int:
     from clumpscout.logs import setup_logging
 
@@ -133,6 +182,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--n", type=int, default=20)
     args = ap.parse_args(argv)
+    t0 = time.perf_counter()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     setup_logging(str(out / "gold_size.log"))
@@ -147,6 +197,10 @@ def main(argv=None) -> int:
     mean.to_csv(out / "gold_size_mean.csv", index=False)
     plot(mean, out / "gold_size.png")
     print(mean.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    from benchmarks.docs_table import publish
+
+    body = docs_markdown(df, args, time.perf_counter() - t0)
+    publish("gold-size", "How much gold is enough", body, __file__, argv)
     return 0
 
 

@@ -165,14 +165,14 @@ def main(argv: list[str] | None = None) -> int:
             rows.append({"model": model, "boxes": name, "fit CPU s": cpu, **part, **vis})
             print(rows[-1], flush=True)
     df = pd.DataFrame(rows)
-    from docs_table import markdown_table
+    from benchmarks.docs_table import markdown_table
 
     df.index = df["model"] + " " + df["boxes"]
     table = df.drop(columns=["model", "boxes"]).T.rename_axis("CPU s, or count").reset_index()
     text = markdown_table(table, floatfmt="{:,.2f}")
     print(text)
     if args.docs:
-        from docs_table import write_section
+        from benchmarks.docs_table import write_section
 
         body = (
             "CPU seconds of one aggregation by part (cProfile, CPU clock, one numba thread; "
@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             "counts and M step are within estimate, re-clustering and coincidence within "
             "risk), and the run's visit statistics. " + args.note + "\n\n" + text
         )
-        write_section("cycle_profile", "Where an aggregation's time goes", body, command=sys.argv)
+        write_section("cycle-profile", "Where an aggregation's time goes", body, command=sys.argv)
     return 0
 
 

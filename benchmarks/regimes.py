@@ -41,7 +41,7 @@ Seeds: ``--seed S`` is the master seed (default: the regime config's ``seed``); 
 simulate, subsample and aggregate stages take the workflow's stage seeds
 (``clumpscout.simulation.universe.stage_seed(S, stage)``), so a run is deterministic.
 
-Scoring (:mod:`clumpscout.evaluation.regimes` on top of :mod:`clumpscout.evaluation.compare`),
+Scoring (:mod:`benchmarks.truth_scores` on top of :mod:`clumpscout.evaluation.compare`),
 on the held-out subjects: a label is true when its box contains the centre of a counted
 object of its subject. ``regimes.csv`` scores against what the project counts (the true
 clumps; in ``counting`` every object), ``regimes_any_object.csv`` against any real object
@@ -120,8 +120,9 @@ import pandas as pd
 import yaml
 
 REPO = Path(__file__).resolve().parents[1]
-if str(REPO / "src") not in sys.path:
-    sys.path.insert(0, str(REPO / "src"))
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
 log = logging.getLogger("clumpscout.regimes")
 
@@ -306,7 +307,7 @@ def build_subsample(cfg: dict, master_seed: int, n: int, universe: Path, timer: 
 
 
 def truths(universe: Path) -> dict[str, pd.DataFrame]:
-    from clumpscout.evaluation.regimes import truth_tables
+    from clumpscout.simulation.truth import truth_tables
 
     clumps, objects = truth_tables(universe)
     return {"clumps": clumps, "any_object": objects}
@@ -445,7 +446,7 @@ def _tuned(
 ) -> tuple[int, dict[int, float]]:
     """The setting with the largest √(C² + P²) against the gold marks on the gold subjects
     (ties: the smaller), and every setting's √(C² + P²)."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
 
     hyp = {v: _hypot(score_method(lab, points, subjects)[0]) for v, lab in by_setting.items()}
     best = max(hyp, key=lambda v: (hyp[v] if np.isfinite(hyp[v]) else -np.inf, -v))
@@ -467,7 +468,7 @@ def gold_draws(
     """The generative model calibrated on draw 0 (the main gold standard) and ``k`` more
     random gold standards of ``n_gold`` subjects, with the baselines tuned on each, scored
     on each draw's held-out subjects (module docstring, "Gold draws")."""
-    from clumpscout.evaluation.regimes import score_method
+    from benchmarks.truth_scores import score_method
     from clumpscout.model.calibration import calibrate
     from clumpscout.simulation.universe import stage_seed
 
@@ -561,7 +562,7 @@ def summarise_draws(draws: pd.DataFrame) -> pd.DataFrame:
 # ---------------------------------------------------------------- one regime
 def run_regime(name: str, cfg: dict, args: argparse.Namespace, work: Path) -> dict:
     """Everything for one regime: table rows per truth, acceptance rows, curves, report."""
-    from clumpscout.evaluation.regimes import label_ece, marked_objects, score_method
+    from benchmarks.truth_scores import label_ece, marked_objects, score_method
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import CalibrationSettings
     from clumpscout.model.params import Params
@@ -727,7 +728,7 @@ def _in_subjects(df: pd.DataFrame | None, subjects) -> pd.DataFrame | None:
 
 def _at_half(labels: pd.DataFrame, truth: pd.DataFrame, subjects) -> dict:
     """Purity and completeness of the labels with p_fp < 0.5 (all labels without p_fp)."""
-    from clumpscout.evaluation.compare import containment
+    from clumpscout.metrics.containment import containment
 
     lab = labels.loc[labels["subject_id"].isin(subjects)]
     if "p_fp" in lab.columns:
@@ -754,7 +755,7 @@ def curve_margin(curve: pd.DataFrame, baselines: list[dict]) -> float:
 def _acceptance(name, rows, subject_tables, labels, truth, marked, held_out, curves) -> list[dict]:
     """The acceptance checks of the gold-standard calibration, per truth and model view
     (module docstring), on the held-out subjects."""
-    from clumpscout.evaluation.regimes import DISTRACTOR_KINDS, expected_count_error
+    from benchmarks.truth_scores import DISTRACTOR_KINDS, expected_count_error
 
     out = []
     for t in TRUTHS:
@@ -930,6 +931,140 @@ def _fmt(df: pd.DataFrame) -> str:
     return df.to_string(index=False, float_format=lambda v: f"{v:.3f}", na_rep="")
 
 
+def _ratio(a, b) -> str:
+    return "" if pd.isna(a) or pd.isna(b) else f"{a:.0f} / {b:.0f}"
+
+
+def docs_markdown(tables: dict, acceptance: pd.DataFrame, draws_summary, report: dict) -> str:
+    """The section of docs/benchmarks.md: the grid, its acceptance checks, the gold draws
+    and the time per regime (every number from this run's tables)."""
+    from benchmarks.docs_table import markdown_table
+
+    main = tables["clumps"]
+    experts = tables["experts"].set_index(["regime", "method"])["ece"]
+    grid = pd.DataFrame(
+        {
+            "regime": main["regime"],
+            "method": main["method"],
+            "P*": main["purity"],
+            "C*": main["completeness"],
+            "ECE": main["ece"],
+            "P (p_fp < 0.5)": main["purity_05"],
+            "C (p_fp < 0.5)": main["completeness_05"],
+            "count MAE": main["count_mae"],
+            "Σ N_fp / false": [
+                _ratio(a, b) for a, b in zip(main["sum_n_fp"], main["realised_fp"], strict=True)
+            ],
+            "Σ N_fn / missed": [
+                _ratio(a, b) for a, b in zip(main["sum_n_fn"], main["realised_fn"], strict=True)
+            ],
+            "ECE vs experts": [
+                experts.get((r, m)) for r, m in zip(main["regime"], main["method"], strict=True)
+            ],
+        }
+    )
+    acc = acceptance.loc[acceptance["method"] == "generative"]
+    checks = [c for c in acc.columns if c.startswith("ok_") and c != "ok_all"]
+    accept = pd.DataFrame(
+        {
+            "regime": acc["regime"],
+            "truth": acc["truth"],
+            "ECE": acc["ece"],
+            "ECE (one-to-one)": acc["ece_matched"],
+            "P − best baseline": acc["purity_05_margin"],
+            "C − best baseline": acc["completeness_05_margin"],
+            "curve margin": acc["curve_margin"],
+            "count MAE": acc["count_mae"],
+            "best baseline's": acc["count_mae_best_baseline"],
+            "Σ N_fp / false": acc["n_fp_ratio"],
+            "Σ N_fn / missed": acc["n_fn_ratio"],
+            "checks passed": [
+                f"{int(r[checks].sum())} of {len(checks)}" for _, r in acc.iterrows()
+            ],
+        }
+    )
+    per = report["per_regime"]
+    gold = {k: v["gold"] for k, v in per.items()}
+    n_gold = sorted({int(g.get("subjects", 0)) for g in gold.values()})
+    parts = [
+        f"{report['subjects']:,} simulated subjects per regime, n = {report['n']}. The simulated "
+        "experts mark every subject; their marks on a random share of the subjects are the gold "
+        f"standard ({', '.join(f'{g:,}' for g in n_gold)} subjects: the default model's p_fp is "
+        "calibrated on them, the baselines' `min_volunteers` / `min_samples` tuned on them), "
+        "and every number is scored on the other subjects against what the project counts (the "
+        "true clumps; every object in `counting`). P* / C*: purity / completeness at the p_fp "
+        "threshold maximising √(P² + C²) (the baselines: their own settings); P / C at "
+        "p_fp < 0.5; ECE of p_fp; count MAE per subject of the labels with p_fp < 0.5; "
+        "Σ N_fp / false and Σ N_fn / missed: the expected against the realised false labels "
+        "and misses; ECE vs experts: against the experts' marks of the held-out subjects. "
+        "`generative` is calibrated on the gold standard, `generative_no_gold` is the same fit "
+        "with the default map (docs/decisions.md#no-gold-default), `generative_p_empty` the "
+        "model's own p_fp. The columns of every CSV are described in the script's docstring.",
+        markdown_table(grid),
+        "### Acceptance checks of the calibrated model (`regimes_acceptance.csv`)",
+        "The default model calibrated on the gold standard against the best gold-tuned baseline "
+        "at p_fp < 0.5. ECE counts a label true when its box holds an object; ECE (one-to-one) "
+        "when it is matched one-to-one to an object (docs/decisions.md#gold-match). Curve "
+        "margin: the model's best completeness at a threshold with at least the baseline's "
+        "purity, minus the baseline's completeness (≥ 0: the model's purity–completeness curve "
+        "passes the baselines' operating points). Σ N_fp / false and Σ N_fn / missed as ratios. "
+        f"Checks: {', '.join(c[3:] for c in checks)} (the script's docstring).",
+        markdown_table(accept),
+    ]
+    if draws_summary is not None and len(draws_summary):
+        d = draws_summary
+        k = int(d["draws"].max())
+        spread = pd.DataFrame(
+            {
+                "regime": d["regime"],
+                "truth": d["truth"],
+                "ECE, main draw": d["ece_main_draw"],
+                "ECE median": d["ece_median"],
+                "10 %": d["ece_p10"],
+                "90 %": d["ece_p90"],
+                "draws with ECE ≤ 0.05": d["share_ece_le_005"].map("{:.0%}".format),
+                "ECE one-to-one, median": d["ece_matched_median"],
+                "draws ≤ 0.05 (one-to-one)": d["share_ece_matched_le_005"].map("{:.0%}".format),
+                "P and C ≥ best baseline − 0.01": d["share_purity_completeness_05"].map(
+                    "{:.0%}".format
+                ),
+                "curve margin ≥ −0.01": d["share_curve"].map("{:.0%}".format),
+                "lowest curve margin": d["curve_margin_min"],
+                "count MAE ≤ best baseline": d["share_count_mae"].map("{:.0%}".format),
+                "count MAE median": d["count_mae_median"],
+                "best baseline's median": d["count_mae_best_baseline_median"],
+            }
+        )
+        parts += [
+            f"### Over {k} gold standards (`regimes_gold_draws_summary.csv`)",
+            "One gold standard is one draw: the same fit is calibrated again on further random "
+            "gold standards of the same size (the baselines tuned again on each), each scored on "
+            "its own held-out subjects; draw 0 is the main draw above. The regimes share their "
+            "subject ids and seeds, so every draw picks the same subjects in every regime.",
+            markdown_table(spread),
+        ]
+    timing = pd.DataFrame(
+        [
+            {
+                "regime": name,
+                "subjects scored": v.get("subjects_scored"),
+                "seconds": v["seconds"].get("total"),
+                "of which aggregation (both models)": sum(
+                    t for st, t in v["seconds"].items() if st.startswith("aggregate")
+                ),
+                "gold draws": sum(t for st, t in v["seconds"].items() if "gold draws" in st),
+            }
+            for name, v in per.items()
+        ]
+    )
+    parts += [
+        "### Time",
+        f"The whole grid took {report['seconds_total']:,.0f} s (wall).",
+        markdown_table(timing, floatfmt="{:.0f}"),
+    ]
+    return "\n\n".join(parts)
+
+
 def main(argv=None) -> int:
     from clumpscout.logs import setup_logging
 
@@ -1001,6 +1136,10 @@ def main(argv=None) -> int:
         print(f"\n== regimes_gold_draws_summary.csv ({args.gold_draws} more gold draws)")
         print(_fmt(draws_summary))
     print(f"\n{len(regimes)} regimes in {wall:.0f} s; outputs in {out}")
+    from benchmarks.docs_table import publish
+
+    body = docs_markdown(tables, acceptance, draws_summary, report)
+    publish("regimes", "The regime grid", body, __file__, argv)
     return 0
 
 

@@ -106,8 +106,7 @@ def run_one(
     boxes_path: Path, model: str, k: int, arrangement: str, seed: int, scale_batch: bool
 ) -> dict:
     """One aggregation of k copies; the numbers of the benchmark table."""
-    from _measure import peak_rss_mb
-
+    from benchmarks._measure import peak_rss_mb
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.params import Params
 
@@ -140,6 +139,54 @@ def run_one(
         "seconds": round(seconds, 1),
         "peak_rss_mb": round(peak_rss_mb(), 1),
     }
+
+
+def docs_markdown(rows: list[dict], args) -> str:
+    """The section of docs/benchmarks.md: labels of k copies against k times one copy, the
+    dummy's share per cycle, warnings and the time of each run."""
+    from benchmarks.docs_table import markdown_table
+
+    base = {r["model"]: r["labels"] for r in rows if r["k"] == 1}
+    table = pd.DataFrame(
+        [
+            {
+                "model": r["model"],
+                "copies": r["k"],
+                "batch (classifications)": f"{r['min_batch_classifications']:,}",
+                "labels": f"{r['labels']:,}",
+                "ratio to k × 1 copy": (
+                    f"{r['labels'] / (r['k'] * base[r['model']]):.4f}"
+                    if base.get(r["model"])
+                    else ""
+                ),
+                "labels per copy": ", ".join(f"{x:,}" for x in r["labels_per_copy"]),
+                "cycles": r["cycles"],
+                "boxes on the dummy per cycle: first / median / last": " / ".join(
+                    "" if v is None else f"{v:.2f}"
+                    for v in (
+                        r["dummy_share_first"],
+                        r["dummy_share_median"],
+                        r["dummy_share_last"],
+                    )
+                ),
+                "health warnings": len(r["warnings"]),
+                "seconds": r["seconds"],
+                "peak RSS (MB)": r["peak_rss_mb"],
+            }
+            for r in rows
+        ]
+    )
+    return "\n\n".join(
+        [
+            f"k independent copies of `{args.boxes}` (own subject, classification and volunteer "
+            f"ids per copy), arriving {args.arrangement}, one aggregation per model and k in a "
+            "process of its own"
+            + (", in batches of k times the batch target" if args.scale_batch else "")
+            + ". A model whose answer depends only on the evidence gives k times the labels of "
+            "one copy (docs/decisions.md#scale-invariance).",
+            markdown_table(table, floatfmt="{:.0f}"),
+        ]
+    )
 
 
 def main(argv=None) -> int:
@@ -192,6 +239,10 @@ def main(argv=None) -> int:
                 print(f"    warning: {w}", flush=True)
     if args.out:
         args.out.write_text(json.dumps(rows, indent=1))
+    from benchmarks.docs_table import publish
+
+    title = "Scale invariance: k copies of a project"
+    publish("scale-invariance", title, docs_markdown(rows, args), __file__, argv)
     return 0
 
 

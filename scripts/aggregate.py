@@ -19,7 +19,9 @@ def _run(sm):
 
         log_startup()  # interpreter, Snakemake's preamble and the imports (the job's split)
         params = Params.from_dict(dict(sm.params.aggregate))
-        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+        gold = None
+        if "gold" in sm.input.keys():  # read in its declared frame; checked before it is used
+            gold = read_gold(sm.input.gold, **dict(sm.params.gold))
         agg = Aggregator(
             params,
             seed=int(sm.params.seed),

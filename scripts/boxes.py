@@ -1,6 +1,6 @@
 """Snakemake adapter: rule boxes -> clumpscout.data.boxes.make_boxes.
 
-Optional rule parts (README.md#boxes): ``input.subjects`` (absent or empty: no
+Optional rule parts (docs/tables.md#boxes): ``input.subjects`` (absent or empty: no
 subjects table, the side comes from ``params.box_side``), ``params.box_side`` (pixels or
 "auto"; None: the subjects table's), ``params.image_size`` ([W, H] or None) and
 ``output.report`` (the boxes report JSON).

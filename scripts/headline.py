@@ -1,10 +1,10 @@
-"""Snakemake adapter: rule headline -> clumpscout.evaluation.headline.build."""
+"""Snakemake adapter: rule headline -> clumpscout.report.headline.build."""
 
 from _common import main
 
 
 def _run(sm):
-    from clumpscout.evaluation.headline import build
+    from clumpscout.report.headline import build
 
     inputs = {k: (v if isinstance(v, str) else list(v)) for k, v in sm.input.items()}
     for key in ("labels", "subjects"):  # per-n inputs are lists even for one n

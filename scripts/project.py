@@ -1,11 +1,11 @@
 """Snakemake adapter: the project report's section rules (workflow/rules/project.smk) ->
-clumpscout.figures.project.build."""
+clumpscout.report.project.build."""
 
 from _common import main
 
 
 def _run(sm):
-    from clumpscout.figures.project import build
+    from clumpscout.report.project import build
 
     inputs = {k: str(v) for k, v in sm.input.items()}
     build(sm.params.section, inputs, sm.output.png[: -len(".png")], dict(sm.params.settings))

@@ -1,4 +1,5 @@
-"""Snakemake adapter: rule real_demo -> clumpscout.images.real_demo.real_demo."""
+"""Snakemake adapter: rule real_demo -> clumpscout.images.real_demo.real_demo (+ its montage,
+clumpscout.figures.flux.plot_demo_montage)."""
 
 from _common import main
 
@@ -6,9 +7,10 @@ from _common import main
 def _run(sm):
     from pathlib import Path
 
+    from clumpscout.figures.flux import plot_demo_montage
     from clumpscout.images.real_demo import real_demo
 
-    real_demo(
+    table, field, group = real_demo(
         field_dir=Path(sm.input.psfield).parent,
         psfield=sm.input.psfield,
         photofield=sm.input.photofield,
@@ -16,10 +18,12 @@ def _run(sm):
         out_field=sm.output.field,
         out_hcg=sm.output.hcg88,
         fwhm_csv=sm.output.fwhm,
-        montage=sm.output.montage,
         cfg=dict(sm.params.cutouts),
         n_galaxies=int(sm.params.n_galaxies),
-        dpi=int(sm.params.dpi),
+    )
+    stem = Path(sm.output.montage).with_suffix("")
+    plot_demo_montage(
+        table, field, sm.output.field, group, sm.output.hcg88, stem, dpi=int(sm.params.dpi)
     )
 
 

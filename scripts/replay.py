@@ -13,16 +13,18 @@ def _run(sm):
 
         from clumpscout.data.gold import read_gold
         from clumpscout.evaluation import replay as rp
-        from clumpscout.evaluation.regimes import truth_tables
         from clumpscout.model.params import Params
-        from clumpscout.model.prepare import read_boxes
+        from clumpscout.model.source import read_boxes
+        from clumpscout.simulation.truth import truth_tables
 
         params = Params.from_dict(dict(sm.params.aggregate))
         settings = rp.Settings.from_dict(dict(sm.params.replay))
         truth = None
         if "truth" in sm.input.keys():
             truth = truth_tables(Path(sm.input.truth).parent)[0]  # what the project counts
-        gold = read_gold(sm.input.gold) if "gold" in sm.input.keys() else None
+        gold = None
+        if "gold" in sm.input.keys():  # read in its declared frame; checked before it is used
+            gold = read_gold(sm.input.gold, **dict(sm.params.gold))
         boxes = read_boxes(sm.input.boxes)
         table, points, report = rp.replay(
             boxes,

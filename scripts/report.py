@@ -1,4 +1,4 @@
-"""Snakemake adapter: rule report -> clumpscout.htmlreport (the report inside the DAG):
+"""Snakemake adapter: rule report -> clumpscout.report.html (the report inside the DAG):
 the reproduction report, or the project report (params.project)."""
 
 from _common import main
@@ -6,7 +6,7 @@ from _common import main
 
 def _run(sm):
     if sm.params.get("project"):
-        from clumpscout.htmlreport import write_project_report
+        from clumpscout.report.html import write_project_report
 
         write_project_report(
             sm.params.stems,
@@ -16,9 +16,16 @@ def _run(sm):
             clicks_report=sm.input.clicks_report,
         )
         return
-    from clumpscout.htmlreport import write_report
+    from clumpscout.report.html import read_warnings, write_report
 
-    write_report(sm.params.entries, sm.output[0], intro=sm.input.intro, title=sm.params.title)
+    warnings = read_warnings(sm.input.gold_agreement) if "gold_agreement" in sm.input.keys() else []
+    write_report(
+        sm.params.entries,
+        sm.output[0],
+        intro=sm.input.intro,
+        title=sm.params.title,
+        warnings=warnings,
+    )
 
 
 main(snakemake, _run)  # noqa: F821

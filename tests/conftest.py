@@ -31,6 +31,20 @@ def shared() -> Path:
     return SHARED
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _benchmarks_md(tmp_path_factory):
+    """A benchmark's main run by a test writes its docs section here, never into
+    docs/benchmarks.md (benchmarks/docs_table.py reads the variable)."""
+    path = tmp_path_factory.mktemp("docs") / "benchmarks.md"
+    old = os.environ.get("CLUMPSCOUT_BENCHMARKS_MD")
+    os.environ["CLUMPSCOUT_BENCHMARKS_MD"] = str(path)
+    yield path
+    if old is None:
+        os.environ.pop("CLUMPSCOUT_BENCHMARKS_MD", None)
+    else:
+        os.environ["CLUMPSCOUT_BENCHMARKS_MD"] = old
+
+
 @pytest.fixture(autouse=True)
 def _reset_cli_logging():
     """The CLI attaches handlers to the package logger; remove them after each test."""

@@ -12,8 +12,8 @@ import yaml
 
 from clumpscout import cli
 from clumpscout.errors import InputError
-from clumpscout.model.aggregate import Params
 from clumpscout.model.aggregator import Aggregator, aggregate
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import prepare
 
 SIDE = 20.0
@@ -332,7 +332,7 @@ def test_a_batch_without_any_cluster():
 
 def test_a_flat_config_file_is_checked_key_by_key(tmp_path):
     """A typo in a flat settings file is an error naming the key, not silently ignored."""
-    from clumpscout.model.aggregate import load_config
+    from clumpscout.model.params import load_config
 
     good = tmp_path / "good.yaml"
     good.write_text("p0_fn: 0.3\nseed: 4\n")

@@ -12,8 +12,8 @@ import pytest
 from clumpscout import cli
 from clumpscout.errors import InputError
 from clumpscout.model import aggregator
-from clumpscout.model.aggregate import Params
-from clumpscout.model.aggregator import Aggregator
+from clumpscout.model.aggregator import Aggregator, GenerativeAggregator, PaperAggregator
+from clumpscout.model.params import Params
 from clumpscout.model.prepare import split_by_tool
 
 
@@ -58,6 +58,33 @@ def test_fit_returns_the_fitted_estimator():
     assert all(isinstance(v, float) and np.isfinite(v) for v in agg.loglik_history_)
     labels = Aggregator(Params(), seed=0).fit_predict(df)
     pd.testing.assert_frame_equal(labels, agg.labels_)
+
+
+@pytest.mark.parametrize(
+    ("estimator", "model", "other"),
+    [(GenerativeAggregator, "generative", "paper"), (PaperAggregator, "paper", "generative")],
+)
+def test_one_estimator_class_per_model(estimator, model, other):
+    """Each model's class is the estimator with its model fixed, whatever params.model says:
+    the tables of Aggregator with params.model set to it; probas_ is p_fp per label, by
+    (subject_id, clump)."""
+    second = _one_spot().assign(subject_id=6, classification_id=lambda d: d.classification_id + 10)
+    df = pd.concat([_one_spot(), second], ignore_index=True)
+    agg = estimator(Params(model=other), seed=0)
+    assert agg.params.model == model
+    assert agg.fit(df) is agg
+    assert agg.report_["model"]["name"] == model
+    ref = Aggregator(Params(model=model), seed=0).fit(df)
+    pd.testing.assert_frame_equal(agg.labels_, ref.labels_)
+    pd.testing.assert_frame_equal(agg.subjects_, ref.subjects_)
+    pd.testing.assert_frame_equal(agg.volunteers_, ref.volunteers_)
+    assert list(agg.probas_.index.names) == ["subject_id", "clump"]
+    assert agg.probas_.index.tolist() == list(zip(df["subject_id"].unique(), [0, 0], strict=True))
+    np.testing.assert_array_equal(agg.probas_.to_numpy(), agg.labels_["p_fp"].to_numpy())
+    per_tool = estimator(seed=0, per_tool=True).fit(_one_spot())
+    assert list(per_tool.probas_.index.names) == ["subject_id", "tool", "clump"]
+    keys = per_tool.labels_[["subject_id", "tool", "clump"]].itertuples(index=False)
+    assert per_tool.probas_.index.tolist() == [tuple(k) for k in keys]
 
 
 def test_without_per_tool_both_tools_make_one_label():

@@ -4,26 +4,15 @@ project: tests/test_e2e.py)."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from datetime import datetime
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
 
+from benchmarks import _replicate, bench_dag_scale, bench_scale
 from clumpscout.data.zooniverse import extract_clicks
 from clumpscout.simulation.universe import simulate_universe
-
-
-def _module(name):
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod  # a dataclass needs its module registered
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _stamp(seconds: int) -> str:
@@ -73,7 +62,7 @@ LOG = "\n".join(
 
 
 def test_the_log_gives_each_job_its_times_and_the_dag_its_critical_path():
-    mod = _module("bench_scale")
+    mod = bench_scale
     jobs = mod.parse_log(LOG)
     secs = {j.name: j.seconds for j in jobs}
     assert secs == {
@@ -102,7 +91,7 @@ def test_k_copies_of_a_project_are_k_times_the_project(tmp_path):
     """Three copies of an export extract to three times every count, with three times the
     subjects, volunteers and classifications (distinct ids); the box table and the gold
     standard likewise."""
-    rep = _module("_replicate")
+    rep = _replicate
     u = tmp_path / "u"
     simulate_universe({"n_subjects": 60, "n_expert_subjects": 10}, 5, u)
     cls, subj = rep.replicate_export(u / "classifications.csv", u / "subjects_export.csv", 3,
@@ -140,7 +129,7 @@ def test_k_copies_of_a_project_are_k_times_the_project(tmp_path):
 def test_an_aggregation_log_gives_the_jobs_split(tmp_path):
     """bench_dag_scale reads a job's phases from its log (CPU seconds; preparing without the
     reading it includes; writing summed over the files) and its exact resources line."""
-    mod = _module("bench_dag_scale")
+    mod = bench_dag_scale
     log = tmp_path / "n3.log"
     log.write_text(
         "09:00:01 INFO clumpscout: start-up done in 3.10 s (CPU 1.50 s)\n"

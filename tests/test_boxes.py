@@ -1,5 +1,5 @@
 """Clicks -> boxes (clumpscout.data.boxes; paper §3.3, docs/decisions.md#box-geometry,
-#box-side-auto, #clicks-outside-image; columns: README.md#boxes)."""
+#box-side-auto, #clicks-outside-image; columns: docs/tables.md#boxes)."""
 
 from __future__ import annotations
 

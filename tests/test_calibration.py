@@ -14,30 +14,17 @@ statistics stored in the benchmark; a ``shared`` test checks them against the fi
 
 from __future__ import annotations
 
-import importlib.util
 import math
-import sys
 
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
+
+from benchmarks import calibration as cal
+from benchmarks import fit_simulator as fit
 
 SUBJECTS = 500
 
-
-def _load(name: str):
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, REPO / "benchmarks" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[name] = mod
-    spec.loader.exec_module(mod)
-    return mod
-
-
-cal = _load("calibration")
-fit = _load("fit_simulator")
 
 REDUCED = [t for t, v in cal.TARGETS.items() if v["scale"] == "any"]
 #: rows that disagree at 500 subjects with the current defaults (docs/calibration.md)

@@ -11,14 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from clumpscout.errors import InputError
-from clumpscout.evaluation.compare import (
-    calibration,
-    collect_tables,
-    curve_counts,
-    score_points,
-    score_truth,
-    threshold_grid,
-)
+from clumpscout.evaluation.compare import collect_tables, score_points, score_truth
+from clumpscout.metrics.containment import curve_counts, threshold_grid
+from clumpscout.metrics.reliability import calibration
 
 
 def box(sid, x1, y1, side, p, fu):

@@ -1,8 +1,7 @@
-"""Scoring helpers of the regime benchmark (clumpscout.evaluation.regimes), on hand-computed toys."""
+"""Scoring helpers of the regime benchmark (benchmarks.truth_scores), on hand-computed toys."""
 
 from __future__ import annotations
 
-import importlib.util
 import math
 from pathlib import Path
 
@@ -10,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from clumpscout.evaluation import regimes as ev
+from benchmarks import gold_size, regimes
+from benchmarks import truth_scores as ev
+from clumpscout.simulation.truth import truth_tables
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -149,13 +150,13 @@ def test_truth_tables(tmp_path):
     pd.DataFrame(
         {"subject_id": [1, 2], "x": [3.0, 4.0], "y": [5.0, 6.0], "kind": ["star", "bulge"]}
     ).to_csv(tmp_path / "truth_distractors.csv", index=False)
-    clumps, objects = ev.truth_tables(tmp_path)
+    clumps, objects = truth_tables(tmp_path)
     assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "star", "bulge"]
     pd.DataFrame(
         {"subject_id": [1, 1], "object": [0, 1], "kind": ["clump", "faint_feature"],
          "x": [1.0, 7.0], "y": [2.0, 8.0]}
     ).to_csv(tmp_path / "truth_objects.csv", index=False)  # fmt: skip
-    clumps, objects = ev.truth_tables(tmp_path)
+    clumps, objects = truth_tables(tmp_path)
     assert len(clumps) == 1 and objects["kind"].tolist() == ["clump", "faint_feature"]
 
 
@@ -185,15 +186,8 @@ def test_score_method_toy():
     assert math.isnan(row["sum_n_fp"]) and row["realised_fn"] == 1
 
 
-def _regimes_module():
-    spec = importlib.util.spec_from_file_location("regimes", REPO / "benchmarks" / "regimes.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
 def test_paper_old_config():
-    mod = _regimes_module()
+    mod = regimes
     old = mod.regime_config("paper_old")
     new = mod.regime_config("paper")
     for k, v in mod.OLD_SETTINGS.items():
@@ -206,7 +200,7 @@ def test_paper_old_config():
 def test_truth_gold_marks_every_counted_object_and_the_empty_subjects():
     """--gold-source truth: the counted objects of the gold subjects as marks; a gold
     subject without one is an examined, empty subject; other subjects' objects stay out."""
-    mod = _regimes_module()
+    mod = regimes
     truth = pd.DataFrame(
         {"subject_id": [1, 1, 3, 9], "x": [10.0, 30.0, 5.0, 1.0], "y": [20.0, 40.0, 6.0, 2.0]}
     )
@@ -222,12 +216,18 @@ def test_truth_gold_marks_every_counted_object_and_the_empty_subjects():
 
 
 @pytest.mark.slow  # ~4 s with numba's cache warm, ~30 s cold
-def test_benchmark_smoke(tmp_path):
-    """The benchmark's main on a tiny universe: one regime, every method, the three tables."""
-    mod = _regimes_module()
+def test_benchmark_smoke(tmp_path, monkeypatch, _benchmarks_md):
+    """The benchmark's main on a tiny universe: one regime, every method, the three tables,
+    and its section of the docs (here the suite's own file, tests/conftest.py)."""
+    mod = regimes
     out = tmp_path / "out"
     argv = ["--subjects", "40", "--out", str(out), "--regimes", "paper", "--gold-draws", "2"]
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))  # docs_table, as run as a script
     assert mod.main(argv) == 0
+    section = _benchmarks_md.read_text().split("<!-- begin regimes -->")[1]
+    assert "benchmarks/regimes.py --subjects 40" in section.split("\n\n")[2]
+    # a row per method, per truth of the acceptance checks, per truth of the draws, the time
+    assert section.count("| paper | ") == len(mod.METHODS) + len(mod.TRUTHS) + 2 + 1
     for truth_file in ("regimes.csv", "regimes_any_object.csv", "regimes_experts.csv"):
         t = pd.read_csv(out / truth_file)
         assert t.columns.tolist() == mod.COLUMNS
@@ -264,7 +264,7 @@ def test_benchmark_smoke(tmp_path):
 def test_gold_draws_summary_by_hand():
     """Three draws, hand-checked: the median and share of ECE <= 0.05, and each check
     against the better of the two baselines on the same draw."""
-    mod = _regimes_module()
+    mod = regimes
     rows = []
     # (ece, purity_05, completeness_05, count_mae) of the model; baselines' P, C, MAE
     model = [(0.04, 0.80, 0.90, 0.20), (0.06, 0.70, 0.95, 0.40), (0.05, 0.90, 0.80, 0.10)]
@@ -294,11 +294,10 @@ def test_gold_draws_summary_by_hand():
 
 
 @pytest.mark.slow
-def test_gold_size_smoke(tmp_path):
-    """benchmarks/gold_size.py on a tiny counting universe: a row per size and the no-gold row."""
-    spec = importlib.util.spec_from_file_location("gold_size", REPO / "benchmarks" / "gold_size.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+def test_gold_size_smoke(tmp_path, _benchmarks_md):
+    """benchmarks/gold_size.py on a tiny counting universe: a row per size and the no-gold row,
+    and its section of the docs: a column per size."""
+    mod = gold_size
     out = tmp_path / "gs"
     args = ["--subjects", "60", "--out", str(out), "--regimes", "counting", "--sizes", "12", "24",
             "--repeats", "1"]  # fmt: skip
@@ -307,3 +306,5 @@ def test_gold_size_smoke(tmp_path):
     assert t["gold_subjects"].tolist() == [0, 12, 24]
     assert t["ece"].between(0, 1).all() and t["count_mae"].ge(0).all()
     assert (out / "gold_size.png").stat().st_size > 0
+    section = _benchmarks_md.read_text().split("<!-- begin gold-size -->")[1]
+    assert "| regime | no gold | 12 gold | 24 gold |" in section

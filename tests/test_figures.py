@@ -29,11 +29,11 @@ from clumpscout.figures import (
     meanshift,
     paper,
     registry,
-    report,
     risk,
     truth,
     volunteers,
 )
+from clumpscout.report.figure_labels import report_labels
 
 DPI = 20
 NS = (3, 20)
@@ -511,7 +511,7 @@ def test_method_comparison_numbers(built):
             assert (v["opt_threshold"], v["opt_completeness"], v["opt_purity"]) == (t, c, p)
             assert (v["completeness_p1"], v["purity_p1"]) == (c1, p1)
             assert (v["n_labels_p1"], v["n_labels_opt"]) == (n1, nopt)
-    labels = report.report_labels("method_comparison", built / "method_comparison.json")
+    labels = report_labels("method_comparison", built / "method_comparison.json")
     assert "generative model C 0.8 P 0.9" in labels["ours"]
 
 
@@ -609,15 +609,15 @@ def test_logit_limits():
 
 
 def test_report_labels_ours_next_to_paper(built):
-    lab = report.report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
+    lab = report_labels("clump_fpp_dist", built / "clump_fpp_dist.json")
     assert set(lab) == {"figure", "ours", "paper"}
     assert "30.0% < 0.01" in lab["ours"] and "80.0% outside" in lab["ours"]
     assert "n=3: 0.04 → n=20: 0.45" in lab["ours"] and "≈5e-5" in lab["paper"]
-    ms = report.report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
+    ms = report_labels("agg_v_ms_dist", built / "agg_v_ms_dist.json")
     assert "ours more 40.0%" in ms["ours"] and "MeanShift more 20.0%" in ms["ours"]
     for name in paper.FIGURES:  # every figure has labels, with or without its numbers
-        assert report.report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
-        missing = report.report_labels(name, built / "missing.json")
+        assert report_labels(name, built / f"{name}.json")["ours"] not in ("", "–"), name
+        missing = report_labels(name, built / "missing.json")
         assert missing["ours"] == "–" and missing["paper"]
 
 
@@ -917,7 +917,7 @@ def test_wording_rule():
 
 def test_report_has_no_paper_column_for_generic_data(tmp_path):
     (tmp_path / "x.json").write_text(json.dumps({"wording": "generic", "subjects": []}))
-    lab = report.report_labels("agg_examples", tmp_path / "x.json")
+    lab = report_labels("agg_examples", tmp_path / "x.json")
     assert lab["paper"] == registry.NOT_COMPARABLE
 
 
@@ -925,7 +925,7 @@ def test_report_has_no_paper_column_for_generic_data(tmp_path):
 
 
 def test_registry_drives_dispatch_and_paper_numbers():
-    from clumpscout.evaluation import headline
+    from clumpscout.report import headline
 
     assert list(paper.FIGURES) == [f.name for f in registry.FIGURES]
     assert headline.PAPER is registry.PAPER

@@ -700,9 +700,9 @@ def test_too_many_marks_and_field_size_are_counted_drops(tmp_path):
 
 
 def test_a_field_beyond_the_read_block_is_one_line_naming_the_row(tmp_path, monkeypatch):
-    import clumpscout.data.export_csv as export_csv
+    import clumpscout.data.zooniverse_csv as zooniverse_csv
 
-    monkeypatch.setattr(export_csv, "_BATCH", 1 << 15)  # 16 MiB at least, in real runs
+    monkeypatch.setattr(zooniverse_csv, "_BATCH", 1 << 15)  # 16 MiB at least, in real runs
     rows = valid_export_rows()
     rows[1]["subject_data"] = json.dumps({"pad": "x" * 200_000})
     exp, subj = _export(tmp_path, rows)

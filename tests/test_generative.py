@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from clumpscout.model import em as em_mod
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
-from clumpscout.model.aggregate import Params
 from clumpscout.model.aggregator import aggregate
+from clumpscout.model.params import Params
 
 SIDE = 20.0
 
@@ -387,7 +387,7 @@ def test_paper_code_stop_is_the_authors_rule():
     assert len(em) >= 2
 
 
-class _ScriptedEngine(em_mod._Engine):
+class _ScriptedEngine(em_mod.GenerativeEngine):
     """An engine whose clusterings and log-likelihoods are given in advance."""
 
     def __init__(self, partitions, lls, **params):
@@ -397,10 +397,10 @@ class _ScriptedEngine(em_mod._Engine):
     def initial_skills(self, prev):
         return None
 
-    def _solve(self, b, skills, *, init, min_cluster_size):
+    def partition(self, b, skills, *, init=False):
         return np.asarray(next(self._parts))
 
-    def _estimate(self, b, fac, prev, skills):
+    def estimate(self, b, fac, prev, skills):
         ll = {"total": next(self._lls), "data": 0.0, "prior": 0.0}
         return SimpleNamespace(
             facility_of=fac, ll=ll, skills=None, cluster_subject=np.zeros(0), box_cluster=fac
@@ -442,7 +442,7 @@ def test_prior_strengths_are_refitted_when_the_evidence_has_grown():
     """The population's prior strengths are refitted once the pooled evidence has grown by
     STRENGTH_REFIT_GROWTH (10 %) since their last fit, and kept otherwise
     (docs/decisions.md#strength-refits)."""
-    eng = object.__new__(em_mod._GenerativeEngine)
+    eng = object.__new__(em_mod.GenerativeEngine)
     eng._strength_fit = None
     pop = SimpleNamespace(k_fn=3.0, k_lam=4.0)
     assert eng._kept_strengths(1000.0, pop, fit_hyper=False) == (3.0, 4.0)

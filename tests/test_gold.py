@@ -1,5 +1,5 @@
 """The gold standard and the calibration of p_fp on it (clumpscout.data.gold,
-clumpscout.model.calibration, clumpscout.evaluation.matching).
+clumpscout.model.calibration, clumpscout.metrics.matching).
 
 Known answers: a toy whose weakly marked labels are real at a known rate r, so the
 calibrated P(real) of a weak label must recover r within its binomial standard error, from
@@ -17,7 +17,7 @@ import pytest
 
 from clumpscout.data.gold import gold_from_expert_clicks, gold_from_table, read_gold
 from clumpscout.errors import InputError
-from clumpscout.evaluation.matching import iou_matrix, match_one_to_one
+from clumpscout.metrics.matching import iou_matrix, match_one_to_one
 from clumpscout.model import calibration as cal
 from clumpscout.model.calibration import CalibrationSettings, calibrate, default_calibration
 

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from clumpscout.errors import InputError
-from clumpscout.evaluation import headline as H
+from clumpscout.report import headline as H
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -34,8 +34,8 @@ from test_bad_input import (
 )
 
 from clumpscout.cli import main as cli_main
-from clumpscout.data import clicks as clicks_mod
-from clumpscout.data import ledger_export as lx
+from clumpscout.data import click_definition
+from clumpscout.data import ledger_recount as lx
 from clumpscout.data.ledger import (
     LedgerError,
     build_ledger,
@@ -44,7 +44,7 @@ from clumpscout.data.ledger import (
     run_ledger,
     subsample_ledger,
 )
-from clumpscout.data.ledger_export import count_marks
+from clumpscout.data.ledger_recount import count_marks
 
 REPO = Path(__file__).resolve().parents[1]
 NS = (3, 5)
@@ -111,7 +111,7 @@ def test_count_marks_same_with_and_without_orjson(monkeypatch, clump_task):
             return "ValueError"
 
     with_orjson = [counted(t) for t in TRICKY_ANNOTATIONS]
-    monkeypatch.setattr(clicks_mod, "_orjson", None)
+    monkeypatch.setattr(click_definition, "_orjson", None)
     assert with_orjson == [counted(t) for t in TRICKY_ANNOTATIONS]
     if clump_task == "123456789012345678901234567890":
         assert with_orjson[4] == (2, 0) and with_orjson[6] == (1, 0)
@@ -379,7 +379,7 @@ BIG_TWIN = 18446744073709551618
 
 
 def test_task_id_beyond_64_bits_balances(tmp_path):
-    """Reader and ledger share one definition of a click (clumpscout.data.clicks): a clump
+    """Reader and ledger share one definition of a click (clumpscout.data.click_definition): a clump
     task whose id is an integer beyond 64 bits (which orjson turns into a float, the same
     float for both ids here) is read by both as json.loads reads it, and the ledger of a
     hand-built export balances: kept + dropped + other tasks = the clicks in the export."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from clumpscout.data.crowd_boxes import read_crowd_boxes, read_crowd_gold
+from benchmarks.crowd_boxes import read_crowd_boxes, read_crowd_gold
 from clumpscout.data.gold import gold_from_table
 
 pytestmark = pytest.mark.shared
@@ -47,7 +47,7 @@ def test_reader_counts_match_the_readme(data):
 def test_gold_calibration_on_real_boxes(data):
     """20 % of the expert images as gold, scored on the other expert images: the calibrated
     p_fp is calibrated (ECE ≤ 0.05) and beats the model's own p_fp in F1 and ECE."""
-    from clumpscout.evaluation.expert_scores import score_against_gold, split_gold
+    from benchmarks.expert_scores import score_against_gold, split_gold
     from clumpscout.model.aggregator import Aggregator
     from clumpscout.model.calibration import default_calibration
 

@@ -22,8 +22,8 @@ import yaml
 
 from clumpscout import catalogue
 from clumpscout.counts import count_table
-from clumpscout.figures import project
-from clumpscout.htmlreport import project_intro
+from clumpscout.report import project
+from clumpscout.report.html import project_intro
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = REPO / "resources" / "examples"

@@ -248,11 +248,8 @@ def test_counting_export_goes_through_the_box_side_path(universes):
 def test_regime_benchmark_reads_a_catalogue_as_the_workflow_does():
     """benchmarks/regimes.py builds the subjects like common.smk: galaxies.csv is the
     catalogue of a simulated galaxy universe, never of a counting one."""
-    import importlib.util
+    from benchmarks import regimes as mod
 
-    spec = importlib.util.spec_from_file_location("regimes", REPO / "benchmarks" / "regimes.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
     for name in REGIMES:
         cfg = mod.regime_config(name)
         assert mod.has_catalogue(cfg) == (name != "counting"), name

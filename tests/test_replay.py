@@ -12,7 +12,6 @@ import pytest
 
 from clumpscout.errors import InputError
 from clumpscout.evaluation import replay as rp
-from clumpscout.model.aggregate import Params
 from clumpscout.model.calibration import LiveMap
 from clumpscout.model.live import (
     LiveSkills,
@@ -24,6 +23,7 @@ from clumpscout.model.live import (
     open_objects,
     retire,
 )
+from clumpscout.model.params import Params
 
 T0 = pd.Timestamp("2020-01-01", tz="UTC")
 LABEL_COLS = ["subject_id", "x1", "y1", "x2", "y2", "x", "y", "p_fp"]

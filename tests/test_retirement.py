@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 
 from clumpscout.model import retirement as rt
-from clumpscout.model.aggregate import Params
 from clumpscout.model.aggregator import Aggregator
+from clumpscout.model.params import Params
 
 RP = SimpleNamespace(tau=5.0, n_fp_max=1.0, n_fn_max=0.3, n_sigma_max=3.0)
 

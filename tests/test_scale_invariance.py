@@ -7,22 +7,15 @@ the copies are processed alike. The benchmark at paper size is benchmarks/scale_
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pandas as pd
 import pytest
-from conftest import REPO
 
+from benchmarks import scale_invariance
 from clumpscout.model.aggregator import aggregate
 from clumpscout.model.params import Params
 
-_spec = importlib.util.spec_from_file_location(
-    "scale_invariance", REPO / "benchmarks" / "scale_invariance.py"
-)
-_bench = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_bench)
-replicate, copy_of = _bench.replicate, _bench.copy_of
+replicate, copy_of = scale_invariance.replicate, scale_invariance.copy_of
 
 N_VOL = 10  # classifications per subject, so a batch target of m * N_VOL holds m subjects
 

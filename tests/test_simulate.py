@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from clumpscout import cli
+from clumpscout import cli, config
 from clumpscout.simulation.universe import (
     DEFAULTS,
     cutout_geometry,
@@ -30,10 +30,10 @@ from clumpscout.simulation.universe import (
     make_galaxies,
     make_volunteers,
     resolve_config,
-    serve_subjects,
     simulate_universe,
     stage_seed,
 )
+from clumpscout.simulation.volunteers import serve_subjects
 
 csv.field_size_limit(2**31 - 1)
 
@@ -616,6 +616,16 @@ def test_cli_seed_from_config_matches_workflow_and_errors_are_one_line(tmp_path,
         == 0
     )
     assert (tmp_path / "s" / "classifications.csv").exists()
+    # just the section, no seed: the workflow's seed of its simulate job from the schema's
+    # master seed (read from the schema file; docs/decisions.md#cli-settings)
+    schema = yaml.safe_load(Path(config.__file__).with_name("config.schema.yaml").read_text())
+    master = schema["properties"]["seed"]["default"]
+    assert cli.main(["simulate", "--config", str(sec), "--out", str(tmp_path / "d")]) == 0
+    sim = {"n_subjects": 40, "n_expert_subjects": 3}
+    simulate_universe(sim, stage_seed(master), tmp_path / "d_api")
+    assert _sha(tmp_path / "d" / "classifications.csv") == _sha(
+        tmp_path / "d_api" / "classifications.csv"
+    )
     # bad input: one line naming the file, exit code 2, nothing written
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump({"simulate": {"n_subjects": 40, "n_volunteerz": 3}}))
@@ -728,11 +738,11 @@ def test_block_sizes_change_no_byte(tmp_path, universe, monkeypatch):
     groups)."""
     from clumpscout.simulation import clicks as sim_clicks
     from clumpscout.simulation import export as sim_export
-    from clumpscout.simulation import universe as sim_universe
+    from clumpscout.simulation import truth as sim_truth
 
     monkeypatch.setattr(sim_clicks, "PAIR_BLOCK", 997)
-    monkeypatch.setattr(sim_universe, "MARK_BLOCK", 500)
-    monkeypatch.setattr(sim_universe, "CLICK_TRUTH_ROW_GROUP", 1000)
+    monkeypatch.setattr(sim_truth, "MARK_BLOCK", 500)
+    monkeypatch.setattr(sim_truth, "CLICK_TRUTH_ROW_GROUP", 1000)
     monkeypatch.setattr(sim_export, "CHUNK", 500)
     simulate_universe(SMALL, 11, tmp_path)
     for name in OUTPUTS:
@@ -751,7 +761,7 @@ def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from clumpscout.simulation.universe import _click_groups, _click_truth, write_click_truth
+    from clumpscout.simulation.truth import _click_groups, _click_truth, write_click_truth
 
     rng = np.random.default_rng(0)
 
@@ -797,7 +807,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
     Damaged compressed data are an error naming the file."""
     import pyarrow as pa
 
-    from clumpscout.data.ledger_export import read_export_marks
+    from clumpscout.data.ledger_recount import read_export_marks
     from clumpscout.data.zooniverse import extract_clicks
     from clumpscout.errors import InputError
 
@@ -828,7 +838,7 @@ def test_compressed_export_reads_like_the_plain_one(tmp_path, universe):
 
     gz = tmp_path / "classifications.csv.gz"
     gz.write_bytes(gzip.compress(plain))
-    from clumpscout.data.export_csv import read_header
+    from clumpscout.data.zooniverse_csv import read_header
 
     assert read_header(gz) == EXPORT_COLUMNS
     bad = tmp_path / "bad.csv.zst"

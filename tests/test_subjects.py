@@ -1,4 +1,4 @@
-"""Cutout side, PSF FWHM and box side per subject (clumpscout.data.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: README.md#subject-geometry).
+"""Cutout side, PSF FWHM and box side per subject (clumpscout.data.subjects; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/tables.md#subject-geometry).
 
 Known answers are computed by hand from decisions.md#cutout-side, #psf-fwhm:
 side = max(ceil(6 R90 / 0.396"), 40); FWHM_subject = FWHM" / 0.396 * 400 / side; box = 2 FWHM.

@@ -495,11 +495,11 @@ def _planned(project, *args) -> set[str]:
 
 # ------------------------------------------------------------------ the report in the DAG
 def test_html_report_embeds_figures_and_captions(tmp_path):
-    """clumpscout.htmlreport (rule report): one self-contained file, figures inline, the
+    """clumpscout.report.html (rule report): one self-contained file, figures inline, the
     reStructuredText captions rendered, grouped by category."""
     import base64
 
-    from clumpscout.htmlreport import write_report
+    from clumpscout.report.html import write_report
 
     png = tmp_path / "fig.png"
     png.write_bytes(b"\x89PNG\r\n\x1a\n fake")

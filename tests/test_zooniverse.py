@@ -1,4 +1,4 @@
-"""The Zooniverse export reader (clumpscout.data.zooniverse; columns: README.md#clicks).
+"""The Zooniverse export reader (clumpscout.data.zooniverse; columns: docs/tables.md#clicks).
 
 Synthetic exports are built in code (columns and JSON as in a real export); the real Penguin Watch
 export in ../shared is compared with panoptes-aggregation 3.4.5's point extractor output.
@@ -16,8 +16,9 @@ import pandas as pd
 import pytest
 
 from clumpscout.cli import main as cli_main
-from clumpscout.data.zooniverse import CLICK_COLUMNS, extract_clicks, report_path
+from clumpscout.data.zooniverse import CLICK_COLUMNS, extract_clicks
 from clumpscout.errors import InputError
+from clumpscout.io import report_path
 from clumpscout.simulation.export import CLASSIFICATION_COLUMNS
 
 # Column names of the Zooniverse exports (a contract): defined once in clumpscout.simulation.export
@@ -312,14 +313,14 @@ def test_nan_inf_and_null_coordinates_are_dropped_and_counted(tmp_path):
 
 def test_results_do_not_depend_on_orjson(tmp_path, monkeypatch):
     """orjson (fast path) and json.loads (fallback) give the same table and report."""
-    from clumpscout.data import clicks, export_csv
+    from clumpscout.data import click_definition, zooniverse_csv
 
     marks = [classic_point(float("nan"), 1.0), classic_point(1e300, 2.0), classic_point(3, 4)]
     rows = [row(1, "a", 5, marks), row(2, "b", 5, [classic_point(0.1, 0.2, 1)])]
     exp = write_export(tmp_path / "c.csv", rows)
     a, rep_a = extract_clicks(exp, None)
-    monkeypatch.setattr(export_csv, "_orjson", None)  # metadata and subject data
-    monkeypatch.setattr(clicks, "_orjson", None)  # annotations (the shared click definition)
+    monkeypatch.setattr(zooniverse_csv, "_orjson", None)  # metadata and subject data
+    monkeypatch.setattr(click_definition, "_orjson", None)  # annotations (the shared definition)
     b, rep_b = extract_clicks(exp, None)
     pd.testing.assert_frame_equal(a, b)
     rep_a.pop("seconds"), rep_b.pop("seconds")
@@ -740,9 +741,9 @@ def _many_rows(n=240):
 
 
 def test_blocks_parsed_by_several_processes_give_the_same_clicks_and_report(tmp_path, monkeypatch):
-    import clumpscout.data.export_csv as export_csv
+    import clumpscout.data.zooniverse_csv as zooniverse_csv
 
-    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    monkeypatch.setattr(zooniverse_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
     exp = write_export(tmp_path / "cls.csv", _many_rows())
     subj = write_subjects(tmp_path / "subjects.csv", range(500, 523))
     limits = {"max_field_bytes": 2000}
@@ -756,9 +757,9 @@ def test_blocks_parsed_by_several_processes_give_the_same_clicks_and_report(tmp_
 
 @pytest.mark.slow
 def test_an_error_in_a_worker_names_the_file_and_row(tmp_path, monkeypatch):
-    import clumpscout.data.export_csv as export_csv
+    import clumpscout.data.zooniverse_csv as zooniverse_csv
 
-    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)
+    monkeypatch.setattr(zooniverse_csv, "_BATCH", 1 << 12)
     rows = _many_rows(60)
     rows[50]["annotations"] = "[{not json"
     exp = write_export(tmp_path / "cls.csv", rows)
@@ -770,7 +771,7 @@ def test_an_error_in_a_worker_names_the_file_and_row(tmp_path, monkeypatch):
 
 # ------------------------------------------------------------ clicks held by subject range
 def test_subject_ranges_known_answer():
-    from clumpscout.data.click_buckets import subject_ranges
+    from clumpscout.data.zooniverse_buckets import subject_ranges
 
     # subjects 3, 5, 7, 9 hold 2, 2, 1, 1 classifications; 0, 2, 4, 5 come before them:
     # ranges 0 // 2, 2 // 2, 4 // 2, 5 // 2 = 0, 1, 2, 2
@@ -797,28 +798,28 @@ def test_rechunked_blocks_of_exact_length():
 def test_clicks_by_subject_range_are_the_table_of_one_sort(tmp_path, monkeypatch, drop_flagged):
     """Ranges of a few classifications each (spilled to files, read back one at a time) give
     the clicks and report of one range, and write_clicks the bytes of the whole table."""
-    import clumpscout.data.annotations as annotations
-    import clumpscout.data.click_buckets as click_buckets
-    import clumpscout.data.export_csv as export_csv
+    import clumpscout.data.zooniverse_annotations as annotations
+    import clumpscout.data.zooniverse_buckets as zooniverse_buckets
+    import clumpscout.data.zooniverse_csv as zooniverse_csv
     from clumpscout.data.zooniverse import write_clicks
     from clumpscout.io import write_parquet
 
-    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    monkeypatch.setattr(zooniverse_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
     exp = write_export(tmp_path / "cls.csv", _many_rows())
     subj = write_subjects(tmp_path / "subjects.csv", range(500, 523))
     limits = {"max_field_bytes": 2000, "flag_marks": 2, "drop_flagged": drop_flagged}
     one, rep1 = extract_clicks(exp, subj, limits=limits)
     write_parquet(one, tmp_path / "one.parquet")
-    monkeypatch.setattr(click_buckets, "BUCKET_CLASSIFICATIONS", 25)  # about 10 ranges
+    monkeypatch.setattr(zooniverse_buckets, "BUCKET_CLASSIFICATIONS", 25)  # about 10 ranges
     monkeypatch.setattr(annotations, "FLUSH_CLICKS", 7)  # many blocks handed on
     spilled = []
-    real_add = click_buckets.ClickBuckets.add
+    real_add = zooniverse_buckets.ClickBuckets.add
 
     def add(self, cols):
         spilled.append(self.n_ranges)
         return real_add(self, cols)
 
-    monkeypatch.setattr(click_buckets.ClickBuckets, "add", add)
+    monkeypatch.setattr(zooniverse_buckets.ClickBuckets, "add", add)
     many, rep2 = extract_clicks(exp, subj, limits=limits)
     assert max(spilled) >= 8 and len(spilled) > 20
     pd.testing.assert_frame_equal(one, many)
@@ -864,9 +865,9 @@ def test_unreadable_values_are_errors_only_in_selected_rows(
     """Pass 1 reads block by block and turns values into numbers before it knows which rows
     are selected: a bad value in another workflow's row is no error, one in a selected row
     names that row, whichever block it lies in."""
-    import clumpscout.data.export_csv as export_csv
+    import clumpscout.data.zooniverse_csv as zooniverse_csv
 
-    monkeypatch.setattr(export_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
+    monkeypatch.setattr(zooniverse_csv, "_BATCH", 1 << 12)  # blocks of a few rows each
     rows = [row(100 + i, f"u{i}", 500 + i % 5, [classic_point(10, 10)]) for i in range(40)]
     rows[3] = dict(row(103, "u3", 501, workflow_id=999), **{column: bad})  # not selected
     good = write_export(tmp_path / "good.csv", rows)

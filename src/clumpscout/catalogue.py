@@ -7,7 +7,7 @@ From the default model's output at the largest n (docs/decisions.md#project-repo
 * ``images.csv``: per image the expected count and its range, the classifications used
   and whether it retired.
 
-Columns: README.md#catalogue. When the labels carry a gold-standard calibration
+Columns: docs/tables.md#catalogue. When the labels carry a gold-standard calibration
 (``p_empty``) and the subjects their own range (``count_low``, ``count_high``), those are
 used; else the range is computed from the labels (:func:`count_table`).
 """
@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import default
 from clumpscout.counts import count_table
+from clumpscout.ecsv import write_ecsv
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path
 
@@ -102,12 +104,10 @@ def write_catalogue(
     subjects: pd.DataFrame,
     out_dir: str | Path,
     *,
-    model: str = "generative",
+    model: str = default("aggregate.model"),
     n: int = 0,
 ) -> dict[str, Path]:
     """Write catalogue.csv, catalogue.ecsv and images.csv into ``out_dir`` (atomically)."""
-    from clumpscout.ecsv import write_ecsv
-
     for what, df, cols in (
         ("labels", labels, ["subject_id", "clump", "x", "y", "x1", "y1", "x2", "y2", "p_fp"]),
         ("subjects", subjects, ["subject_id"]),

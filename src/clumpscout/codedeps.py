@@ -47,7 +47,7 @@ def _parsed_imports(path: Path, mtime_ns: int, size: int) -> frozenset[str]:
 
 
 def _module_parts(path: Path) -> list[str]:
-    """['clumpscout', 'model', 'aggregate'] for .../src/clumpscout/model/aggregate.py."""
+    """['clumpscout', 'model', 'em'] for .../src/clumpscout/model/em.py."""
     parts = list(path.with_suffix("").parts)
     if PACKAGE not in parts:
         return []

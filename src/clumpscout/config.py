@@ -4,7 +4,11 @@
 default is written (docs/decisions.md#one-config-source). The workflow validates its config
 with :func:`check` (which fills the defaults), :class:`clumpscout.model.params.Params`
 takes its field defaults and bounds from :func:`defaults` and :func:`bounds`, and
-``config.yaml`` documents the same values for users (a test keeps it equal to the defaults).
+``config.yaml`` documents the same values for users (a test keeps it equal to the defaults),
+and every sub-command's option that is a setting is built from the schema by
+:func:`add_setting` / :func:`add_settings` (help, default, choices, type, bounds;
+docs/decisions.md#cli-settings); :func:`resolve` fills the options a command left to its
+``--config`` file.
 
 A problem is reported in one line naming the key (``aggregate.tau: -1 is less than the
 minimum of 0``), never as a dump of the schema. ``python -m clumpscout.config [FILE]``
@@ -15,8 +19,10 @@ This module needs only PyYAML and jsonschema: the workflow loads it before any j
 
 from __future__ import annotations
 
+import argparse
 import copy
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 
@@ -119,6 +125,276 @@ def choices(section: str) -> dict[str, list]:
     }
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """--help shows every default that is a value: not for required options, flags (their
+    help says what they do), options whose absence (None) the help text explains, or the
+    options of settings (:func:`add_setting` writes their defaults into their help)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        plain = action.required or action.default is None or isinstance(action.default, bool)
+        if plain or hasattr(action, "setting"):
+            return action.help or ""
+        return super()._get_help_string(action)
+
+
+# ------------------------------------------------ the command-line options of the settings
+def spec(key: str) -> dict:
+    """The schema of one setting (a dotted key such as ``export.shape_extent``), a copy."""
+    return copy.deepcopy(_node(key))
+
+
+def default(key: str):
+    """The schema's default of a setting (a dotted key)."""
+    node = _node(key)
+    return defaults(key) if _is_section(node) else _typed(node.get("default"), node)
+
+
+def _shown(value) -> str:
+    """A default as a config file writes it: null, true, [1, 2]."""
+    if value is None or isinstance(value, bool):
+        return {None: "null", True: "true", False: "false"}[value]
+    return str(value)
+
+
+class FromConfig:
+    """The default of a setting's option in a command that reads ``--config``: the file's
+    value of the key, else the schema's default. :func:`resolve` puts the value in place."""
+
+    __slots__ = ("key",)
+
+    def __init__(self, key: str):
+        self.key = key
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, FromConfig) and other.key == self.key
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __str__(self) -> str:  # what --help shows as the default
+        return f"the --config file's {self.key}, else {_shown(default(self.key))}"
+
+    __repr__ = __str__
+
+
+def _lookup(cfg, key: str) -> tuple[bool, object]:
+    """(found, value) of a dotted key in a config mapping; a shorthand section such as
+    ``gold: FILE`` holds none of its keys."""
+    node = cfg
+    for name in key.split("."):
+        if not isinstance(node, dict) or name not in node:
+            return False, None
+        node = node[name]
+    return True, node
+
+
+def resolve(args: argparse.Namespace, cfg: dict | None = None) -> argparse.Namespace:
+    """Put the value of every setting option the command line left unset (a
+    :class:`FromConfig` default) in place: ``cfg``'s value (the ``--config`` file's), else
+    the schema's default. Returns ``args``."""
+    for name, value in vars(args).items():
+        if isinstance(value, FromConfig):
+            found, got = _lookup(cfg or {}, value.key)
+            setattr(args, name, copy.deepcopy(got) if found else default(value.key))
+    return args
+
+
+def _types(node: dict) -> list[str]:
+    """The JSON types a setting takes (its ``oneOf`` alternatives' included)."""
+    kinds = node.get("type", [])
+    kinds = [kinds] if isinstance(kinds, str) else list(kinds)
+    for alt in node.get("oneOf", []) + node.get("anyOf", []):
+        kinds += [k for k in _types(alt) if k not in kinds]
+    return kinds
+
+
+def _fits(value, node: dict) -> bool:
+    """Whether a value read from the command line satisfies a setting's schema (the
+    keywords a single value can break: type, enum, const, bounds, length, pattern)."""
+    alts = node.get("oneOf") or node.get("anyOf")
+    if alts:
+        return any(_fits(value, alt) for alt in alts)
+    kinds = _types(node)
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    ok_type = {
+        "integer": is_int,
+        "number": is_int or isinstance(value, float),
+        "string": isinstance(value, str),
+    }
+    if kinds and not any(ok_type.get(k, False) for k in kinds):
+        return False
+    if "enum" in node and value not in node["enum"]:
+        return False
+    if "const" in node and value != node["const"]:
+        return False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        if value != value:  # NaN is never in range
+            return not any(k in node for k in _BOUNDS)
+        for word, (_, holds) in _BOUNDS.items():
+            if word in node and not holds(value, node[word]):
+                return False
+    if isinstance(value, str):
+        if len(value) < node.get("minLength", 0):
+            return False
+        if "pattern" in node and not re.search(node["pattern"], value):
+            return False
+    return True
+
+
+#: a bound keyword: (how --help and errors say it, whether a value satisfies it)
+_BOUNDS = {
+    "minimum": (">=", lambda v, b: v >= b),
+    "exclusiveMinimum": (">", lambda v, b: v > b),
+    "maximum": ("<=", lambda v, b: v <= b),
+    "exclusiveMaximum": ("<", lambda v, b: v < b),
+}
+
+
+def _describe(node: dict) -> str:
+    """What a setting's value must be, in words: ``an integer >= 2 and <= 100001``,
+    ``a number > 0 or 'auto'``."""
+    alts = node.get("oneOf") or node.get("anyOf")
+    if alts:
+        return " or ".join(_describe(alt) for alt in alts)
+    if "const" in node:
+        return repr(node["const"])
+    if "enum" in node:
+        return "one of " + ", ".join(str(v) for v in node["enum"])
+    kinds = [k for k in _types(node) if k in ("integer", "number", "string")]
+    noun = {"integer": "an integer", "number": "a number", "string": "a text"}
+    what = " or ".join(noun[k] for k in kinds) or "a value"
+    bounds = [f"{op} {node[w]}" for w, (op, _) in _BOUNDS.items() if w in node]
+    if node.get("minLength"):
+        bounds.append(f"of at least {node['minLength']} character(s)")
+    return what + (" " + " and ".join(bounds) if bounds else "")
+
+
+def _word_reader(node: dict):
+    """The argparse ``type`` of a setting: a command-line word read as the setting's type
+    (text first where text is allowed, then an integer, then a number) and checked against
+    its schema; else an error naming what the value must be."""
+    kinds = [k for k in ("string", "integer", "number") if k in _types(node)]
+    read = {"string": str, "integer": int, "number": float}
+
+    def setting_value(word: str):
+        for kind in kinds:
+            try:
+                value = read[kind](word)
+            except ValueError:
+                continue
+            if _fits(value, node):
+                return value
+        raise argparse.ArgumentTypeError(f"{word!r} is not {_describe(node)}")
+
+    return setting_value
+
+
+def _letters_reader(node: dict):
+    """The argparse ``type`` of a list of one-letter choices written as one word
+    (``irg`` for ``[i, r, g]``)."""
+    items = node.get("items", {})
+    lo, hi = node.get("minItems", 0), node.get("maxItems")
+
+    def letters(word: str) -> list:
+        value = list(word)
+        ok = all(_fits(v, items) for v in value) and lo <= len(value) <= (hi or len(value))
+        if not ok or (node.get("uniqueItems") and len(set(value)) != len(value)):
+            count = f"{lo}" if lo == hi else f"{lo} to {hi}"
+            raise argparse.ArgumentTypeError(
+                f"{word!r} is not {count} different letters, each {_describe(items)}"
+            )
+        return value
+
+    return letters
+
+
+def add_setting(
+    parser,
+    key: str,
+    flag: str | None = None,
+    *,
+    from_config: bool = False,
+    unset: str | None = None,
+    note: str | None = None,
+    item: bool = False,
+    letters: bool = False,
+    **kwargs,
+) -> argparse.Action:
+    """Add the command-line option of the setting ``key`` (a dotted config key) to an
+    argparse ``parser``, built from the schema: its help is the key's description (``note``
+    adds what the command does with it), its default the schema's, its ``choices`` the
+    key's ``enum``, its type and bounds the key's (a value out of bounds is an error naming
+    the option and what the value must be). A boolean becomes a flag (one that turns the
+    setting off when its default is true). An array takes several values (``nargs``).
+
+    ``flag``: the option (default ``--`` and the key's last part with ``-`` for ``_``).
+    ``from_config``: the command reads ``--config``; unset, the option takes the file's
+    value, else the schema's default (:func:`resolve` puts it in place).
+    ``unset``: the option's absence means something other than the schema's default (it
+    then defaults to None); these words say what, in ``--help``.
+    ``item``: the option takes one element of an array setting (``--n 5`` of
+    ``subsample.n``). ``letters``: a list of one-letter choices written as one word.
+    ``kwargs`` go to ``add_argument`` as they are (``required``, ``metavar``, ``dest``, a
+    ``type`` of the command's own where the value is checked against an input file).
+    Returns the argparse action; its ``setting`` attribute is ``key``."""
+    node = _node(key)
+    description = " ".join(str(node.get("description", "")).split())
+    if not description:
+        raise KeyError(f"config key {key} has no description in {SCHEMA.name}")
+    name = key.rsplit(".", 1)[-1]
+    flag = flag or "--" + name.replace("_", "-")
+    kw: dict = {}
+    value_node = node["items"] if item else node
+    kinds = _types(value_node)
+    if "boolean" in kinds and not item:
+        if from_config or not node.get("default"):
+            kw["action"] = "store_true"
+            kw["default"] = FromConfig(key) if from_config else False
+        else:  # a flag that turns a setting that is on by default off
+            kw.update(action="store_false", dest=name, default=True)
+    elif letters:
+        kw["type"] = _letters_reader(node)
+        kw["default"] = "".join(default(key))  # a word, read by the type as the others
+    elif "array" in kinds and not item:
+        items = node.get("items", {})
+        lo, hi = node.get("minItems", 0), node.get("maxItems")
+        kw.update(type=_word_reader(items), nargs=lo if lo == hi else ("+" if lo else "*"))
+        if "enum" in items:
+            kw["choices"] = list(items["enum"])
+    else:
+        kw["type"] = _word_reader(value_node)
+        if "enum" in value_node:
+            kw["choices"] = list(value_node["enum"])
+    if not item and "default" not in kw and not kwargs.get("required"):
+        kw["default"] = FromConfig(key) if from_config else default(key)
+    if unset is not None:
+        kw["default"] = None
+    kw.update(kwargs)
+    # the help: the key's description, the command's note, the key, what the default is
+    text = description + (f"; {note}" if note else "")
+    if kw.get("required"):
+        shown = None
+    elif unset is not None:
+        shown = unset
+    elif kw.get("action") == "store_false":
+        shown = f"{_shown(True)}; {flag} sets it to {_shown(False)}"
+    else:
+        shown = _shown(kw.get("default"))
+    text += (f" (default: {shown})" if shown is not None else "") + f" [config {key}]"
+    kw["help"] = text.replace("%", "%%")
+    action = parser.add_argument(flag, **kw)
+    action.setting = key
+    action.unset = unset
+    return action
+
+
+def add_settings(parser, section: str, keys, **common) -> list[argparse.Action]:
+    """:func:`add_setting` for several keys of one section: ``keys`` a list of key names, or
+    a mapping of key name to its flag (None: the default flag); ``common`` goes to each."""
+    pairs = keys.items() if isinstance(keys, dict) else ((k, None) for k in keys)
+    return [add_setting(parser, f"{section}.{k}", flag, **common) for k, flag in pairs]
+
+
 def _validator():
     """A jsonschema validator that also fills in defaults (an absent or empty section
     becomes a section of defaults)."""
@@ -144,10 +420,24 @@ def _one_line(error) -> str:
     return f"{key}: {message}"
 
 
+#: keys whose plain value (a string or null) is short for ``{key: {<field>: value}}``
+_SHORTHANDS = {"gold": "table"}
+
+
+def _expand_shorthands(cfg: dict) -> None:
+    """``gold: experts`` -> ``gold: {table: experts}`` (in place): the form of configs
+    written before the section had other keys."""
+    for key, fld in _SHORTHANDS.items():
+        if key in cfg and (cfg[key] is None or isinstance(cfg[key], str)):
+            cfg[key] = {fld: cfg[key]}
+
+
 def problems(cfg: dict) -> list[str]:
-    """One line per schema problem of ``cfg``; fills in the defaults of ``cfg`` in place."""
+    """One line per schema problem of ``cfg``; fills in the defaults of ``cfg`` in place
+    (and writes a shorthand such as ``gold: FILE`` out in full)."""
     if not isinstance(cfg, dict):
         return [f"(top level): a config is a mapping, not {type(cfg).__name__}"]
+    _expand_shorthands(cfg)
     errors = sorted(_validator().iter_errors(cfg), key=lambda e: [str(p) for p in e.path])
     return [_one_line(e) for e in errors]
 

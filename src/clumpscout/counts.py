@@ -1,6 +1,6 @@
 """Objects per image from a consensus model's labels: the best-guess count and its range
 (docs/decisions.md#project-report). Shared by the catalogue (clumpscout.catalogue) and the
-project report (clumpscout.figures.project); pandas only."""
+project report (clumpscout.report.project); pandas only."""
 
 from __future__ import annotations
 

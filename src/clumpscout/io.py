@@ -212,6 +212,12 @@ def write_json(obj: object, path: str | os.PathLike) -> None:
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True, default=_jsonable) + "\n")
 
 
+def report_path(out: str | os.PathLike) -> Path:
+    """Where a stage writes the report of output ``out``: ``<out stem>_report.json`` beside it."""
+    out = Path(out)
+    return out.with_name(f"{out.stem}_report.json")
+
+
 def write_text(text: str, path: str | os.PathLike) -> None:
     """Write ``text`` atomically."""
     with atomic_path(path) as tmp:

@@ -15,6 +15,10 @@ T = TypeVar("T")
 
 log = logging.getLogger("clumpscout")
 
+#: the prefix of every run-health warning in a log (a collapsed model, an implausible gold
+#: standard): the reports find the warnings by it
+WARNING_PREFIX = "RUN HEALTH WARNING:"
+
 
 def setup_logging(logfile: str | None = None, level: int = logging.INFO) -> None:
     """Log to stderr (and to ``logfile`` if given) with timestamps."""

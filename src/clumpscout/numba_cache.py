@@ -34,6 +34,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clumpscout.io import write_parquet
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -147,10 +149,10 @@ def warm_up(models: tuple[str, ...] = ("generative", "paper")) -> dict:
     quiet.setLevel(logging.WARNING)  # the warm-up's own cycles are noise in the log
     try:
         with CompileMeter() as meter, tempfile.TemporaryDirectory() as tmp:
-            # imported here: a kernel compiled at import is counted too
-            from clumpscout.io import write_parquet
+            # imported here, not at the top: a kernel compiled while the model is imported is
+            # counted too, and importing metered() (jobs do, before the model) imports no model
             from clumpscout.model.aggregator import Aggregator
-            from clumpscout.model.prepare import read_boxes
+            from clumpscout.model.source import read_boxes
 
             path = Path(tmp) / "boxes.parquet"
             write_parquet(warm_up_boxes(), path)

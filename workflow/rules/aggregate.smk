@@ -63,6 +63,7 @@ rule aggregate:
         aggregate=aggregate_params,
         per_tool=config["aggregate"]["per_tool"],
         calibration=config["calibration"],
+        gold=lambda wc: gold_settings(wc.model),
         seed=seed_for("aggregate"),
         code=code_digest("aggregate"),
     script:

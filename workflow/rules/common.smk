@@ -73,7 +73,7 @@ MODEL_RE = "|".join(MODELS)
 PAPER_MODEL = "paper"
 # the gold standard on which the default model's p_fp is calibrated (docs/decisions.md#gold-standard):
 # the experts' marks (rule gold), the user's table, or none
-GOLD = config["gold"]
+GOLD = config["gold"]["table"]
 if GOLD is None or GOLD == "none" or (GOLD == "experts" and not HAS_EXPERTS):
     GOLD_FILE = None
 elif GOLD == "experts":
@@ -92,6 +92,14 @@ def gold_of(model):
 
 def gold_input(wildcards):
     return gold_of(wildcards.model)
+
+
+def gold_settings(model="generative"):
+    """How the gold standard of an aggregation by ``model`` is read and checked (config
+    gold.frame, gold.on_implausible; docs/decisions.md#gold-checks); {} without one."""
+    if not gold_of(model):
+        return {}
+    return {k: config["gold"][k] for k in ("frame", "on_implausible")}
 
 
 # what the aggregations are compared with: the experts' clicks, the simulated truth
@@ -125,7 +133,7 @@ def universe(name):
 
 
 # the simulated classification export: zstd-compressed with simulate.compress_classifications
-# (the name clumpscout.simulation.universe.classifications_name gives; extract reads either)
+# (the name clumpscout.simulation.export.classifications_name gives; extract reads either)
 SIM_CLASSIFICATIONS = (
     "classifications.csv.zst"
     if config["simulate"]["compress_classifications"]

@@ -1,5 +1,5 @@
 # Every figure of §6 and the appendix and the headline numbers
-# (clumpscout.evaluation.headline); the report rule (report.smk) gathers them with their
+# (clumpscout.report.headline); the report rule (report.smk) gathers them with their
 # captions into report.html.
 #
 # One rule per figure, generated from clumpscout.figures.registry (its inputs, settings,
@@ -93,3 +93,36 @@ rule headline:
         code=code_digest("headline"),
     script:
         "../../scripts/headline.py"
+
+
+# The gold standard against the volunteers (docs/decisions.md#gold-checks): the default
+# model's gold check at the baselines' n as a table in the report's gold section, and its
+# warnings (at every n) at the top of the report.
+if GOLD_FILE is not None and not PROJECT:
+
+    rule gold_agreement:
+        input:
+            reports=per_n("report.json", model="generative"),
+        output:
+            html=report(
+                f"{RESULTS}/gold/agreement.html",
+                caption="../report/gold_agreement.rst",
+                category=FIGURE_REGISTRY.CAT_GOLD,
+            ),
+            csv=f"{RESULTS}/gold/agreement.csv",
+            json=f"{RESULTS}/gold/agreement.json",
+        log:
+            f"{RESULTS}/logs/gold_agreement.log",
+        conda:
+            "../../envs/figures.yaml"
+        threads: 1
+        resources:
+            mem_mb=1000,
+            runtime=10,
+        params:
+            ns=NS,
+            n=FIG_BASE_N,
+            wording=FIG_WORDING,
+            code=code_digest("gold_agreement"),
+        script:
+            "../../scripts/gold_agreement.py"

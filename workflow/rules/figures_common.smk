@@ -47,7 +47,7 @@ def fig_labels(name):
         src = str(SRC.parent)
         if src not in sys.path:
             sys.path.insert(0, src)
-        from clumpscout.figures.report import report_labels
+        from clumpscout.report.figure_labels import report_labels
 
         return report_labels(name, output.json)
 

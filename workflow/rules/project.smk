@@ -1,6 +1,6 @@
 # The project report (docs/decisions.md#project-report): for data that are not Clump Scout's
 # (figures.project, auto: a Zooniverse export, a flattened clicks table, a counting universe),
-# one rule per section of clumpscout.figures.project, each a figure, a table and a caption
+# one rule per section of clumpscout.report.project, each a figure, a table and a caption
 # written from the config and the data, all from the default model's output at the largest
 # n (the comparison section alone adds the paper's model and the baselines); and, for every
 # project, the catalogue a user takes away (catalogue.csv / .ecsv, images.csv).
@@ -14,7 +14,9 @@ include: "project_common.smk"
 PROJECT_NAMES = [
     s.name
     for s in PROJECT_SECTIONS.SECTIONS
-    if PROJECT and (s.name != "retirement" or replay_table())
+    if PROJECT
+    and (s.name != "retirement" or replay_table())
+    and (s.name != "gold_agreement" or GOLD_FILE is not None)
 ]
 
 for _sec in PROJECT_NAMES:

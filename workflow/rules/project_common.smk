@@ -1,6 +1,6 @@
 # Helpers of workflow/rules/project.smk (the project report's sections and the catalogue).
 
-from clumpscout.figures import project as PROJECT_SECTIONS
+from clumpscout.report import project as PROJECT_SECTIONS
 
 # the default model and the largest n: what the project report and the catalogue show
 DEFAULT_MODEL = PROJECT_SECTIONS.DEFAULT_MODEL
@@ -20,7 +20,7 @@ def replay_table():
 
 
 def project_inputs(name):
-    """The input files of report section `name` (clumpscout.figures.project.SECTIONS)."""
+    """The input files of report section `name` (clumpscout.report.project.SECTIONS)."""
     gen = lambda f, n=PROJ_N: agg_path(DEFAULT_MODEL, n, f)
     if name == "other_methods":
         return {
@@ -39,6 +39,7 @@ def project_inputs(name):
         "volunteers": gen("volunteers.parquet"),
         "clicks_report": f"{RESULTS}/clicks/clicks_report.json",
         "replay": replay_table(),
+        "report": gen("report.json"),
     }
     wanted = PROJECT_SECTIONS.BY_NAME[name].inputs
     out = {k: files[k] for k in wanted}

@@ -35,6 +35,7 @@ if not FLAT:
             aggregate=model_params("generative"),
             per_tool=False,
             calibration=config["calibration"],
+            gold=gold_settings(),
             seed=seed_for("aggregate"),
             code=code_digest("aggregate"),
         script:
@@ -79,6 +80,7 @@ if not FLAT:
             aggregate=model_params("generative"),
             replay=section("replay"),
             calibration=config["calibration"],
+            gold=gold_settings(),
             seed=seed_for("aggregate"),
             code=code_digest("replay"),
         script:

@@ -12,6 +12,13 @@ if not PROJECT:
 
     rule report:
         input:
+            unpack(
+                lambda wc: (
+                    {"gold_agreement": rules.gold_agreement.output.json}
+                    if GOLD_FILE is not None
+                    else {}
+                )
+            ),
             outputs=[it["path"] for it in REPORT_ITEMS],
             captions=sorted({it["caption"] for it in REPORT_ITEMS if it["caption"]}),
             intro=ROOT / "workflow" / "report" / "workflow.rst",

@@ -65,25 +65,26 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout import config as _schema
+from clumpscout.config import add_setting, choices, default
 from clumpscout.data.box_side import FWHM_PER_SIGMA, estimate_box_side
 from clumpscout.data.clicks_table import (
     CLICK_REQUIRED,
     EXTENT_COLUMNS,
     SIZE_COLUMNS,
-    _check_classifications,
-    _check_columns,
-    _clicks_sizes,
-    _coords,
-    _has_shapes,
-    _ints,
-    _row_base,
-    _volunteers,
+    check_classifications,
+    check_columns,
+    click_coordinates,
+    clicks_sizes,
     drawn_extents,
+    has_shapes,
+    int_column,
     load_flat_clicks,
     read_clicks,
+    row_base,
+    volunteer_codes,
 )
 from clumpscout.errors import InputError
+from clumpscout.io import report_path, write_json, write_parquet
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ log = logging.getLogger(__name__)
 #: box side: clumpscout.data.box_side; both re-exported here)
 __all__ = [
     "BOX_COLUMNS",
+    "BOX_KEYS",
     "CLICK_REQUIRED",
     "EXTENT_COLUMNS",
     "FWHM_PER_SIGMA",
@@ -99,7 +101,6 @@ __all__ = [
     "SHAPE_EXTENTS",
     "SIZE_COLUMNS",
     "SUBJECT_REQUIRED",
-    "DefaultsHelpFormatter",
     "add_arguments",
     "drawn_extents",
     "estimate_box_side",
@@ -111,11 +112,12 @@ __all__ = [
 ]
 
 #: ``shape_extent``: a drawn shape's box is its drawn extent, or the fixed square of a point
-SHAPE_EXTENTS = ("drawn", "fixed")
+SHAPE_EXTENTS = tuple(choices("export")["shape_extent"])  # ("drawn", "fixed")
+SHAPE_EXTENT = default("export.shape_extent")  # the default
 SUBJECT_REQUIRED = ("subject_id", "box_side", "image_width", "image_height")
 
-#: boxes.parquet columns (README.md#boxes) then pass-through extras
-BOX_COLUMNS = (
+#: the columns of every box row that the aggregation reads (docs/tables.md#boxes)
+BOX_KEYS = (
     "classification_id",
     "subject_id",
     "volunteer",
@@ -125,6 +127,10 @@ BOX_COLUMNS = (
     "y2",
     "image_width",
     "image_height",
+)
+#: boxes.parquet columns (docs/tables.md#boxes) then pass-through extras
+BOX_COLUMNS = (
+    *BOX_KEYS,
     "unusual",
     "x",
     "y",
@@ -175,7 +181,7 @@ def make_boxes(
     box_side: float | str | None = None,
     clicks_path: object = None,
     subjects_path: object = None,
-    shape_extent: str = "drawn",
+    shape_extent: str = SHAPE_EXTENT,
     image_size: tuple[float, float] | None = None,
     report: dict | None = None,
 ) -> pd.DataFrame:
@@ -186,15 +192,15 @@ def make_boxes(
     subjects table's); ``image_size``: (width, height) for subjects whose size nothing else
     gives; ``report``: a dict filled with the counts (JSON-serialisable).
     """
-    _check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
+    check_columns(clicks, CLICK_REQUIRED, "clicks", clicks_path)
     side_opt = _check_options(subjects, box_side, clicks_path, shape_extent, image_size)
-    base = _row_base(clicks_path)
+    base = row_base(clicks_path)
     clicks = clicks.reset_index(drop=True)
-    cid = _ints(clicks, "classification_id", clicks_path, base)
-    sid = _ints(clicks, "subject_id", clicks_path, base)
-    x, y = _coords(clicks, clicks_path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
+    cid = int_column(clicks, "classification_id", clicks_path, base)
+    sid = int_column(clicks, "subject_id", clicks_path, base)
+    x, y = click_coordinates(clicks, clicks_path, base)
+    vol, vol_missing = volunteer_codes(clicks)
+    no_volunteer = check_classifications(cid, sid, vol, vol_missing, clicks_path, base)
 
     # ---- per subject: box side and image size (and where the size came from)
     per, side_opt = _per_subject(subjects, sid, side_opt, subjects_path)
@@ -240,7 +246,7 @@ def make_boxes(
     )
     if drawn.any():
         log.info("%d boxes are drawn extents (shape_extent: drawn)", int(drawn.sum()))
-    elif _has_shapes(clicks):
+    elif has_shapes(clicks):
         log.info(
             "drawn shapes get the fixed square of the box side (shape_extent: %s)", shape_extent
         )
@@ -342,7 +348,7 @@ def _per_subject(
         return _PerSubject(index, index.get_indexer(sid), nan, nan.copy(), nan.copy(), unknown), (
             side_opt
         )
-    _check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
+    check_columns(subjects, SUBJECT_REQUIRED, "subjects", subjects_path)
     subj = subjects.drop_duplicates("subject_id")
     if len(subj) != len(subjects):
         raise InputError("the subjects table repeats subject ids", path=subjects_path)
@@ -376,7 +382,7 @@ def _sizes_from_clicks(
     """Subjects whose size is a config default or unknown: the size the clicks table carries,
     else the ``image_size`` option (updates ``per`` in place)."""
     fallback = (per.src == "config") | (per.src == "unknown")
-    rep = _clicks_sizes(clicks)
+    rep = clicks_sizes(clicks)
     if len(rep):
         rpos = per.index.get_indexer(rep["subject_id"].to_numpy(dtype=np.int64))
         use = (rpos >= 0) & fallback[np.maximum(rpos, 0)]
@@ -458,7 +464,7 @@ def _box_table(
     outside: np.ndarray,
     no_flag: np.ndarray,
 ) -> pd.DataFrame:
-    """The boxes table (README.md#boxes), sorted by subject and classification;
+    """The boxes table (docs/tables.md#boxes), sorted by subject and classification;
     ``outside_image`` NA where ``no_flag`` (no mark, or the image size unknown)."""
     x1, y1, x2, y2 = corners
     w, h = size
@@ -497,7 +503,7 @@ def _box_table(
     flag = pd.array(outside, dtype="boolean")
     flag[no_flag] = pd.NA
     out["outside_image"] = flag
-    if _has_shapes(clicks):
+    if has_shapes(clicks):
         out["shape"] = clicks["shape"].astype("str")
     order = np.lexsort((np.arange(len(out)), out["classification_id"], out["subject_id"]))
     if not np.array_equal(order, np.arange(len(out))):
@@ -579,18 +585,7 @@ def _vol_keys(vol: pd.Series, missing: np.ndarray, cid: np.ndarray) -> np.ndarra
 # --------------------------------------------------------------------------- CLI
 
 
-class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
-    """--help shows every default that is a value: not for required options, flags that are
-    off, or options whose absence (None) the help text explains."""
-
-    def _get_help_string(self, action: argparse.Action) -> str:
-        if action.required or action.default is None or action.default is False:
-            return action.help or ""
-        return super()._get_help_string(action)
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Clicks -> boxes. Each click becomes a square of side --box-side (or the subjects "
         "table's 2 x PSF FWHM) centred on it; drawn shapes keep their extent. Clicks outside "
@@ -608,27 +603,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="subjects.parquet from clumpscout subjects (box side and image size per subject); "
         "optional with --box-side",
     )
-    p.add_argument(
-        "--box-side",
-        default=None,
-        help="box side in subject pixels for every subject, or 'auto' (2 x the FWHM of the "
-        "click scatter); required without --subjects",
+    add_setting(
+        p,
+        "export.box_side",
+        note="here for every subject",
+        unset="the subjects table's; required without --subjects",
     )
-    p.add_argument(
-        "--image-size",
-        nargs=2,
-        type=float,
-        metavar=("W", "H"),
-        default=None,
-        help="image width and height (px) for subjects whose size neither the subjects table "
-        "nor the clicks table gives; unknown sizes skip the outside-the-image check",
-    )
-    p.add_argument(
-        "--shape-extent",
-        choices=SHAPE_EXTENTS,
-        default=_schema.defaults("export")["shape_extent"],
-        help="drawn shapes: their drawn extent, or the fixed square of a point",
-    )
+    add_setting(p, "export.image_size", metavar=("W", "H"))
+    add_setting(p, "export.shape_extent")
     p.add_argument("--out", required=True, help="boxes.parquet (report: <stem>_report.json)")
 
 
@@ -640,9 +622,6 @@ def _read_parquet(path: str) -> pd.DataFrame:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.zooniverse import report_path
-    from clumpscout.io import write_json, write_parquet
-
     report: dict[str, Any] = {}
     with timed("boxes", log):
         boxes = make_boxes(

@@ -24,7 +24,7 @@ EXTENT_COLUMNS = ("x1", "y1", "x2", "y2")
 SIZE_COLUMNS = (("natural_width", "natural_height"), ("image_width", "image_height"))
 
 
-def _check_columns(df: pd.DataFrame, required: tuple[str, ...], what: str, path: object) -> None:
+def check_columns(df: pd.DataFrame, required: tuple[str, ...], what: str, path: object) -> None:
     missing = [c for c in required if c not in df.columns]
     if missing:
         raise InputError(
@@ -33,7 +33,7 @@ def _check_columns(df: pd.DataFrame, required: tuple[str, ...], what: str, path:
         )
 
 
-def _row_base(path: object) -> int:
+def row_base(path: object) -> int:
     """Row numbering of a file (clumpscout.errors): 1 for the data rows of a CSV, else 0."""
     name = str(path or "").lower()
     return 1 if name.endswith((".csv", ".csv.gz", ".tsv", ".txt")) else 0
@@ -50,7 +50,7 @@ def _value(v: Any) -> str:
     return repr(v) if isinstance(v, str) else str(v)
 
 
-def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray:
+def int_column(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray:
     """An id column as int64; a missing or non-integer value is an error naming its row."""
     s = clicks[col]
     if pd.api.types.is_integer_dtype(s.dtype) and not s.isna().any():
@@ -65,7 +65,9 @@ def _ints(clicks: pd.DataFrame, col: str, path: object, base: int) -> np.ndarray
     return num.astype(np.int64)
 
 
-def _coords(clicks: pd.DataFrame, path: object, base: int) -> tuple[np.ndarray, np.ndarray]:
+def click_coordinates(
+    clicks: pd.DataFrame, path: object, base: int
+) -> tuple[np.ndarray, np.ndarray]:
     """x, y as float (NaN: no mark); not a number, infinite, or only one of the two: an error."""
     out = []
     for col in ("x", "y"):
@@ -92,7 +94,7 @@ def _coords(clicks: pd.DataFrame, path: object, base: int) -> tuple[np.ndarray, 
     return x, y
 
 
-def _volunteers(clicks: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
+def volunteer_codes(clicks: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
     """The volunteer column as strings (NA kept) and which rows have none (NA or blank)."""
     v = clicks["volunteer"].astype("str").reset_index(drop=True)
     missing = v.isna().to_numpy() | (v.fillna("x").str.strip() == "").to_numpy()
@@ -100,7 +102,7 @@ def _volunteers(clicks: pd.DataFrame) -> tuple[pd.Series, np.ndarray]:
     return v, missing
 
 
-def _check_classifications(
+def check_classifications(
     cid: np.ndarray,
     sid: np.ndarray,
     vol: pd.Series,
@@ -162,7 +164,7 @@ def _check_classifications(
     return int(all_miss.sum())
 
 
-def _clicks_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
+def clicks_sizes(clicks: pd.DataFrame) -> pd.DataFrame:
     """Most common image size per subject among its classifications, from the clicks table's
     ``natural_width/height`` (extract) or else ``image_width/height`` (a flattened table)."""
     empty = pd.DataFrame({"subject_id": [], "w": [], "h": []})
@@ -217,12 +219,12 @@ def drawn_extents(clicks: pd.DataFrame, path: object = None) -> np.ndarray:
         raise InputError(
             "a drawn extent (x1, y1, x2, y2) is incomplete or has x2 <= x1 or y2 <= y1",
             path=path,
-            row=int(np.flatnonzero(bad)[0]) + _row_base(path),
+            row=int(np.flatnonzero(bad)[0]) + row_base(path),
         )
     return has
 
 
-def _has_shapes(clicks: pd.DataFrame) -> bool:
+def has_shapes(clicks: pd.DataFrame) -> bool:
     """Do the clicks hold marks other than points (column ``shape``)?"""
     if "shape" not in clicks.columns:
         return False
@@ -240,12 +242,12 @@ def read_clicks(path: str | Path) -> pd.DataFrame:
     if not p.is_file():
         raise InputError("no such file", path=path)
     try:
-        if _row_base(p):
+        if row_base(p):
             sep = "\t" if p.name.lower().endswith(".tsv") else ","
             return pd.read_csv(p, sep=sep, dtype={"volunteer": "str"}, keep_default_na=True)
         return pd.read_parquet(p)
     except (OSError, ValueError, UnicodeDecodeError, pd.errors.ParserError) as exc:
-        kind = "CSV" if _row_base(p) else "Parquet"
+        kind = "CSV" if row_base(p) else "Parquet"
         raise InputError(f"cannot read {kind} file: {exc}", path=path) from None
 
 
@@ -254,13 +256,13 @@ def load_flat_clicks(path: str | Path) -> tuple[pd.DataFrame, dict[str, Any]]:
     checks it, with typed columns (ids int64, volunteer str, x and y float; the other columns
     as read), and a report of what it holds. Nothing is dropped."""
     clicks = read_clicks(path).reset_index(drop=True)
-    _check_columns(clicks, CLICK_REQUIRED, "clicks", path)
-    base = _row_base(path)
-    cid = _ints(clicks, "classification_id", path, base)
-    sid = _ints(clicks, "subject_id", path, base)
-    x, y = _coords(clicks, path, base)
-    vol, vol_missing = _volunteers(clicks)
-    no_volunteer = _check_classifications(cid, sid, vol, vol_missing, path, base)
+    check_columns(clicks, CLICK_REQUIRED, "clicks", path)
+    base = row_base(path)
+    cid = int_column(clicks, "classification_id", path, base)
+    sid = int_column(clicks, "subject_id", path, base)
+    x, y = click_coordinates(clicks, path, base)
+    vol, vol_missing = volunteer_codes(clicks)
+    no_volunteer = check_classifications(cid, sid, vol, vol_missing, path, base)
     drawn_extents(clicks, path)
     clicks = clicks.assign(classification_id=cid, subject_id=sid, volunteer=vol, x=x, y=y)
     if "unusual" in clicks.columns:

@@ -16,23 +16,120 @@ builds the marks form from the clicks of several experts (the expert-classificat
 that the expert comparison reads): per subject, the experts' clicks are grouped by single
 linkage at half the box side and a group is an object when enough of the subject's
 experts marked it; by default any expert (docs/decisions.md#gold-from-experts).
+
+**Frame.** Experts' marks are often made in another pixel frame than the volunteers' (y
+measured upwards, another image size, x and y swapped). A frame the user declares
+(:class:`GoldFrame`, config ``gold.frame``) is applied when the table is read; none is ever
+guessed and applied silently: :mod:`clumpscout.model.gold_check` tries the common mistakes
+and names the likely one (docs/decisions.md#gold-checks). The gold also carries what to do
+when those checks find it implausible (``on_implausible``: ``stop`` or ``warn``).
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from clumpscout import config
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
+from clumpscout.io import write_csv
+from clumpscout.logs import timed
+
+#: the defaults of the config's ``gold.frame`` and ``gold.on_implausible`` (config.schema.yaml)
+_FRAME = config.defaults("gold")["frame"]
+IMPLAUSIBLE_DEFAULT = config.default("gold.on_implausible")
 
 log = logging.getLogger(__name__)
 
 POINT_COLUMNS = ("x", "y")
 BOX_COLUMNS = ("x1", "y1", "x2", "y2")
+#: what a run does with a gold standard its checks find implausible (config gold.on_implausible)
+ON_IMPLAUSIBLE = tuple(config.choices("gold")["on_implausible"])  # ("stop", "warn")
+
+
+@dataclass(frozen=True)
+class GoldFrame:
+    """A coordinate transform of expert marks into the volunteers' subject pixels, in this
+    order: x and y swapped (``swap_xy``), y flipped about ``flip_y`` (y → flip_y − y, e.g.
+    the image height for marks measured upwards), scaled by ``scale`` about the origin, then
+    shifted by (``offset_x``, ``offset_y``) (config ``gold.frame``, whose defaults these are)."""
+
+    swap_xy: bool = _FRAME["swap_xy"]
+    flip_y: float | None = _FRAME["flip_y"]
+    scale: float = _FRAME["scale"]
+    offset_x: float = _FRAME["offset_x"]
+    offset_y: float = _FRAME["offset_y"]
+
+    @classmethod
+    def from_dict(cls, d: dict | None) -> GoldFrame:
+        d = {**_FRAME, **dict(d or {})}
+        flip = d["flip_y"]
+        return cls(
+            swap_xy=bool(d["swap_xy"]),
+            flip_y=None if flip is None else float(flip),
+            scale=float(d["scale"]),
+            offset_x=float(d["offset_x"]),
+            offset_y=float(d["offset_y"]),
+        )
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def identity(self) -> bool:
+        return self == GoldFrame()
+
+    def describe(self) -> str:
+        """The transform in words, e.g. ``y → 400 − y`` or ``x, y → 2x, 2y`` (``as given``)."""
+        parts = []
+        if self.swap_xy:
+            parts.append("x ↔ y")
+        if self.flip_y is not None:
+            parts.append(f"y → {self.flip_y:g} − y")
+        if self.scale != 1.0:
+            parts.append(f"x, y → {self.scale:.3g}x, {self.scale:.3g}y")
+        if self.offset_x or self.offset_y:
+            parts.append(f"x, y → x {self.offset_x:+.3g}, y {self.offset_y:+.3g}")
+        return ", then ".join(parts) if parts else "as given"
+
+    def as_setting(self) -> str:
+        """The config setting that declares this frame, e.g. ``gold.frame: {flip_y: 400}``."""
+        d = GoldFrame().to_dict()
+        keys = [f"{k}: {str(v).lower() if isinstance(v, bool) else f'{v:g}'}"
+                for k, v in self.to_dict().items() if v != d[k]]  # fmt: skip
+        return "gold.frame: {" + ", ".join(keys) + "}"
+
+    def apply(self, marks: pd.DataFrame, geometry: str = "point") -> pd.DataFrame:
+        """``marks`` (subject_id and x, y, or x1, y1, x2, y2 with their centre x, y) in the
+        new frame, a copy; boxes stay boxes (x1 ≤ x2, y1 ≤ y2)."""
+        out = marks.copy()
+        if geometry == "box":
+            x1, y1, x2, y2 = (out[c].to_numpy(dtype=float) for c in BOX_COLUMNS)
+            if self.swap_xy:
+                x1, y1, x2, y2 = y1, x1, y2, x2
+            if self.flip_y is not None:
+                y1, y2 = self.flip_y - y2, self.flip_y - y1
+            x1, y1, x2, y2 = (self.scale * v for v in (x1, y1, x2, y2))
+            x1, x2 = x1 + self.offset_x, x2 + self.offset_x
+            y1, y2 = y1 + self.offset_y, y2 + self.offset_y
+            for c, v in zip(BOX_COLUMNS, (x1, y1, x2, y2), strict=True):
+                out[c] = v
+            if "x" in out.columns:
+                out["x"], out["y"] = 0.5 * (x1 + x2), 0.5 * (y1 + y2)
+            return out
+        x, y = out["x"].to_numpy(dtype=float), out["y"].to_numpy(dtype=float)
+        if self.swap_xy:
+            x, y = y, x
+        if self.flip_y is not None:
+            y = self.flip_y - y
+        out["x"] = self.scale * x + self.offset_x
+        out["y"] = self.scale * y + self.offset_y
+        return out
 
 
 @dataclass(frozen=True)
@@ -42,7 +139,10 @@ class Gold:
     ``kind``: ``marks`` or ``counts``; ``geometry``: ``point`` or ``box`` (marks only);
     ``subjects``: the gold subject ids (sorted, unique); ``counts``: the experts' count per
     gold subject (a Series indexed by subject_id, in ``subjects`` order); ``marks``: one row
-    per expert object (subject_id and x, y or x1, y1, x2, y2; empty for counts).
+    per expert object (subject_id and x, y or x1, y1, x2, y2; empty for counts); ``frame``:
+    the declared frame the marks were moved by when read (None: as in the table);
+    ``on_implausible``: what a run does when the gold checks find it implausible
+    (:data:`ON_IMPLAUSIBLE`, docs/decisions.md#gold-checks).
     """
 
     kind: str
@@ -51,12 +151,20 @@ class Gold:
     counts: pd.Series
     marks: pd.DataFrame
     path: str | None = None
+    frame: GoldFrame | None = None
+    on_implausible: str = IMPLAUSIBLE_DEFAULT
 
     def restrict(self, subjects) -> Gold:
         """The gold standard on the given subjects only (cross-fitting folds)."""
         keep = np.intersect1d(self.subjects, np.asarray(subjects))
         marks = self.marks.loc[self.marks["subject_id"].isin(keep)].reset_index(drop=True)
-        return Gold(self.kind, self.geometry, keep, self.counts.loc[keep], marks, self.path)
+        return replace(self, subjects=keep, counts=self.counts.loc[keep], marks=marks)
+
+    def with_marks(self, marks: pd.DataFrame) -> Gold:
+        """The same gold standard with other marks (same subjects; the counts follow)."""
+        counts = marks["subject_id"].value_counts().reindex(self.subjects, fill_value=0)
+        marks = marks.sort_values(["subject_id", "x", "y"], kind="stable").reset_index(drop=True)
+        return replace(self, marks=marks, counts=counts.astype(np.int64))
 
     def summary(self) -> dict:
         return {
@@ -82,9 +190,14 @@ def read_table(path: str | Path) -> pd.DataFrame:
         raise InputError(f"cannot read the gold standard table: {e}", path) from e
 
 
-def read_gold(path: str | Path) -> Gold:
-    """Read and validate a gold-standard table (module docstring)."""
-    return gold_from_table(read_table(path), path)
+def read_gold(
+    path: str | Path,
+    frame: GoldFrame | dict | None = None,
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
+) -> Gold:
+    """Read and validate a gold-standard table (module docstring); expert marks are moved by
+    the declared ``frame`` (:class:`GoldFrame` or its config mapping)."""
+    return gold_from_table(read_table(path), path, frame, on_implausible)
 
 
 def _row_of(df: pd.DataFrame, pos: int, path) -> int:
@@ -109,8 +222,37 @@ def _numeric(df: pd.DataFrame, col: str, path) -> np.ndarray:
     return v
 
 
-def gold_from_table(df: pd.DataFrame, path=None) -> Gold:
-    """Validate a gold-standard table in memory (``path`` names it in errors)."""
+def gold_from_table(
+    df: pd.DataFrame,
+    path=None,
+    frame: GoldFrame | dict | None = None,
+    on_implausible: str = IMPLAUSIBLE_DEFAULT,
+) -> Gold:
+    """Validate a gold-standard table in memory (``path`` names it in errors), move expert
+    marks by the declared ``frame`` and keep ``on_implausible`` (:class:`Gold`)."""
+    if on_implausible not in ON_IMPLAUSIBLE:
+        raise InputError(
+            f"gold.on_implausible must be one of {', '.join(ON_IMPLAUSIBLE)}, not {on_implausible!r}",
+            path,
+        )
+    gold = _validated(df, path)
+    frame = frame if isinstance(frame, GoldFrame) or frame is None else GoldFrame.from_dict(frame)
+    if frame is not None and not frame.identity:
+        if gold.kind != "marks":
+            raise InputError(
+                f"gold.frame ({frame.describe()}) is declared but the gold standard holds "
+                "counts, not positions",
+                path,
+            )
+        log.info(
+            "gold standard: the experts' marks moved by the declared frame %s", frame.describe()
+        )
+        gold = replace(gold.with_marks(frame.apply(gold.marks, gold.geometry)), frame=frame)
+    return replace(gold, on_implausible=on_implausible)
+
+
+def _validated(df: pd.DataFrame, path) -> Gold:
+    """The table as a :class:`Gold` (module docstring), or an InputError naming the row."""
     if "subject_id" not in df.columns:
         raise InputError(
             "the gold standard needs a subject_id column, with x, y (points), "
@@ -226,7 +368,7 @@ def _split_by_expert(xy: np.ndarray, cls: np.ndarray, seed: int = 0) -> np.ndarr
 def gold_from_expert_clicks(
     clicks: pd.DataFrame,
     box_side: pd.Series | float,
-    min_fraction: float = 0.0,
+    min_fraction: float = config.default("calibration.expert_majority"),
 ) -> pd.DataFrame:
     """The marks table (subject_id, x, y) of the objects the experts marked.
 
@@ -285,6 +427,40 @@ def build_gold(
     return gold_from_expert_clicks(expert_clicks, box_sides(boxes), min_fraction)
 
 
+# ------------------------------------------- the gold options of commands that take --gold
+def add_gold_options(parser, what: str) -> None:
+    """``--gold FILE`` (``what``: what the command does with it) and how the table is read
+    and checked (docs/decisions.md#gold-checks): ``--gold-on-implausible`` and one option
+    per key of the config's ``gold.frame`` (``--gold-swap-xy``, ``--gold-flip-y H``,
+    ``--gold-scale S``, ...), built from the config schema. Unset, the ``--config`` file's
+    ``gold:`` section applies, else the schema's defaults (:func:`read_gold_option`)."""
+    parser.add_argument(
+        "--gold",
+        default=None,
+        metavar="FILE",
+        help="the project's gold standard (CSV or Parquet): expert marks (subject_id with x, y "
+        "or x1, y1, x2, y2; a row with empty coordinates for a subject found empty) or expert "
+        f"counts (subject_id, count); {what}; checked against the volunteers first "
+        "(docs/decisions.md#gold-checks)",
+    )
+    add_setting(parser, "gold.on_implausible", "--gold-on-implausible", from_config=True)
+    for key in _FRAME:
+        add_setting(
+            parser, f"gold.frame.{key}", f"--gold-{key.replace('_', '-')}", from_config=True
+        )
+
+
+def read_gold_option(args, cfg: dict | None = None) -> Gold | None:
+    """The ``--gold`` table (None without one) in its frame, with what to do when it is
+    implausible: the command-line options (:func:`add_gold_options`) over the config's
+    ``gold:`` section (``cfg``, a config mapping), else the schema's defaults."""
+    if not getattr(args, "gold", None):
+        return None
+    config.resolve(args, cfg)
+    frame = {key: getattr(args, f"gold_{key}") for key in _FRAME}
+    return read_gold(args.gold, frame=frame, on_implausible=args.gold_on_implausible)
+
+
 # ----------------------------------------------------------------------- CLI
 def add_arguments(parser) -> None:
     parser.add_argument(
@@ -294,19 +470,10 @@ def add_arguments(parser) -> None:
         "--boxes", required=True, help="the volunteers' boxes (their sides set the grouping scale)"
     )
     parser.add_argument("--out", required=True, help="gold marks table (CSV)")
-    parser.add_argument(
-        "--majority",
-        type=float,
-        default=0.0,
-        help="an object is a group of clicks of more than this share of a subject's experts "
-        "(default: %(default)s, any expert)",
-    )
+    add_setting(parser, "calibration.expert_majority", "--majority")
 
 
 def run(args) -> int:
-    from clumpscout.io import write_csv
-    from clumpscout.logs import timed
-
     with timed("building the gold standard from the experts' clicks"):
         clicks = pd.read_parquet(args.expert_clicks)
         boxes = pd.read_parquet(args.boxes, columns=["subject_id", "x1", "y1", "x2", "y2"])

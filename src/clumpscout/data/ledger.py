@@ -25,8 +25,8 @@ too: box rows = rows in Z~_n + rows not drawn; rows in Z~_n = assignment rows, w
 classification that marked nothing; all rows of a pre-retired empty subject are of this kind).
 
 Independence: the export is read in one light streaming pass of its own
-(:mod:`clumpscout.data.ledger_export`: pyarrow for the CSV, ``annotations`` parsed with the
-shared definition of a click, :mod:`clumpscout.data.clicks`); marks are counted per row for the clump task and
+(:mod:`clumpscout.data.ledger_recount`: pyarrow for the CSV, ``annotations`` parsed with the
+shared definition of a click, :mod:`clumpscout.data.click_definition`); marks are counted per row for the clump task and
 for every other drawing task, and every row is put in one category by re-applying the reader's
 documented selection in its order (workflow, version, multiple subjects, repeated
 classification id; then kept when its classification is in boxes.parquet; otherwise a repeated
@@ -39,7 +39,7 @@ the per-reason split of clicks the reader dropped inside kept classifications, w
 checked against the ledger's own count. A row that fits no category is ``unexplained`` and
 unbalances the ledger.
 
-What counts as a click (:mod:`clumpscout.data.clicks`, decisions.md#click-definition): an element of the value list of a drawing-task annotation (combo tasks
+What counts as a click (:mod:`clumpscout.data.click_definition`, decisions.md#click-definition): an element of the value list of a drawing-task annotation (combo tasks
 unpacked), whatever its shape: a point, a rectangle, circle or ellipse (kept as boxes of their
 drawn extent) or a polygon or line (dropped as ``unsupported_shape``) is one click each
 (docs/decisions.md#shapes). An annotation is a drawing one when its ``taskType`` says so
@@ -67,7 +67,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pandas.api.types import is_float_dtype, is_integer_dtype
 
-from clumpscout.data.ledger_export import (
+from clumpscout.config import add_setting
+from clumpscout.data.ledger_recount import (
     BLOCK,
     CLASSIFICATION_REASONS,
     CLICK_REASONS,
@@ -81,7 +82,7 @@ from clumpscout.data.ledger_export import (
     unique_sorted,
 )
 from clumpscout.errors import InputError
-from clumpscout.io import read_json
+from clumpscout.io import read_json, write_csv, write_json
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -715,8 +716,6 @@ def check_ledger(ledger: Ledger) -> None:
 
 def write_ledger(ledger: Ledger, out_csv: str | Path, out_json: str | Path) -> None:
     """Write ledger.csv and ledger.json atomically."""
-    from clumpscout.io import write_csv, write_json
-
     write_csv(ledger.table(), out_csv)
     write_json(ledger.as_dict(), out_json)
 
@@ -750,7 +749,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--subjects-export", default=None, help="subject export CSV")
     p.add_argument("--clicks-report", required=True, help="clicks_report.json of extract")
     p.add_argument("--boxes", required=True, help="boxes.parquet")
-    p.add_argument("--n", type=int, nargs="+", required=True, help="the subsample sizes")
+    add_setting(p, "subsample.n", required=True, note="here those of the run")
     p.add_argument(
         "--subsamples", required=True, help="folder with n{n}/boxes.parquet, report.json"
     )

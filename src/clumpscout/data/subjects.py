@@ -1,4 +1,4 @@
-"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: README.md#subject-geometry).
+"""Cutout side and PSF FWHM per subject (paper §2.2 and §3.3; decisions.md#cutout-side, #psf-fwhm, #box-geometry; columns: docs/tables.md#subject-geometry).
 
 For each galaxy of a catalogue (paper §2.2, decisions.md#cutout-side, #psf-fwhm):
 
@@ -54,15 +54,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from clumpscout import config as _schema
+from clumpscout.config import add_setting, add_settings, choices, defaults
+from clumpscout.data.clicks_table import clicks_sizes, load_flat_clicks
+from clumpscout.data.zooniverse import subject_sizes
+from clumpscout.data.zooniverse_csv import locate_csv_problem, read_header
+from clumpscout.data.zooniverse_subjects import read_subjects_export
 from clumpscout.errors import InputError
+from clumpscout.io import report_path, write_json, write_parquet
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
 #: defaults of the ``subjects`` config section (from the config schema: clumpscout.config)
-DEFAULTS: dict[str, Any] = _schema.defaults("subjects")
-PSF_SOURCES = ("catalogue", "psfield")
+DEFAULTS: dict[str, Any] = defaults("subjects")
+PSF_SOURCES = tuple(choices("subjects")["psf_source"])  # ("catalogue", "psfield")
 BANDS = "ugriz"
 
 #: accepted catalogue column names (lower case), in order of preference
@@ -94,9 +99,9 @@ SUBJECT_COLUMNS = (
 
 def cutout_side(
     r90_arcsec: np.ndarray | float,
-    r90_factor: float = 6.0,
-    native_scale: float = 0.396,
-    min_side: int = 40,
+    r90_factor: float = DEFAULTS["r90_factor"],
+    native_scale: float = DEFAULTS["native_scale"],
+    min_side: int = DEFAULTS["min_side"],
 ) -> np.ndarray:
     """Cutout side in native pixels, ``max(ceil(r90_factor R90 / native_scale), min_side)``.
 
@@ -246,8 +251,6 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
 
     Multi-dimensional FITS columns (per-band arrays) are kept as one column of arrays.
     """
-    from clumpscout.data.zooniverse import read_header
-
     path = Path(path)
     suffix = "".join(path.suffixes).lower()
     if any(s in suffix for s in (".fits", ".fit", ".ecsv", ".fits.gz", ".fit.gz")):
@@ -271,8 +274,6 @@ def read_catalogue(path: str | Path) -> pd.DataFrame:
         try:
             df = pd.read_csv(path, dtype=str, keep_default_na=False, encoding="utf-8")
         except (UnicodeDecodeError, pd.errors.ParserError, ValueError) as exc:
-            from clumpscout.data.zooniverse import locate_csv_problem
-
             row, problem = locate_csv_problem(path, len(header))
             if row >= 0:
                 raise InputError(f"bad CSV row: {problem}", path=path, row=row) from None
@@ -310,8 +311,6 @@ def _config(cfg: dict | None) -> dict:
 def _image_sizes(
     sid: np.ndarray, export: pd.DataFrame | None, image_size: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    from clumpscout.data.zooniverse import subject_sizes
-
     w, h = subject_sizes(export, sid)
     from_md = ~np.isnan(w)
     h = np.where(np.isnan(h), w, h)
@@ -329,11 +328,11 @@ def build_subjects(
     psfield: str | Path | None = None,
     clicks: str | Path | None = None,
 ) -> pd.DataFrame:
-    """The subjects table (README.md#subject-geometry): cutout geometry, PSF and box side per subject.
+    """The subjects table (docs/tables.md#subject-geometry): cutout geometry, PSF and box side per subject.
 
     ``catalogue`` None: one row per subject of ``subjects_export`` with the given ``box_side``
     (pixels, or "auto": NaN and ``psf_source`` auto, measured by ``clumpscout boxes``).
-    ``clicks`` (a flattened clicks table, README.md#clicks) instead of a subject
+    ``clicks`` (a flattened clicks table, docs/tables.md#clicks) instead of a subject
     export: one row per subject of the table, with the image size the table gives
     (``image_size_source`` clicks) or ``image_size``.
     ``psfield`` (or ``cfg["psfield"]``): the psField/photoField file used for every galaxy
@@ -344,8 +343,6 @@ def build_subjects(
     psfield = psfield or c.get("psfield")
     export = None
     if subjects_export is not None:
-        from clumpscout.data.zooniverse import read_subjects_export
-
         with timed(f"reading subject export {Path(subjects_export).name}", log):
             export = read_subjects_export(subjects_export)
     report: dict[str, Any] = {}
@@ -386,11 +383,9 @@ def build_subjects(
 def _export_from_clicks(path: str | Path) -> tuple[pd.DataFrame, np.ndarray]:
     """A subject list like :func:`read_subjects_export`'s from a flattened clicks table, and
     which subjects got their image size from it."""
-    from clumpscout.data.clicks_table import _clicks_sizes, load_flat_clicks
-
     clicks, _ = load_flat_clicks(path)
     sid = np.unique(clicks["subject_id"].to_numpy(dtype=np.int64))
-    sizes = _clicks_sizes(clicks)
+    sizes = clicks_sizes(clicks)
     pos = pd.Index(sizes["subject_id"]).get_indexer(sid)
     known = pos >= 0
     w = np.where(known, sizes["w"].to_numpy()[np.maximum(pos, 0)] if len(sizes) else 0, np.nan)
@@ -667,9 +662,6 @@ def _psf_from_psfield(cat: pd.DataFrame, path: Path, default: Any) -> np.ndarray
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Cutout side, PSF FWHM and box side (2 FWHM) per subject from a galaxy catalogue, or "
         "one box side for every subject of a subject export (a project without a catalogue)."
@@ -683,43 +675,13 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "subject export",
     )
     p.add_argument("--psfield", default=None, help="psField/photoField file (implies psfield)")
-    p.add_argument(
-        "--psf-source",
-        choices=PSF_SOURCES,
-        default=None,
-        help="where the PSF FWHM comes from (default: psfield with --psfield, else catalogue)",
-    )
-    p.add_argument(
-        "--box-side",
-        default=None,
-        help="box side in subject px without a catalogue (config export.box_side), or 'auto' "
-        "(clumpscout boxes measures it from the click scatter)",
-    )
-    p.add_argument(
-        "--native-scale",
-        type=float,
-        default=DEFAULTS["native_scale"],
-        help="arcsec per native pixel",
-    )
-    p.add_argument(
-        "--image-size",
-        type=int,
-        default=DEFAULTS["image_size"],
-        help="subject image side (px) when the subject export does not give one",
-    )
-    p.add_argument(
-        "--min-side", type=int, default=DEFAULTS["min_side"], help="minimum cutout side (native px)"
-    )
-    p.add_argument(
-        "--r90-factor", type=float, default=DEFAULTS["r90_factor"], help="cutout side / R90"
-    )
+    add_setting(p, "subjects.psf_source", unset="psfield with --psfield, else catalogue")
+    add_setting(p, "export.box_side")
+    add_settings(p, "subjects", ["native_scale", "image_size", "min_side", "r90_factor"])
     p.add_argument("--out", required=True, help="subjects.parquet (report: <stem>_report.json)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.data.zooniverse import report_path
-    from clumpscout.io import write_json, write_parquet
-
     psf_source = args.psf_source or ("psfield" if args.psfield else "catalogue")
     cfg = {
         "psf_source": psf_source,

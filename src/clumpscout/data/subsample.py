@@ -36,7 +36,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
+from clumpscout.io import write_json, write_table
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
@@ -132,7 +134,7 @@ def draw_subsample(
 
     Parameters
     ----------
-    boxes_df : the boxes table (README.md#boxes), a DataFrame or a pyarrow Table (the
+    boxes_df : the boxes table (docs/tables.md#boxes), a DataFrame or a pyarrow Table (the
         result is of the same kind; the workflow filters the Table read from Parquet,
         which is faster and gives the same file); only ``classification_id`` and
         ``subject_id`` are used, every column is passed through.
@@ -220,33 +222,22 @@ def draw_subsample(
 
 # ---------------------------------------------------------------- CLI
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Draw Z~_n: n classifications per subject without replacement (subjects with fewer "
         "keep all of them and are counted; docs/decisions.md#subsamples)."
     )
     p.add_argument("--boxes", required=True, help="boxes.parquet (clumpscout boxes)")
-    p.add_argument("--n", type=int, required=True, help="classifications per subject")
-    p.add_argument("--seed", type=int, required=True, help="subsample seed")
-    p.add_argument(
-        "--independent",
-        action="store_true",
-        help="draw this n independently instead of nested (Z~_n ⊂ Z~_n+1)",
-    )
+    add_setting(p, "subsample.n", item=True, required=True, note="here one n")
+    add_setting(p, "seed", required=True, note="here the subsample's own seed")
+    add_setting(p, "subsample.nested", "--independent")
     p.add_argument("--out", required=True, help="output boxes parquet")
     p.add_argument("--report", default=None, help="report JSON (default: not written)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_table
-
     boxes = read_boxes_table(args.boxes)
     with timed(f"subsample n={args.n}"):
-        out, report = draw_subsample(
-            boxes, args.n, args.seed, nested=not args.independent, path=args.boxes
-        )
+        out, report = draw_subsample(boxes, args.n, args.seed, nested=args.nested, path=args.boxes)
     write_table(out, args.out)
     if args.report:
         write_json(report, args.report)

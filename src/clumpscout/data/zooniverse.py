@@ -1,4 +1,4 @@
-"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: README.md#clicks).
+"""Zooniverse classification export -> tidy clicks table (paper §3.2-3.3; columns: docs/tables.md#clicks).
 
 :func:`extract_clicks` reads a Zooniverse project's *classification export* (one CSV row per
 classification: ``classification_id, user_name, user_id, workflow_id, workflow_version,
@@ -110,8 +110,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout import config as _schema
-from clumpscout.data.annotations import (
+from clumpscout.config import add_setting, add_settings, choices, defaults
+from clumpscout.data.zooniverse_annotations import (
     CIRCLE,
     ELLIPSE,
     OTHER_TOOLS,
@@ -119,28 +119,27 @@ from clumpscout.data.annotations import (
     RECTANGLE,
     SHAPE_KEYS,
     SHAPES,
-    _Collector,
-    _flag_report,
-    _over_limits,
-    _Pass2,
-    _task_hint,
+    Collector,
+    Pass2,
+    flag_report,
+    over_limit_rows,
     shape_extent,
     shape_of,
+    task_hint,
 )
-from clumpscout.data.click_buckets import ClickBuckets
-from clumpscout.data.export_csv import (
+from clumpscout.data.zooniverse_buckets import ClickBuckets
+from clumpscout.data.zooniverse_csv import (
     DROP_FLAGGED,
     FLAG_REASONS,
     FLAGS,
     LIMIT_DEFAULTS,
     LIMIT_REASONS,
-    _first_bad,
-    _short,
     block_size,
     check_limits,
     created_problem,
     created_values,
     duration_seconds,
+    first_true,
     flag_of,
     int_problem,
     int_values,
@@ -150,22 +149,33 @@ from clumpscout.data.export_csv import (
     parse_created_at,
     read_columns,
     read_header,
+    short_repr,
     to_int,
 )
-from clumpscout.data.export_selection import _available, first_per_group, select_workflow
-from clumpscout.data.subjects_export import (
+from clumpscout.data.zooniverse_selection import (
+    available_versions,
+    first_per_group,
+    select_workflow,
+)
+from clumpscout.data.zooniverse_subjects import (
     metadata_image_size,
     metadata_value,
     read_subjects_export,
 )
 from clumpscout.errors import InputError
-from clumpscout.io import rechunked, release_memory, write_parquet_blocks
+from clumpscout.io import (
+    rechunked,
+    release_memory,
+    report_path,
+    write_json,
+    write_parquet_blocks,
+)
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
 
-#: the reader's public names (the phases live in export_csv, subjects_export, export_selection and
-#: annotations; their public names are re-exported here)
+#: the reader's public names (the phases live in zooniverse_csv, zooniverse_subjects,
+#: zooniverse_selection and zooniverse_annotations; their public names are re-exported here)
 __all__ = [
     "CIRCLE",
     "CLICK_COLUMNS",
@@ -203,7 +213,6 @@ __all__ = [
     "read_columns",
     "read_header",
     "read_subjects_export",
-    "report_path",
     "run",
     "select_workflow",
     "shape_extent",
@@ -224,7 +233,7 @@ LIGHT_COLUMNS = (
 JSON_COLUMNS = ("annotations", "metadata")
 OPTIONAL_JSON_COLUMNS = ("subject_data",)
 
-#: clicks.parquet columns (README.md#clicks) followed by the extra columns this reader adds
+#: clicks.parquet columns (docs/tables.md#clicks) followed by the extra columns this reader adds
 CLICK_COLUMNS = (
     "classification_id",
     "subject_id",
@@ -250,7 +259,9 @@ CLICK_COLUMNS = (
     "y2",
 )
 
-MISSING_SUBJECTS = ("keep", "drop")
+MISSING_SUBJECTS = tuple(choices("extract")["missing_subjects"])  # ("keep", "drop")
+#: the defaults of the config's extract section (config.schema.yaml)
+_EXTRACT = defaults("extract")
 
 
 # --------------------------------------------------------------------------- main API
@@ -261,14 +272,14 @@ def extract_clicks(
     subjects_csv: str | Path | None,
     workflow_id: int | str | None = None,
     workflow_version: str | int | float | None = None,
-    clump_task: str | None = "T1",
-    unusual_tools: Iterable[int] | None = (1,),
+    clump_task: str | None = _EXTRACT["clump_task"],
+    unusual_tools: Iterable[int] | None = tuple(_EXTRACT["unusual_tools"]),
     tools: Iterable[int] | None = None,
-    missing_subjects: str = "keep",
+    missing_subjects: str = _EXTRACT["missing_subjects"],
     limits: Mapping[str, Any] | None = None,
     workers: int = 1,
 ) -> tuple[pd.DataFrame, dict]:
-    """Read a Zooniverse classification export into the tidy clicks table (README.md#clicks).
+    """Read a Zooniverse classification export into the tidy clicks table (docs/tables.md#clicks).
 
     Parameters follow the ``extract`` config section (``limits``: its keys of
     :data:`LIMIT_DEFAULTS`); see the module docstring for every decision. ``workers``:
@@ -359,7 +370,7 @@ def _extract(
     r.sub_w, r.sub_h = subject_sizes(subjects, r.sid)
 
     # ---- pass 2: JSON of the kept rows only, the clicks kept by subject range
-    p2 = _Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
+    p2 = Pass2(path, json_cols, len(header), p1.n_rows, clump_task, tool_set, limits, workers)
     r, buckets, names, stats, flags = _pass2(p2, r, p1, limits, spill_dir)
     _check_clump_task_seen(clump_task, stats, path)
     settings = (path, subjects_csv, clump_task, tool_set, unusual, missing_subjects, limits)
@@ -467,7 +478,7 @@ def _check_header(path: Path) -> list[str]:
     if missing:
         raise InputError(
             f"not a Zooniverse classification export: missing column(s) {', '.join(missing)} "
-            f"(found: {_short(', '.join(h or '<unnamed>' for h in header), 300)})",
+            f"(found: {short_repr(', '.join(h or '<unnamed>' for h in header), 300)})",
             path=path,
             row=0,
         )
@@ -622,7 +633,7 @@ def _pass1(
     wid = light.columns.pop("workflow_id")
     ver_code = light.columns.pop("version")
     ver = light.versions[ver_code]  # one text object per version, shared by its rows
-    available = _available(wid, ver)
+    available = available_versions(wid, ver)
     wmask, vmask, chosen, kept_versions = select_workflow(
         wid, ver, workflow_id, workflow_version, path, available
     )
@@ -658,7 +669,7 @@ def _pass1(
     vol_names = light.names[names[np.argsort(first_at, kind="stable")]]
     blank = vol_names[vol_code] == ""
     if blank.any():
-        raise InputError("empty user_name", path=path, row=int(rows[_first_bad(blank)]))
+        raise InputError("empty user_name", path=path, row=int(rows[first_true(blank)]))
     light.check("created_at", sel)
     created_ns = light.pop("created_at", sel)
 
@@ -723,7 +734,7 @@ def subject_sizes(subjects: pd.DataFrame | None, sid: np.ndarray) -> tuple[np.nd
 
 
 def _pass2(
-    p2: _Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any], spill_dir: str | Path
+    p2: Pass2, r: _Rows, p1: _Selection, limits: Mapping[str, Any], spill_dir: str | Path
 ) -> tuple[_Rows, ClickBuckets, np.ndarray, dict, dict[str, Any]]:
     """Pass 2 over the rows ``r`` and the bot flags (``drop_flagged: volunteers``: every
     classification of a flagged volunteer goes and the others are parsed again): (rows kept,
@@ -732,7 +743,7 @@ def _pass2(
     dropped = p1.dropped
     buckets = ClickBuckets(r.sid, spill_dir)
     coll, stats = _run_pass2(p2, r, buckets)
-    flags = _flag_report(stats, r.sel + 1, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
+    flags = flag_report(stats, r.sel + 1, r.cid, r.sid, r.vol_code, p1.vol_names, limits)
     if limits["drop_flagged"] == "volunteers" and stats["flag"].any():
         # every classification of a flagged volunteer goes; parse the others again
         bad = np.unique(r.vol_code[stats["flag"] > 0])
@@ -749,7 +760,7 @@ def _pass2(
     return r, buckets, coll.names(), stats, flags
 
 
-def _run_pass2(p2: _Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[_Collector, dict]:
+def _run_pass2(p2: Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[Collector, dict]:
     """Pass 2 of the rows ``r``, its clicks into ``buckets`` (closed on an error)."""
     try:
         return p2.run(r.sel, r.sub_w, r.sub_h, sink=buckets.add)
@@ -761,10 +772,12 @@ def _run_pass2(p2: _Pass2, r: _Rows, buckets: ClickBuckets) -> tuple[_Collector,
 def _check_clump_task_seen(clump_task: str | None, stats: dict, path: Path) -> None:
     """:class:`InputError` when the clump task appears in no selected classification."""
     if clump_task is not None and stats["tasks_seen"].get(clump_task, 0) == 0:
-        seen = _short(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
+        seen = (
+            short_repr(", ".join(sorted(stats["tasks_seen"])), 200) if stats["tasks_seen"] else ""
+        )
         raise InputError(
             f"task {clump_task!r} appears in no selected classification (tasks seen: "
-            f"{seen or 'none'}); {_task_hint(sorted(stats['drawing_tasks']))}",
+            f"{seen or 'none'}); {task_hint(sorted(stats['drawing_tasks']))}",
             path=path,
         )
 
@@ -781,7 +794,7 @@ def _finish_report(
     """Add the limits, the rows dropped for a limit, the bot flags and the count of unclassified
     subjects to ``report``."""
     report["limits"] = dict(limits)
-    report["dropped_over_limits"] = _over_limits(stats["over_limits"], cid)
+    report["dropped_over_limits"] = over_limit_rows(stats["over_limits"], cid)
     report["flagged"] = flags
     # subjects of the subject export that no kept classification mentions: counted, not an error
     # (a subject set may hold subjects that were never shown in this workflow)
@@ -805,7 +818,7 @@ def _assemble(
     created_ns: np.ndarray,
     unusual: frozenset[int],
 ) -> pd.DataFrame:
-    """Clicks as columns (:meth:`clumpscout.data.click_buckets.ClickBuckets.ranges`) -> the
+    """Clicks as columns (:meth:`clumpscout.data.zooniverse_buckets.ClickBuckets.ranges`) -> the
     clicks DataFrame, sorted by subject, classification, click order (``seq``)."""
     order = np.lexsort((cols["seq"], cid[cols["row"]], sid[cols["row"]]))
     r = cols["row"][order]
@@ -982,20 +995,10 @@ def log_summary(report: dict) -> None:
         )
 
 
-def report_path(out: str | Path) -> Path:
-    """``<out stem>_report.json`` beside ``out``."""
-    out = Path(out)
-    return out.with_name(f"{out.stem}_report.json")
-
-
 # --------------------------------------------------------------------------- CLI
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from clumpscout.data.boxes import DefaultsHelpFormatter
-
-    ex = _schema.defaults("extract")  # the defaults of config.yaml's extract section
-    p.formatter_class = DefaultsHelpFormatter
     p.description = (
         "Zooniverse classification export -> tidy clicks table (one row per mark of the clump "
         "task, one coordinate-less row per classification that marked nothing) and "
@@ -1009,81 +1012,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         default=None,
         help="subject export CSV (image sizes, subjects missing from it); optional",
     )
-    p.add_argument(
-        "--workflow-id",
-        default=None,
-        help="workflow id (config export.workflow_id); required when the export holds several",
-    )
-    p.add_argument(
-        "--workflow-version",
-        default=None,
-        help='"major.minor" exactly, or "major" (config export.workflow_version); '
-        "default: the newest major version",
-    )
-    p.add_argument(
-        "--clump-task",
-        default=ex["clump_task"],
-        help='drawing task whose marks to keep (config extract.clump_task); "all": every '
-        "drawing task",
-    )
-    p.add_argument(
-        "--unusual-tools",
-        type=int,
-        nargs="*",
-        default=ex["unusual_tools"],
-        help="tool indices that mean 'unusual' (config extract.unusual_tools); give the flag "
-        "with no value for none",
-    )
-    p.add_argument(
-        "--tools",
-        type=int,
-        nargs="*",
-        default=None,
-        help="keep only these tool indices (config extract.tools; default: every tool)",
-    )
-    p.add_argument(
-        "--missing-subjects",
-        choices=MISSING_SUBJECTS,
-        default=ex["missing_subjects"],
-        help="subjects absent from the subject export (config extract.missing_subjects)",
-    )
-    d = LIMIT_DEFAULTS
-    p.add_argument(
-        "--max-json-depth",
-        type=int,
-        default=d["max_json_depth"],
-        help="drop a classification whose JSON nests deeper",
-    )
-    p.add_argument(
-        "--max-field-bytes",
-        type=int,
-        default=d["max_field_bytes"],
-        help="drop a classification with a larger JSON field",
-    )
-    p.add_argument(
-        "--max-marks",
-        type=int,
-        default=d["max_marks"],
-        help="drop a classification with more marks (every drawing task)",
-    )
-    p.add_argument(
-        "--flag-marks",
-        type=int,
-        default=d["flag_marks"],
-        help="flag a classification with more marks",
-    )
-    p.add_argument(
-        "--min-seconds-per-mark",
-        type=float,
-        default=d["min_seconds_per_mark"],
-        help="flag a classification finished faster than this per mark",
-    )
-    p.add_argument(
-        "--drop-flagged",
-        choices=DROP_FLAGGED,
-        default=d["drop_flagged"],
-        help="what to do with flagged classifications",
-    )
+    # the workflow id is read as text and checked against the export (an error names it)
+    add_setting(p, "export.workflow_id", type=str)
+    add_setting(p, "export.workflow_version")
+    add_settings(p, "extract", ["clump_task", "unusual_tools", "tools", "missing_subjects"])
+    add_settings(p, "extract", list(LIMIT_DEFAULTS))
     p.add_argument(
         "--workers",
         type=int,
@@ -1094,8 +1027,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json
-
     report = write_clicks(
         args.out,
         args.classifications,

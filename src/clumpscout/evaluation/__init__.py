@@ -1,10 +1,8 @@
-"""Judging labels: against experts and simulated truth, baselines, headline numbers.
+"""Judging labels: against experts and simulated truth, baselines, the retirement replay.
 
 =============  ==============================================================
 ``compare``    purity, completeness and calibration against points (§6.3)
 ``baseline``   MeanShift (appendix), single-linkage and DBSCAN baselines
-``regimes``    scoring helpers of the regime-grid benchmark
-``matching``   one-to-one matching of labels with expert objects (the gold standard)
-``headline``   the paper's numbers beside ours, and §6's trends
+``replay``     early retirement replayed on the classifications in arrival order
 =============  ==============================================================
 """

@@ -57,10 +57,14 @@ import numba
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import add_settings, defaults
 from clumpscout.errors import InputError
+from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
 
 log = logging.getLogger(__name__)
+#: the defaults of the config's baseline section (config.schema.yaml)
+_DEFAULTS = defaults("baseline")
 
 REQUIRED = ("subject_id", "x", "y", "box_side")
 LABEL_COLUMNS = [
@@ -276,7 +280,7 @@ def meanshift_clusters(
     xy: np.ndarray,
     offsets: np.ndarray,
     bandwidths: np.ndarray,
-    impl: str = "numba",
+    impl: str = _DEFAULTS["meanshift_impl"],
     max_iter: int = 300,
     chunk: int = 20000,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -360,8 +364,8 @@ def _empty_labels() -> pd.DataFrame:
 
 def meanshift_labels(
     boxes_df: pd.DataFrame,
-    bandwidth: str | float = "fwhm",
-    impl: str = "numba",
+    bandwidth: str | float = _DEFAULTS["bandwidth"],
+    impl: str = _DEFAULTS["meanshift_impl"],
     path: object = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The MeanShift baseline labels (appendix, decisions.md#meanshift-baseline).
@@ -452,8 +456,8 @@ def single_linkage_clusters(
 
 def single_linkage_labels(
     boxes_df: pd.DataFrame,
-    cut: float = 1.0,
-    min_volunteers: int = 5,
+    cut: float = _DEFAULTS["single_linkage_cut"],
+    min_volunteers: int = _DEFAULTS["min_volunteers"],
     path: object = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The simple baseline: single linkage cut at ``cut`` FWHM, >= ``min_volunteers``.
@@ -526,7 +530,7 @@ def dbscan_clusters(
     xy: np.ndarray,
     offsets: np.ndarray,
     eps: np.ndarray,
-    min_samples: int = 3,
+    min_samples: int = _DEFAULTS["dbscan_min_samples"],
     chunk: int = 20000,
 ) -> np.ndarray:
     """scikit-learn's ``DBSCAN(eps=eps[s], min_samples).fit(X_s).labels_`` for every subject block.
@@ -599,8 +603,8 @@ def dbscan_clusters(
 
 def dbscan_labels(
     boxes_df: pd.DataFrame,
-    eps_factor: float = 0.5,
-    min_samples: int = 3,
+    eps_factor: float = _DEFAULTS["dbscan_eps_factor"],
+    min_samples: int = _DEFAULTS["dbscan_min_samples"],
     path: object = None,
 ) -> tuple[pd.DataFrame, dict]:
     """The DBSCAN baseline: per subject, DBSCAN with ``eps = eps_factor × box_side``.
@@ -680,22 +684,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="baseline(s) to run (repeatable); default: every method given an --out-<method>",
     )
     p.add_argument("--out", default=None, help="labels parquet of the one --method")
-    from clumpscout.config import choices, defaults
-
-    d = defaults("baseline")  # the config's baseline section
-    p.add_argument("--bandwidth", default=d["bandwidth"], help="MeanShift: 'fwhm' or pixels")
-    p.add_argument(
-        "--impl", choices=choices("baseline")["meanshift_impl"], default=d["meanshift_impl"]
-    )
-    p.add_argument("--cut", type=float, default=d["single_linkage_cut"], help="in FWHM")
-    p.add_argument("--min-volunteers", type=int, default=d["min_volunteers"])
-    p.add_argument(
-        "--eps-factor",
-        type=float,
-        default=d["dbscan_eps_factor"],
-        help="DBSCAN eps = this x the subject's box side",
-    )
-    p.add_argument("--min-samples", type=int, default=d["dbscan_min_samples"], help="DBSCAN")
+    flags = {
+        "bandwidth": None,
+        "meanshift_impl": "--impl",
+        "single_linkage_cut": "--cut",
+        "min_volunteers": None,
+        "dbscan_eps_factor": "--eps-factor",
+        "dbscan_min_samples": "--min-samples",
+    }
+    add_settings(p, "baseline", flags)
     p.add_argument("--out-meanshift", default=None, help="MeanShift labels parquet")
     p.add_argument("--out-single-linkage", default=None, help="single-linkage labels parquet")
     p.add_argument("--out-dbscan", default=None, help="DBSCAN labels parquet")
@@ -718,19 +715,12 @@ def _outputs(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_json, write_parquet
-
     outs = _outputs(args)
     try:
         boxes = pd.read_parquet(args.boxes)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read parquet: {exc}", path=args.boxes) from exc
-    bw = args.bandwidth
-    if bw != "fwhm":
-        try:
-            bw = float(bw)
-        except ValueError as exc:
-            raise InputError(f"--bandwidth must be 'fwhm' or a number, got {bw!r}") from exc
+    bw = args.bandwidth  # 'fwhm' or pixels (> 0), checked by the option
     reports = {}
     for method, out in outs.items():
         if method == "meanshift":

@@ -35,6 +35,10 @@ Decisions (documented here, decisions.md#expert-comparison):
 - a label table without a ``p_fp`` column (the baselines) is kept whole at every
   threshold, so its curve is flat.
 
+The measures themselves (containment, the threshold grid, the curve and its optimal points,
+the reliability table) are :mod:`clumpscout.metrics.containment` and
+:mod:`clumpscout.metrics.reliability`; this module scores label tables with them.
+
 :func:`score_truth` does the same against the simulated *true* clumps
 (``truth_clumps.csv``): a label is a true positive when a true clump position
 lies inside it, a true clump inside no kept label is a false negative. Because
@@ -53,13 +57,25 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from clumpscout.arrays import ranges as _ranges
+from clumpscout.config import add_settings, defaults
 from clumpscout.errors import InputError
+from clumpscout.io import write_csv
+from clumpscout.metrics.containment import (
+    BOX_COLUMNS,
+    POINT_COLUMNS,
+    containment,
+    curve_counts,
+    label_p_fp,
+    summarise_curve,
+    threshold_grid,
+)
+from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
+#: the defaults of the config's compare section (config.schema.yaml)
+_DEFAULTS = defaults("compare")
 
-LABEL_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
-POINT_COLUMNS = ("subject_id", "x", "y")
+LABEL_COLUMNS = BOX_COLUMNS  # a label is scored by its box (metrics.containment)
 SUBSETS = ("all", "normal")
 
 CURVE_COLUMNS = [
@@ -79,164 +95,16 @@ CURVE_COLUMNS = [
 
 
 # ---------------------------------------------------------------- helpers
-def threshold_grid(thresholds: int) -> np.ndarray:
-    """The p_fp thresholds p*: ``thresholds`` evenly spaced values in [0, 1]."""
-    if int(thresholds) < 2:
-        raise InputError(f"need at least 2 thresholds, got {thresholds}")
-    return np.linspace(0.0, 1.0, int(thresholds))
-
-
 def _require(df: pd.DataFrame, cols: Iterable[str], what: str, path: object) -> None:
     missing = [c for c in cols if c not in df.columns]
     if missing:
         raise InputError(f"{what} table lacks column(s) {', '.join(missing)}", path=path)
 
 
-def _label_p(labels: pd.DataFrame, path: object = None) -> np.ndarray:
-    """p_fp of each label; 0 for a table without p_fp (kept at every threshold)."""
-    if "p_fp" not in labels.columns:
-        return np.zeros(len(labels))
-    p = labels["p_fp"].to_numpy(dtype=float)
-    bad = ~np.isfinite(p) | (p < 0) | (p > 1)
-    if bad.any():
-        row = int(np.flatnonzero(bad)[0])
-        raise InputError(f"p_fp must be in [0, 1], got {p[row]!r}", path=path, row=row)
-    return p
-
-
 def _is_unusual(points: pd.DataFrame) -> np.ndarray:
     if "unusual" not in points.columns:
         return np.zeros(len(points), dtype=bool)
     return points["unusual"].astype("boolean").fillna(False).to_numpy(dtype=bool)
-
-
-#: label-point pairs (of one subject) looked at in one block of :func:`containment`
-_PAIRS_PER_BLOCK = 1 << 21
-
-
-def containment(labels: pd.DataFrame, points: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
-    """Which labels contain which points (same subject, closed box).
-
-    Returns ``(label_hit, point_best)``: for each label whether it contains at
-    least one point, and for each point the smallest ``p_fp`` of the labels that
-    contain it (``inf`` if none), so that the point is found at threshold ``p*``
-    exactly when ``point_best <= p*``. The (label, point) pairs of a subject are formed
-    for blocks of subjects of about :data:`_PAIRS_PER_BLOCK` pairs at a time, so memory
-    does not grow with the project.
-    """
-    l_sid = labels["subject_id"].to_numpy()
-    p_sid = points["subject_id"].to_numpy()
-    xyxy = np.column_stack([labels[c].to_numpy(dtype=float) for c in ("x1", "y1", "x2", "y2")])
-    xy = np.column_stack([points[c].to_numpy(dtype=float) for c in ("x", "y")])
-    p_lab = _label_p(labels)
-    label_hit = np.zeros(len(labels), dtype=bool)
-    point_best = np.full(len(points), np.inf)
-    if not len(labels) or not len(points):
-        return label_hit, point_best
-    lo = np.argsort(l_sid, kind="stable")
-    po = np.argsort(p_sid, kind="stable")
-    ls, ps = l_sid[lo], p_sid[po]
-    common = np.intersect1d(ls, ps)
-    l0, l1 = np.searchsorted(ls, common, "left"), np.searchsorted(ls, common, "right")
-    p0, p1 = np.searchsorted(ps, common, "left"), np.searchsorted(ps, common, "right")
-    n_pairs = (l1 - l0) * (p1 - p0)
-    if not len(common):
-        return label_hit, point_best
-    block = np.cumsum(n_pairs) // _PAIRS_PER_BLOCK
-    starts = np.flatnonzero(np.r_[True, block[1:] != block[:-1]])
-    ends = [*starts[1:], len(common)]
-    for a, b in zip(starts, ends, strict=True):
-        # every (label, point) pair of each subject of the block, in sorted positions
-        n_lab = l1[a:b] - l0[a:b]
-        per_label = np.repeat(p1[a:b] - p0[a:b], n_lab)  # the subject's points per label
-        first_point = np.repeat(p0[a:b], n_lab)
-        li = lo[np.repeat(_ranges(l0[a:b], l1[a:b]), per_label)]
-        pi = po[_ranges(first_point, first_point + per_label)]
-        x, y = xy[pi, 0], xy[pi, 1]
-        inside = (x >= xyxy[li, 0]) & (x <= xyxy[li, 2]) & (y >= xyxy[li, 1]) & (y <= xyxy[li, 3])
-        li, pi = li[inside], pi[inside]
-        label_hit[li] = True
-        np.minimum.at(point_best, pi, p_lab[li])
-    return label_hit, point_best
-
-
-def curve_counts(
-    p: np.ndarray, label_hit: np.ndarray, point_best: np.ndarray, grid: np.ndarray
-) -> pd.DataFrame:
-    """N_TP, N_FP, N_FN, C, P and recall at every threshold of ``grid`` (§6.3).
-
-    A label with ``p_fp <= p*`` is kept; a point is a false negative at ``p*`` when
-    no kept label contains it (``point_best > p*``).
-    """
-    tp = np.searchsorted(np.sort(p[label_hit]), grid, side="right")
-    kept = np.searchsorted(np.sort(p), grid, side="right")
-    fp = kept - tp
-    n_points = len(point_best)
-    found = np.searchsorted(np.sort(point_best), grid, side="right")
-    fn = n_points - found
-    with np.errstate(invalid="ignore", divide="ignore"):
-        completeness = np.where(tp + fn > 0, tp / np.maximum(tp + fn, 1), np.nan)
-        purity = np.where(kept > 0, tp / np.maximum(kept, 1), np.nan)
-        recall = np.where(n_points > 0, found / max(n_points, 1), np.nan)
-    return pd.DataFrame(
-        {
-            "threshold": grid,
-            "n_kept": kept,
-            "n_tp": tp,
-            "n_fp": fp,
-            "n_fn": fn,
-            "completeness": completeness,
-            "purity": purity,
-            "hypot": np.hypot(completeness, purity),
-            "n_points": n_points,
-            "n_points_found": found,
-            "recall": recall,
-        }
-    )
-
-
-def _pick(curve: pd.DataFrame, primary: str, secondary: str) -> int | None:
-    """Row index maximising ``primary`` (ties: max ``secondary``, then smallest threshold)."""
-    v = curve[primary].to_numpy(dtype=float)
-    if not np.isfinite(v).any():
-        return None
-    best = np.nanmax(v)
-    cand = np.flatnonzero(v == best)
-    if len(cand) > 1 and secondary:
-        s = curve[secondary].to_numpy(dtype=float)[cand]
-        s = np.where(np.isfinite(s), s, -np.inf)
-        cand = cand[s == s.max()]
-    return int(cand[0])
-
-
-def summarise_curve(curve: pd.DataFrame) -> dict:
-    """Optimal (max sqrt(C²+P²)), max-C and max-P points and the p* = 1 point of one curve."""
-    out: dict = {}
-    i_opt = _pick(curve, "hypot", "")
-    i_c = _pick(curve, "completeness", "purity")
-    i_p = _pick(curve, "purity", "completeness")
-
-    def get(i, col):
-        return np.nan if i is None else curve[col].iloc[i]
-
-    out["opt_threshold"] = get(i_opt, "threshold")
-    out["opt_completeness"] = get(i_opt, "completeness")
-    out["opt_purity"] = get(i_opt, "purity")
-    out["opt_hypot"] = get(i_opt, "hypot")
-    for c in ("n_tp", "n_fp", "n_fn"):
-        v = get(i_opt, c)
-        out[f"opt_{c}"] = pd.NA if i_opt is None else int(v)
-    out["opt_recall"] = get(i_opt, "recall")
-    out["max_completeness"] = get(i_c, "completeness")
-    out["max_completeness_threshold"] = get(i_c, "threshold")
-    out["purity_at_max_completeness"] = get(i_c, "purity")
-    out["max_purity"] = get(i_p, "purity")
-    out["max_purity_threshold"] = get(i_p, "threshold")
-    out["completeness_at_max_purity"] = get(i_p, "completeness")
-    last = len(curve) - 1
-    out["completeness_p1"] = curve["completeness"].iloc[last]
-    out["purity_p1"] = curve["purity"].iloc[last]
-    return out
 
 
 def _restrict(
@@ -272,7 +140,7 @@ def _subset(labels: pd.DataFrame, points: pd.DataFrame, subset: str):
 def _validate(labels, points, labels_path, points_path):
     _require(labels, LABEL_COLUMNS, "labels", labels_path)
     _require(points, POINT_COLUMNS, "points", points_path)
-    _label_p(labels, labels_path)
+    label_p_fp(labels, labels_path)
 
 
 def _subsets_for(labels: pd.DataFrame) -> tuple[str, ...]:
@@ -294,7 +162,7 @@ def _tagged(df: pd.DataFrame, tags: dict | None) -> pd.DataFrame:
 def score_points(
     labels_df: pd.DataFrame,
     points_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
     tags: dict | None = None,
     labels_path: object = None,
@@ -335,8 +203,8 @@ def _score_points(labels_df, points_df, thresholds, subjects, tags, labels_path,
     for subset in _subsets_for(labels):
         lab, pts = _subset(labels, points, subset)
         hit, best = containment(lab, pts)
-        hits.append((_label_p(lab), hit))
-        curve = curve_counts(_label_p(lab), hit, best, grid)
+        hits.append((label_p_fp(lab), hit))
+        curve = curve_counts(label_p_fp(lab), hit, best, grid)
         curve.insert(0, "subset", subset)
         curves.append(curve)
         row = {"subset": subset, **counts, "n_labels": len(lab), "n_points": len(pts)}
@@ -362,47 +230,12 @@ def _score_points(labels_df, points_df, thresholds, subjects, tags, labels_path,
     return curve, summary, hits
 
 
-def calibration(p: np.ndarray, is_false: np.ndarray, bins: int = 10) -> tuple[pd.DataFrame, float]:
-    """Reliability table of p_fp and the expected calibration error.
-
-    ``bins`` equal-width bins on [0, 1] (the last one closed). Per bin: number of
-    labels, mean p_fp, fraction that is actually false (with its binomial
-    standard error). ``ECE = Σ_b (n_b / N) |frac_false_b − mean_p_fp_b|`` over the
-    non-empty bins; NaN with no labels.
-    """
-    edges = np.linspace(0.0, 1.0, int(bins) + 1)
-    p = np.asarray(p, dtype=float)
-    is_false = np.asarray(is_false, dtype=bool)
-    idx = np.clip(np.searchsorted(edges, p, side="right") - 1, 0, int(bins) - 1)
-    n = np.bincount(idx, minlength=bins)
-    sum_p = np.bincount(idx, weights=p, minlength=bins)
-    n_false = np.bincount(idx, weights=is_false.astype(float), minlength=bins)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        mean_p = np.where(n > 0, sum_p / np.maximum(n, 1), np.nan)
-        frac = np.where(n > 0, n_false / np.maximum(n, 1), np.nan)
-        se = np.sqrt(frac * (1 - frac) / np.where(n > 0, n, np.nan))
-    table = pd.DataFrame(
-        {
-            "bin_lo": edges[:-1],
-            "bin_hi": edges[1:],
-            "n_labels": n,
-            "n_false": n_false.astype(np.int64),
-            "mean_p_fp": mean_p,
-            "frac_false": frac,
-            "frac_false_se": se,
-        }
-    )
-    total = n.sum()
-    ece = float(np.nansum(n * np.abs(frac - mean_p)) / total) if total else float("nan")
-    return table, ece
-
-
 def score_truth(
     labels_df: pd.DataFrame,
     truth_df: pd.DataFrame,
-    thresholds: int = 101,
+    thresholds: int = _DEFAULTS["thresholds"],
     subjects: Iterable | None = None,
-    bins: int = 10,
+    bins: int = _DEFAULTS["calibration_bins"],
     tags: dict | None = None,
     labels_path: object = None,
     truth_path: object = None,
@@ -533,11 +366,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="table whose subject_id are the scored subjects "
         "(default: the subjects of --points); for --kind truth pass the subsample's boxes",
     )
-    from clumpscout.config import defaults
-
-    d = defaults("compare")  # config keys compare.thresholds, compare.calibration_bins
-    p.add_argument("--thresholds", type=int, default=d["thresholds"], help="p_fp thresholds")
-    p.add_argument("--bins", type=int, default=d["calibration_bins"], help="calibration bins")
+    add_settings(p, "compare", {"thresholds": None, "calibration_bins": "--bins"})
     p.add_argument("--n", type=int, default=None, help="tag the outputs with this n")
     p.add_argument("--out-curve", required=True)
     p.add_argument("--out-summary", required=True)
@@ -545,8 +374,6 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.io import write_csv
-
     labels = read_labels(args.labels)
     points = read_points(args.points)
     subjects = subjects_of(args.subjects)

@@ -70,18 +70,19 @@ import pandas as pd
 from tqdm import tqdm
 
 from clumpscout import config as _config
-from clumpscout.data.gold import Gold, read_gold
+from clumpscout.arrays import ranges
+from clumpscout.config import add_setting
+from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
-from clumpscout.evaluation.compare import containment
-from clumpscout.evaluation.matching import match_one_to_one
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.metrics.containment import containment
+from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
     LIVE_FEATURES,
-    MIN_GOLD_SUBJECTS,
     CalibrationSettings,
     LiveMap,
-    live_features,
 )
+from clumpscout.model.gold_check import check_gold
 from clumpscout.model.live import (
     Assessment,
     LiveSkills,
@@ -92,8 +93,16 @@ from clumpscout.model.live import (
     refit_points,
     refit_skills,
 )
+from clumpscout.model.live_gold import (  # noqa: F401  (MAP_GROWTH, MAP_STEP: the replay's too)
+    MAP_GROWTH,
+    MAP_STEP,
+    fit_map_timeline,
+    gold_completions,
+    gold_rows,
+)
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import REQUIRED_COLUMNS, _ranges
+from clumpscout.model.prepare import REQUIRED_COLUMNS
+from clumpscout.model.source import read_boxes
 
 log = logging.getLogger(__name__)
 
@@ -217,7 +226,7 @@ class _Prefixes:
         """Rows of every (subject, first n classifications) pair; subject_id = pair index."""
         start = np.searchsorted(self.key, subject_codes * self.big, side="left")
         end = np.searchsorted(self.key, subject_codes * self.big + n, side="right")
-        idx = _ranges(start, end)
+        idx = ranges(start, end)
         out = self.rows.iloc[idx].reset_index(drop=True)
         pair = np.repeat(np.arange(len(n), dtype=np.int64), end - start)
         out["subject_id"] = pair
@@ -250,93 +259,6 @@ class Replay:
         """The label map a state was judged with."""
         k = int(self.states["map"].iloc[state])
         return self.default_map if k < 0 else self.maps[k]
-
-
-#: the live map is refitted once the gold prefixes seen have grown by this share ...
-MAP_GROWTH = 0.1
-#: ... and by at least this many prefixes
-MAP_STEP = 20
-
-
-def gold_rows(
-    states: pd.DataFrame, labels: pd.DataFrame, gold: Gold, cal: CalibrationSettings
-) -> pd.DataFrame:
-    """The live map's training rows: every label of every gold subject's prefix with its
-    verdict against the experts (matched one-to-one, docs/decisions.md#gold-match) and the
-    arrival rank ``g`` of the classification that completed the prefix."""
-    is_gold = np.isin(states["subject_id"].to_numpy(), gold.subjects)
-    lab = labels.loc[is_gold[labels["state"].to_numpy()]]
-    if not len(lab):
-        return pd.DataFrame(columns=["g", "subject_id", "real", *LIVE_FEATURES])
-    state = lab["state"].to_numpy()
-    sid = states["subject_id"].to_numpy()[state]
-    marks = gold.marks.merge(
-        pd.DataFrame({"subject_id": sid, "prefix": state}).drop_duplicates(), on="subject_id"
-    )
-    marks = marks.drop(columns="subject_id").rename(columns={"prefix": "subject_id"})
-    real, _ = match_one_to_one(lab.assign(subject_id=state), marks, gold.geometry, cal.match_iou)
-    X = live_features(
-        lab["p_empty"], lab["p_weak"], lab["n_marks"], states["n"].to_numpy()[state],
-        lab["frac_unusual"],
-    )  # fmt: skip
-    out = pd.DataFrame(X, columns=list(LIVE_FEATURES))
-    out.insert(0, "real", real)
-    out.insert(0, "subject_id", sid)
-    out.insert(0, "g", states["g"].to_numpy()[state])
-    return out.sort_values("g", kind="stable").reset_index(drop=True)
-
-
-def gold_completions(states: pd.DataFrame, gold_subjects, horizon: int | None) -> np.ndarray:
-    """The arrival ranks g at which gold subjects were complete: classified ``horizon`` times
-    (or as often as they ever were, if less; None: as often as they ever were), sorted."""
-    st = states.loc[
-        np.isin(states["subject_id"].to_numpy(), gold_subjects), ["subject_id", "n", "g"]
-    ]
-    if not len(st):
-        return np.zeros(0, np.int64)
-    last = st.groupby("subject_id")["n"].transform("max").to_numpy()
-    done = st["n"].to_numpy() == (last if horizon is None else np.minimum(last, horizon))
-    return np.sort(st["g"].to_numpy()[done])
-
-
-def fit_map_timeline(
-    rows: pd.DataFrame, cal: CalibrationSettings, completions: np.ndarray | None = None
-) -> tuple[np.ndarray, list]:
-    """(G, maps): map k is fitted on the gold rows that arrived before G[k] (g < G[k]) and
-    judges the states from G[k] on. The first map waits until MIN_GOLD_SUBJECTS gold subjects
-    are complete (``completions``: :func:`gold_completions`; a map fitted on the first few
-    classifications of each gold subject cannot judge a label seen by twenty volunteers);
-    then a map is refitted once the gold prefixes seen have grown by :data:`MAP_GROWTH` (at
-    least :data:`MAP_STEP`)."""
-    if not len(rows):
-        return np.zeros(0, np.int64), []
-    g = rows["g"].to_numpy()
-    # one prefix = one g: the prefixes seen after each row
-    first_of_g = np.concatenate([[True], g[1:] != g[:-1]])
-    prefixes = np.cumsum(first_of_g)
-    if completions is None:  # every gold subject counts from its first label
-        completions = np.sort(rows.groupby("subject_id")["g"].min().to_numpy())
-    X = rows[list(LIVE_FEATURES)].to_numpy()
-    real = rows["real"].to_numpy(dtype=bool)
-    G, maps, last = [], [], 0
-    ends = np.flatnonzero(np.concatenate([g[1:] != g[:-1], [True]]))  # last row of each g
-    for end in ends:
-        seen = int(prefixes[end])
-        complete = int(np.searchsorted(completions, g[end], side="right"))
-        if complete < MIN_GOLD_SUBJECTS or seen < last + max(MAP_STEP, MAP_GROWTH * last):
-            continue
-        maps.append(
-            LiveMap.fit(
-                X[: end + 1],
-                real[: end + 1],
-                cal.C,
-                cal.weak_real,
-                rows["subject_id"].to_numpy()[: end + 1],
-            )
-        )
-        G.append(int(g[end]) + 1)
-        last = seen
-    return np.asarray(G, dtype=np.int64), maps
 
 
 def run_replay(
@@ -702,12 +624,16 @@ def replay(
     t0 = time.perf_counter()
     if isinstance(calibration, dict) or calibration is None:
         calibration = CalibrationSettings(**{"seed": int(seed), **(calibration or {})})
-    if full_labels is None:
-        from clumpscout.model.aggregator import Aggregator
-
+    gold_report = None
+    if full_labels is None:  # the gold standard is checked by the full-data aggregation
         log.info("full-data labels: aggregating all %d rows", len(boxes))
         agg = Aggregator(params, seed=seed, calibration=calibration)
         full_labels = agg.fit(boxes, path=path, gold=gold).labels_
+        gold_report = agg.report_["calibration"].get("gold_check")
+    elif gold is not None:  # checked against the full-data labels before any map is fitted
+        viewers = boxes.groupby("subject_id")["classification_id"].nunique()
+        subjects = pd.DataFrame({"subject_id": viewers.index, "n_volunteers": viewers.to_numpy()})
+        gold_report = check_gold(full_labels, subjects, gold)
     t1 = time.perf_counter()
     rp = run_replay(
         boxes, params, settings, path=path, gold=gold, calibration=calibration, workers=workers
@@ -725,6 +651,7 @@ def replay(
         if rp.maps
         else "default",
         "refits": rp.refits,
+        **({"gold_check": gold_report} if gold_report is not None else {}),
         "best": best_setting(table, settings),
         "max_lost": settings.max_lost,
         "max_purity_drop": settings.max_purity_drop,
@@ -760,33 +687,33 @@ def write_outputs(out, table, points, report, title="") -> None:
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--boxes", required=True, help="boxes table (Parquet) with created_at")
     p.add_argument("--out", required=True, help="output folder")
-    p.add_argument("--config", default=None, help="config YAML (aggregate: and replay:)")
+    p.add_argument(
+        "--config",
+        default=None,
+        help="config YAML (aggregate:, replay:, calibration:, gold:, seed)",
+    )
     p.add_argument("--full-labels", default=None, help="full-data labels.parquet (else fitted)")
     p.add_argument("--truth", default=None, help="truth table (CSV: subject_id, x, y)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the full-data aggregation")
+    add_setting(p, "seed", from_config=True, note="here the full-data aggregation's")
     p.add_argument(
         "--workers",
         type=int,
         default=1,
         help="epochs assessed at once, in threads (the same result for any number)",
     )
-    p.add_argument(
-        "--gold",
-        default=None,
-        help="the project's gold standard (CSV / Parquet of expert marks or counts, as for "
-        "clumpscout aggregate --gold): the full-data labels are calibrated on it and the "
-        "replay learns its label map from the gold subjects as they arrive",
+    add_gold_options(
+        p,
+        "the full-data labels are calibrated on it and the replay learns its label map from "
+        "the gold subjects as they arrive",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    from clumpscout.config import load
-    from clumpscout.model.prepare import read_boxes
-
-    cfg = load(args.config) if args.config else {}
+    cfg = _config.load(args.config) if args.config else {}
+    _config.resolve(args, cfg)
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
-    gold = read_gold(args.gold) if args.gold else None
+    gold = read_gold_option(args, cfg)
     boxes = read_boxes(args.boxes)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None

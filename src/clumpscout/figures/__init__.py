@@ -13,7 +13,6 @@
 ``meanshift``   appendix: the MeanShift comparison
 ``truth``       not in the paper: calibration, both models and the baselines
 ``gold``        not in the paper: the default model against the gold standard
-``report``      the report's columns: our numbers next to the paper's
 ``flux``        the clump-flux figures (§6.3, §6.5) and subject-image montages
 ==============  ==============================================================
 """

@@ -16,23 +16,24 @@ from matplotlib.ticker import (
 from scipy.special import expit, logit
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     SYM,
     WHITE_BOX,
-    _cfg,
-    _count_mesh,
-    _integer_x,
-    _n_edges,
-    _n_ref,
-    _no_data,
-    _note,
-    _ns,
-    _quantiles,
-    _quiet_colorbar,
+    axes_note,
+    count_mesh,
+    figure_settings,
+    integer_x_ticks,
     logit_limits,
+    n_edges,
     new_figure,
+    no_data,
     nouns,
+    ns_and_ref,
+    quantiles,
+    quiet_colorbar,
     read_stacked,
     read_table,
+    reference_n,
     require,
     save_figure,
 )
@@ -41,7 +42,7 @@ from clumpscout.figures.common import (
 def _reference_panel(ax, p_ref: np.ndarray, sym: str, inset_max: float, objects: str) -> None:
     """Histogram of the values at n_ref (log counts) with an inset below ``inset_max``."""
     if not p_ref.size:
-        _no_data(ax, f"no {objects}")
+        no_data(ax, f"no {objects}")
         return
     below = p_ref[p_ref < inset_max]
     ax.hist(p_ref, bins=np.linspace(0.0, 1.0, 51), color="tab:blue", log=True)
@@ -66,13 +67,13 @@ def _versus_n_panel(ax, df: pd.DataFrame, column: str, objects: str, stats: dict
     stats["logit_limits"] = [lo, hi]
     stats["n_clipped"] = int(np.count_nonzero(clipped != p_all))
     y_edges = expit(np.linspace(logit(lo), logit(hi), 49))
-    counts = _count_mesh(
-        ax, df["n"].to_numpy(float), clipped, _n_edges(ns), y_edges, f"{objects} per bin"
+    counts = count_mesh(
+        ax, df["n"].to_numpy(float), clipped, n_edges(ns), y_edges, f"{objects} per bin"
     )
     stats["colour_max"] = int(counts.max()) if counts.size else 0
     med, q25, q75 = [], [], []
     for n in ns:
-        q = _quantiles(df.loc[df["n"] == n, column].to_numpy(float))
+        q = quantiles(df.loc[df["n"] == n, column].to_numpy(float))
         stats["per_n"][int(n)] = q | {"count": int((df["n"] == n).sum())}
         med.append(q["median"])
         q25.append(q["q25"])
@@ -108,7 +109,7 @@ def _probability_distribution(
     objects = nouns(wording)["objects"]
     df = labels[["n", column]].dropna()
     ns = sorted(df["n"].unique().tolist())
-    nr = _n_ref(ns, n_ref)
+    nr = reference_n(ns, n_ref)
     sym = SYM[column]
     fig = new_figure(12.0, 4.5, dpi)
     ax_l, ax_r = fig.subplots(1, 2, width_ratios=[1.0, 1.25])
@@ -128,9 +129,9 @@ def _probability_distribution(
     if ns:
         _versus_n_panel(ax_r, df, column, objects, stats)
     else:
-        _no_data(ax_r)
+        no_data(ax_r)
     ax_r.set_xlabel("n (annotations per subject)")
-    _integer_x(ax_r)
+    integer_x_ticks(ax_r)
     ax_r.set_ylabel(sym)
     save_figure(fig, stem)
     return stats
@@ -140,9 +141,9 @@ def plot_pfp_distribution(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    inset_max: float = 0.01,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    inset_max: float = DEFAULTS["inset_max"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_fpp_dist: clump p_fp (decisions.md#clump-false-positive-probability) at
@@ -160,9 +161,9 @@ def plot_psigma_distribution(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    inset_max: float = 0.01,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    inset_max: float = DEFAULTS["inset_max"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_variance_dist: clump p_σ (decisions.md#location-variance) at n = 20 and
@@ -201,7 +202,7 @@ def plot_clump_positions(
     sizes: pd.DataFrame | None = None,
     bins: Sequence[float] = (0.0, 0.2, 0.5, 0.8, 1.0),
     radius: float = 0.25,
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clump_location_vs_pfp: clump positions in normalised coordinates per p_fp bin.
@@ -245,7 +246,7 @@ def plot_clump_positions(
         if counts.count():
             mesh = ax.pcolormesh(grid, grid, counts.T, norm=norm, cmap="viridis", rasterized=True)
         else:
-            _no_data(ax, f"no {objects}")
+            no_data(ax, f"no {objects}")
         ax.add_patch(Circle((0, 0), radius, fill=False, ls="--", color="tab:red", lw=1))
         ax.set_aspect("equal")
         ax.set_xlim(-0.5, 0.5)
@@ -254,19 +255,19 @@ def plot_clump_positions(
         ax.set_title(f"{edges[b]:g} ≤ {SYM['p_fp']} {upper} {edges[b + 1]:g}", fontsize=9)
         pct = "–" if not len(sel) else f"{100 * frac:.2f}%"
         text = f"{len(sel)} {objects}\nR > {radius:g}: {pct}"
-        _note(ax, 0.03, 0.03, text, fontsize=8, color="k", bbox=WHITE_BOX)
+        axes_note(ax, 0.03, 0.03, text, fontsize=8, color="k", bbox=WHITE_BOX)
         ax.set_xlabel(r"$X/X_{\max} - \frac{1}{2}$")
     axes[0].set_ylabel(r"$Y/Y_{\max} - \frac{1}{2}$")
     if mesh is not None:
-        _quiet_colorbar(fig.colorbar(mesh, ax=list(axes), label=f"{objects} per bin"))
+        quiet_colorbar(fig.colorbar(mesh, ax=list(axes), label=f"{objects} per bin"))
     save_figure(fig, stem)
     return stats
 
 
 def _build_distribution(inp, stem, params, column, plot):
     """A per-label probability's distribution per n (p_fp or p_sigma) from the stacked labels."""
-    ns, nr = _ns(params)
-    cfg = _cfg(params)
+    ns, nr = ns_and_ref(params)
+    cfg = figure_settings(params)
     lab = read_stacked(inp["labels"], ns, [column], "labels", [])
     return plot(
         lab,
@@ -287,7 +288,7 @@ def build_psigma(inp, stem, params):
 
 
 def build_positions(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     lab = read_table(inp["labels"], ["subject_id", "x", "y", "p_fp"], "labels", [])
     sizes = None
     if inp.get("subjects"):

@@ -110,14 +110,14 @@ def save_figure(fig: Figure, stem: str | Path) -> dict[str, Path]:
     return paths
 
 
-def _note(ax, x: float, y: float, text: str, **kw) -> None:
+def axes_note(ax, x: float, y: float, text: str, **kw) -> None:
     """Text at (x, y) in axes coordinates (0..1)."""
     ax.text(x, y, text, transform=ax.transAxes, **kw)
 
 
-def _summary(ax, text: str) -> None:
+def corner_summary(ax, text: str) -> None:
     """A panel's key numbers in its top right corner."""
-    _note(ax, 0.98, 0.95, text, ha="right", va="top", fontsize=8)
+    axes_note(ax, 0.98, 0.95, text, ha="right", va="top", fontsize=8)
 
 
 def nouns(wording: str | None) -> dict[str, str]:
@@ -126,11 +126,11 @@ def nouns(wording: str | None) -> dict[str, str]:
     return registry.words(wording)
 
 
-def _no_data(ax, text: str = "no data") -> None:
-    _note(ax, 0.5, 0.5, text, ha="center", va="center", color="0.4")
+def no_data(ax, text: str = "no data") -> None:
+    axes_note(ax, 0.5, 0.5, text, ha="center", va="center", color="0.4")
 
 
-def _n_ref(ns: Sequence[int], n_ref: int | None) -> int | None:
+def reference_n(ns: Sequence[int], n_ref: int | None) -> int | None:
     """The subsample used by single-n panels: ``n_ref`` if present, else the largest n."""
     ns = sorted({int(n) for n in ns})
     if not ns:
@@ -138,17 +138,17 @@ def _n_ref(ns: Sequence[int], n_ref: int | None) -> int | None:
     return int(n_ref) if n_ref is not None and int(n_ref) in ns else ns[-1]
 
 
-def _integer_x(*axes) -> None:
+def integer_x_ticks(*axes) -> None:
     for ax in axes:
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
-def _n_edges(ns: Sequence[int]) -> np.ndarray:
+def n_edges(ns: Sequence[int]) -> np.ndarray:
     """Histogram edges centred on the integers from min(n) to max(n)."""
     return np.arange(min(ns) - 0.5, max(ns) + 1.0, 1.0)
 
 
-def _count_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis") -> np.ndarray:
+def count_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis") -> np.ndarray:
     """2D histogram coloured by the count per bin, log colour scale from 1.
 
     The paper's 2D histograms (fig:clump_fpp_dist, fig:clump_variance_dist) show a
@@ -163,11 +163,11 @@ def _count_mesh(ax, x, y, x_edges, y_edges, label: str, cmap: str = "viridis") -
     if shown.count():
         norm = LogNorm(vmin=1.0, vmax=max(float(shown.max()), 1.0001))
         mesh = ax.pcolormesh(x_edges, y_edges, shown.T, norm=norm, cmap=cmap, rasterized=True)
-        _quiet_colorbar(ax.figure.colorbar(mesh, ax=ax, label=label))
+        quiet_colorbar(ax.figure.colorbar(mesh, ax=ax, label=label))
     return counts
 
 
-def _quiet_colorbar(cbar) -> None:
+def quiet_colorbar(cbar) -> None:
     """Label only the major ticks of a log colour bar spanning a decade or more
     (readable and much faster); a narrower one keeps its minor labels."""
     norm = cbar.mappable.norm
@@ -190,7 +190,7 @@ def logit_limits(p: np.ndarray, smallest: float = 1e-15) -> tuple[float, float]:
     return float(lo), float(1.0 - up)
 
 
-def _quantiles(values: np.ndarray) -> dict[str, float]:
+def quantiles(values: np.ndarray) -> dict[str, float]:
     if values.size == 0:
         return {k: float("nan") for k in ("q05", "q25", "median", "q75", "q95", "mean")}
     q = np.quantile(values, [0.05, 0.25, 0.5, 0.75, 0.95])
@@ -298,10 +298,10 @@ BOX_COLS = ["subject_id", "x1", "y1", "x2", "y2"]
 CURVE_COLS = ["subset", "threshold", "completeness", "purity"]
 
 
-def _cfg(params: Mapping[str, Any]) -> dict[str, Any]:
+def figure_settings(params: Mapping[str, Any]) -> dict[str, Any]:
     return DEFAULTS | {k: v for k, v in dict(params.get("figures") or {}).items() if v is not None}
 
 
-def _ns(params: Mapping[str, Any]) -> tuple[list[int], int | None]:
+def ns_and_ref(params: Mapping[str, Any]) -> tuple[list[int], int | None]:
     ns = [int(n) for n in params["ns"]]
-    return ns, _n_ref(ns, _cfg(params)["n_ref"])
+    return ns, reference_n(ns, figure_settings(params)["n_ref"])

@@ -15,10 +15,11 @@ from matplotlib.patches import Rectangle
 
 from clumpscout.figures.common import (
     BOX_COLS,
-    _cfg,
-    _no_data,
+    DEFAULTS,
+    figure_settings,
     load_images,
     new_figure,
+    no_data,
     read_table,
     require,
     save_figure,
@@ -69,7 +70,7 @@ def _cluster_colours(clusters: Sequence[int]) -> dict[int, Any]:
     return {int(c): cm(i % 10) for i, c in enumerate(sorted(c for c in clusters if c >= 0))}
 
 
-def _example_grid(
+def example_grid(
     ids: Sequence[int], heads: Sequence[str], dpi: int, *, extra_height: float = 0.0
 ) -> tuple[Figure, np.ndarray]:
     """The figure of an example panel: one row per subject, one column per entry of
@@ -82,11 +83,11 @@ def _example_grid(
     if not ids:
         for ax in axes[0]:
             _frame(ax, 400, 400, None, False)
-        _no_data(axes[0, 0], "no example subjects")
+        no_data(axes[0, 0], "no example subjects")
     return fig, axes
 
 
-def _example_row(
+def example_row(
     axes: np.ndarray, sid: int, boxes: pd.DataFrame, image, with_subject: bool
 ) -> pd.DataFrame:
     """The common columns of one example row: the subject in every column (grey scale
@@ -113,7 +114,7 @@ def example_columns(
     return (list(heads) if with_subject else list(heads[1:])), with_subject
 
 
-def _label_boxes(ax, labels: pd.DataFrame, p_fp_dashed: float) -> int:
+def label_boxes(ax, labels: pd.DataFrame, p_fp_dashed: float) -> int:
     """Label boxes, red and dashed where p_fp > ``p_fp_dashed``; returns how many are."""
     n_dashed = 0
     for r in labels.itertuples():
@@ -130,8 +131,8 @@ def plot_annotation_examples(
     stem: str | Path,
     *,
     images: Mapping[int, np.ndarray] | None = None,
-    p_fp_dashed: float = 0.8,
-    dpi: int = 150,
+    p_fp_dashed: float = DEFAULTS["p_fp_dashed"],
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:agg_examples: one row per subject, four columns.
 
@@ -153,12 +154,12 @@ def plot_annotation_examples(
     )
     heads, with_subject = example_columns(heads, ids, images)
     col = int(with_subject)  # the column of all boxes; clusters and labels follow
-    fig, axes = _example_grid(ids, heads, dpi)
+    fig, axes = example_grid(ids, heads, dpi)
     stats: dict[str, Any] = {"subjects": []}
     for i, sid in enumerate(ids):
         img = images.get(int(sid))
         rows = assignments[assignments["subject_id"] == sid]
-        b = _example_row(axes[i], sid, rows, img, with_subject)
+        b = example_row(axes[i], sid, rows, img, with_subject)
         lab = labels[labels["subject_id"] == sid]
         cluster = b["cluster"].astype("Float64").fillna(-3).astype(int).to_numpy()
         colours = _cluster_colours(np.unique(cluster))
@@ -168,7 +169,7 @@ def plot_annotation_examples(
                 continue
             n_dummy += c == -1
             _box(axes[i, col + 1], r, "k" if c == -1 else colours[c], lw=1.2 if c == -1 else 0.8)
-        n_dashed = _label_boxes(axes[i, col + 2], lab, p_fp_dashed)
+        n_dashed = label_boxes(axes[i, col + 2], lab, p_fp_dashed)
         stats["subjects"].append(
             {
                 "subject_id": int(sid),
@@ -197,7 +198,7 @@ def annotation_candidates(assignments: pd.DataFrame, labels: pd.DataFrame) -> li
 
 
 def build_agg_examples(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     a = read_table(
         inp["assignments"], [*BOX_COLS, "cluster"], "assignments", ["image_width", "image_height"]
     )

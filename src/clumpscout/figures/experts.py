@@ -16,19 +16,21 @@ from matplotlib.colors import Normalize
 from clumpscout.figures.common import (
     BOX_COLS,
     CURVE_COLS,
+    DEFAULTS,
     FP_COLOUR,
     SYM,
     TP_COLOUR,
-    _cfg,
-    _no_data,
-    _ns,
+    figure_settings,
     new_figure,
+    no_data,
     nouns,
+    ns_and_ref,
     read_stacked,
     read_table,
     require,
     save_figure,
 )
+from clumpscout.metrics.containment import containment
 
 
 def curve_markers(curve: pd.DataFrame) -> dict[str, dict[str, float]]:
@@ -83,7 +85,7 @@ def plot_purity_completeness(
     summary: pd.DataFrame | None = None,
     subsets: Sequence[str] = ("all", "normal"),
     reference: str = "expert",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:pseudo_roc_volunteer_counts: purity vs completeness for every n.
@@ -132,7 +134,7 @@ def plot_purity_completeness(
         ax.set_title(f"{subset} {nouns(wording)['objects']} vs {reference}")
         ax.grid(alpha=0.3)
         if sub.empty:
-            _no_data(ax)
+            no_data(ax)
     axes[0].set_ylabel(r"purity $\mathcal{P}_n(p^{\star,\mathrm{fp}})$")
     handles = [
         axes[0].scatter([], [], marker="x", color="k", label="optimal"),
@@ -147,11 +149,9 @@ def plot_purity_completeness(
 
 def empirical_matches(labels: pd.DataFrame, points: pd.DataFrame) -> pd.DataFrame:
     """Label clumps of the expert subjects, each flagged ``tp`` when its box holds
-    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.evaluation.compare.containment),
+    at least one expert click of any expert (decisions.md#expert-comparison, clumpscout.metrics.containment.containment),
     and ``normal`` when a strict majority of its volunteers marked it normal
     (frac_unusual < 0.5). Subjects without expert classifications are left out."""
-    from clumpscout.evaluation.compare import containment
-
     require(labels, ["subject_id", "x1", "y1", "x2", "y2", "p_fp"], "labels")
     require(points, ["subject_id", "x", "y"], "expert clicks")
     subjects = points["subject_id"].unique()
@@ -171,9 +171,9 @@ def plot_pfp_true_false(
     matches: pd.DataFrame,
     stem: str | Path,
     *,
-    inset_max: float = 0.01,
-    cut: float = 0.3,
-    dpi: int = 150,
+    inset_max: float = DEFAULTS["inset_max"],
+    cut: float = DEFAULTS["tp_cut"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:volunteer_normal_set_fpp_dist: p_fp of empirically true vs false positives.
@@ -221,7 +221,7 @@ def plot_pfp_true_false(
     if p.size:
         ax.legend(loc="lower center", fontsize=8, bbox_to_anchor=(0.5, 1.0), ncol=2)
     else:
-        _no_data(ax, f"no compared {nouns(wording)['objects']}")
+        no_data(ax, f"no compared {nouns(wording)['objects']}")
     ax.set_xlim(0, 1)
     inset.set_xlim(0, inset_max)
     inset.tick_params(labelsize=7)
@@ -233,8 +233,8 @@ def plot_pfp_true_false(
 
 
 def build_pseudo_roc(inp, stem, params):
-    ns, _ = _ns(params)
-    cfg = _cfg(params)
+    ns, _ = ns_and_ref(params)
+    cfg = figure_settings(params)
     curves = read_stacked(inp["curves"], ns, CURVE_COLS, "comparison curve", [])
     summary = None
     if inp.get("summary"):
@@ -250,7 +250,7 @@ def build_pseudo_roc(inp, stem, params):
 
 
 def build_true_false(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     labels = read_table(inp["labels"], [*BOX_COLS, "p_fp"], "labels", ["frac_unusual"])
     points = read_table(inp["points"], ["subject_id", "x", "y"], "expert clicks", [])
     m = empirical_matches(labels, points)

@@ -31,7 +31,15 @@ import pandas as pd
 from matplotlib.patches import Circle
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 
-from clumpscout.figures.common import FP_COLOUR, SYM, TP_COLOUR, new_figure, require, save_figure
+from clumpscout.figures.common import (
+    DEFAULTS,
+    FP_COLOUR,
+    SYM,
+    TP_COLOUR,
+    new_figure,
+    require,
+    save_figure,
+)
 from clumpscout.io import write_json
 
 BANDS = ("g", "r", "i")
@@ -105,7 +113,9 @@ def _hist_pair(
     return out
 
 
-def plot_flux_true_false(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_flux_true_false(
+    phot: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]
+) -> dict:
     """fig:expert_all_set_hitmiss_band_flux_dists_lscale from a labels photometry table.
 
     Needs ``expert_match`` ("tp" / "fp"; other rows are ignored), flux_g/r/i and
@@ -162,8 +172,24 @@ def _binned(
     return centres, vals
 
 
+def _scatter_binned(ax, p, values, edges, how, colour, label, p_split):
+    """One quantity against p_fp on ``ax``: the clumps as points, its binned ``how`` (mean
+    or median) as a line. Returns its positive values below and at or above ``p_split``."""
+    y = pd.to_numeric(values, errors="coerce").to_numpy(float)
+    ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
+    ax.scatter(p[ok], y[ok], s=3, alpha=0.25, color=colour, rasterized=True)
+    cx, cy = _binned(p[ok], y[ok], edges, how)
+    ax.plot(cx, cy, "o-", color=colour, label=f"{label} (binned {how})")
+    return y[ok & (p < p_split)], y[ok & (p >= p_split)]
+
+
 def plot_flux_vs_pfp(
-    phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150, bins: int = 10, p_split: float = 0.2
+    phot: pd.DataFrame,
+    stem: str | Path,
+    *,
+    dpi: int = DEFAULTS["dpi"],
+    bins: int = 10,
+    p_split: float = 0.2,
 ) -> dict:
     """fig:flux_versus_fpp: flux (left) and flux ratios (right) against the clump's p_fp.
 
@@ -183,12 +209,8 @@ def plot_flux_vs_pfp(
         "ratio": {},
     }
     for b in BANDS:
-        y = pd.to_numeric(phot[f"flux_{b}"], errors="coerce").to_numpy(float)
-        ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
-        ax_f.scatter(p[ok], y[ok], s=3, alpha=0.25, color=BAND_COLOUR[b], rasterized=True)
-        cx, cy = _binned(p[ok], y[ok], edges, "mean")
-        ax_f.plot(cx, cy, "o-", color=BAND_COLOUR[b], label=f"{b} (binned mean)")
-        lo, hi = y[ok & (p < p_split)], y[ok & (p >= p_split)]
+        y = phot[f"flux_{b}"]
+        lo, hi = _scatter_binned(ax_f, p, y, edges, "mean", BAND_COLOUR[b], b, p_split)
         stats["flux"][b] = {
             "mean_low_pfp": float(lo.mean()) if lo.size else None,
             "mean_high_pfp": float(hi.mean()) if hi.size else None,
@@ -201,12 +223,9 @@ def plot_flux_vs_pfp(
     ax_f.legend(fontsize=8)
     colours = dict(zip(RATIOS, ("tab:blue", "tab:orange", "tab:gray"), strict=True))
     for r in RATIOS:
-        y = pd.to_numeric(phot[r], errors="coerce").to_numpy(float)
-        ok = np.isfinite(p) & np.isfinite(y) & (y > 0)
-        ax_r.scatter(p[ok], y[ok], s=3, alpha=0.25, color=colours[r], rasterized=True)
-        cx, cy = _binned(p[ok], y[ok], edges, "median")
-        ax_r.plot(cx, cy, "o-", color=colours[r], label=f"{RATIO_LABEL[r]} (binned median)")
-        lo, hi = y[ok & (p < p_split)], y[ok & (p >= p_split)]
+        lo, hi = _scatter_binned(
+            ax_r, p, phot[r], edges, "median", colours[r], RATIO_LABEL[r], p_split
+        )
         stats["ratio"][r] = {
             "median_low_pfp": float(np.median(lo)) if lo.size else None,
             "median_high_pfp": float(np.median(hi)) if hi.size else None,
@@ -224,7 +243,7 @@ def plot_flux_vs_pfp(
     return stats
 
 
-def plot_flux_truth(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_flux_truth(phot: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]) -> dict:
     """r-band flux and g/r ratio of the simulated true clumps and of each distractor kind."""
     require(phot, ["source", "flux_r", "ratio_g_r"], "truth photometry")
     sources = sorted(phot["source"].astype(str).unique(), key=lambda s: (s != "clump", s))
@@ -249,7 +268,11 @@ def plot_flux_truth(phot: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> 
 
 
 def plot_subject_montage(
-    items: Sequence[Mapping[str, Any]], stem: str | Path, *, ncols: int = 4, dpi: int = 150
+    items: Sequence[Mapping[str, Any]],
+    stem: str | Path,
+    *,
+    ncols: int = 4,
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """Subject images in a grid; each item: ``png`` (path), ``title`` and optionally
     ``clumps`` [(x, y)] (orange circles of radius ``box_side``/2) and ``others``
@@ -327,6 +350,29 @@ def montage_items(
     return items
 
 
+def plot_demo_montage(
+    table: pd.DataFrame,
+    field: pd.DataFrame,
+    field_dir: str | Path,
+    group: pd.DataFrame,
+    group_dir: str | Path,
+    stem: str | Path,
+    *,
+    dpi: int = DEFAULTS["dpi"],
+) -> dict:
+    """The real-SDSS demo's montage (:func:`clumpscout.images.real_demo.real_demo`): every
+    subject of the field's and the group's cutouts tables, titled with its target, side and
+    PSF FWHM from the demo's ``table`` (the field's rows, then the group's)."""
+    items = montage_items(field, field_dir, len(field)) + montage_items(
+        group, group_dir, len(group)
+    )
+    for item, r in zip(items, table.itertuples(index=False), strict=True):
+        item["title"] = (
+            f"{r.target} {r.subject_id}\nside {r.side_native} px, FWHM {r.fwhm_subject:.1f} subject px"
+        )
+    return plot_subject_montage(items, stem, ncols=4, dpi=dpi)
+
+
 #: figure name → (plotting function, photometry table it needs)
 FIGURES = {
     "flux_true_false": (plot_flux_true_false, "labels"),
@@ -336,7 +382,11 @@ FIGURES = {
 
 
 def build(
-    tables: Mapping[str, pd.DataFrame], out_dir: str | Path, *, dpi: int = 150, only=None
+    tables: Mapping[str, pd.DataFrame],
+    out_dir: str | Path,
+    *,
+    dpi: int = DEFAULTS["dpi"],
+    only=None,
 ) -> dict:
     """Write every flux figure whose table is given: ``<out_dir>/<name>.{png,pdf,json}``."""
     out = Path(out_dir)

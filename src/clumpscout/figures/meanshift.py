@@ -12,21 +12,22 @@ from matplotlib.patches import Circle
 
 from clumpscout.figures.common import (
     BOX_COLS,
-    _cfg,
-    _no_data,
-    _summary,
+    DEFAULTS,
+    corner_summary,
+    figure_settings,
     load_images,
     new_figure,
+    no_data,
     nouns,
     read_table,
     require,
     save_figure,
 )
 from clumpscout.figures.examples import (
-    _example_grid,
-    _example_row,
-    _label_boxes,
     example_columns,
+    example_grid,
+    example_row,
+    label_boxes,
     pick_examples,
 )
 
@@ -36,7 +37,7 @@ def plot_meanshift_difference(
     stem: str | Path,
     *,
     column: str = "diff_meanshift",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:agg_v_ms_dist: per-subject clump count difference, ours − MeanShift (decisions.md#meanshift-baseline).
@@ -60,14 +61,14 @@ def plot_meanshift_difference(
     if d.size:
         ax.hist(d, bins=np.arange(d.min() - 0.5, d.max() + 1.5), color="tab:blue", log=True)
         ax.axvline(0, color="k", lw=1, ls="--")
-        _summary(
+        corner_summary(
             ax,
             f"{d.size} subjects\nours more: {100 * stats['frac_ours_more']:.1f}%\n"
             f"equal: {100 * stats['frac_equal']:.1f}%\n"
             f"MeanShift more: {100 * stats['frac_meanshift_more']:.1f}%",
         )
     else:
-        _no_data(ax)
+        no_data(ax)
     objects = nouns(wording)["objects"]
     ax.set_xlabel(rf"$N_{{\mathrm{{{objects}}}}}$(ours) − $N_{{\mathrm{{{objects}}}}}$(MeanShift)")
     ax.set_ylabel("subjects")
@@ -83,9 +84,9 @@ def plot_meanshift_examples(
     stem: str | Path,
     *,
     images: Mapping[int, np.ndarray] | None = None,
-    p_fp_dashed: float = 0.8,
+    p_fp_dashed: float = DEFAULTS["p_fp_dashed"],
     title: str = "",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:agg_v_ms_more_examples / fig:agg_v_ms_less_examples: one row per subject.
 
@@ -101,16 +102,16 @@ def plot_meanshift_examples(
     heads = ("subject", "all boxes", f"ours (dashed: p_fp > {p_fp_dashed:g})", "MeanShift")
     heads, with_subject = example_columns(heads, ids, images)
     col = int(with_subject)  # the column of all boxes; ours and MeanShift follow
-    fig, axes = _example_grid(ids, heads, dpi, extra_height=0.3)
+    fig, axes = example_grid(ids, heads, dpi, extra_height=0.3)
     if title:
         fig.suptitle(title, fontsize=10)
     stats: dict[str, Any] = {"subjects": []}
     for i, sid in enumerate(ids):
         img = images.get(int(sid))
-        b = _example_row(axes[i], sid, boxes[boxes["subject_id"] == sid], img, with_subject)
+        b = example_row(axes[i], sid, boxes[boxes["subject_id"] == sid], img, with_subject)
         lab = labels[labels["subject_id"] == sid]
         ms = meanshift[meanshift["subject_id"] == sid]
-        n_dashed = _label_boxes(axes[i, col + 1], lab, p_fp_dashed)
+        n_dashed = label_boxes(axes[i, col + 1], lab, p_fp_dashed)
         side = (b["x2"] - b["x1"]).median() if len(b) else 20.0
         sides = ms["box_side"].to_numpy(float) if "box_side" in ms else np.full(len(ms), side)
         for r, sd in zip(ms.itertuples(), sides, strict=True):
@@ -144,13 +145,13 @@ def plot_meanshift_fewer_examples(subject_ids, boxes, labels, meanshift, stem, *
 
 
 def build_difference(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     d = read_table(inp["count_difference"], ["subject_id"], "count difference")
     return plot_meanshift_difference(d, stem, dpi=cfg["dpi"], wording=params.get("wording"))
 
 
 def _ms_examples(inp, stem, params, sign: int):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     d = read_table(inp["count_difference"], ["subject_id"], "count difference")
     col = "diff_meanshift" if "diff_meanshift" in d.columns else "difference"
     require(d, [col], "count difference", inp["count_difference"])

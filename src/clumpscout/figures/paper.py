@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from clumpscout.config import add_setting, resolve
 from clumpscout.errors import InputError
 from clumpscout.figures import (
     clumps,
@@ -29,7 +30,7 @@ from clumpscout.figures import (
     truth,
     volunteers,
 )
-from clumpscout.figures.common import PAPER_MODEL, _n_ref, output_paths
+from clumpscout.figures.common import PAPER_MODEL, output_paths, reference_n
 
 # used by benchmarks/calibration.py
 from clumpscout.figures.experts import empirical_matches  # noqa: F401
@@ -112,12 +113,14 @@ def results_inputs(
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results folder of a workflow run")
     parser.add_argument("--out", required=True, help="folder for the PNG / PDF / JSON files")
-    parser.add_argument("--n", type=int, nargs="+", required=True, help="subsample sizes n")
-    parser.add_argument("--config", default=None, help="config.yaml (its figures section)")
+    add_setting(parser, "subsample.n", required=True, note="here those of the run")
+    parser.add_argument(
+        "--config", default=None, help="config.yaml (its figures and baseline sections, seed)"
+    )
     parser.add_argument(
         "--only", nargs="+", choices=sorted(FIGURES), metavar="NAME", help="only these figures"
     )
-    parser.add_argument("--seed", type=int, default=0, help="seed for picking example subjects")
+    add_setting(parser, "seed", from_config=True, note="here the seed that picks example subjects")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -126,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     cfg: dict[str, Any] = {}
+    full: dict[str, Any] = {}
     base_n = None
     project = "clump_scout"
     if args.config:
@@ -135,8 +139,9 @@ def run(args: argparse.Namespace) -> int:
         base_n = (full.get("baseline") or {}).get("n")
         kind = (full.get("simulate") or {}).get("kind")
         project = registry.wording(full.get("source", "simulate"), kind, cfg.get("project"))
+    resolve(args, full)
     ns = sorted(args.n)
-    nr = _n_ref(ns, cfg.get("n_ref"))
+    nr = reference_n(ns, cfg.get("n_ref"))
     params = {"ns": ns, "figures": cfg, "seed": args.seed, "wording": project}
     out = Path(args.out)
     skipped = 0

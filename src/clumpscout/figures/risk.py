@@ -18,18 +18,19 @@ from matplotlib.ticker import (
 )
 
 from clumpscout.figures.common import (
+    DEFAULTS,
     STATUSES,
     SYM,
-    _cfg,
-    _count_mesh,
-    _integer_x,
-    _n_edges,
-    _no_data,
-    _ns,
-    _quantiles,
-    _quiet_colorbar,
+    count_mesh,
+    figure_settings,
+    integer_x_ticks,
+    n_edges,
     new_figure,
+    no_data,
     nouns,
+    ns_and_ref,
+    quantiles,
+    quiet_colorbar,
     read_stacked,
     require,
     save_figure,
@@ -90,13 +91,13 @@ def _risk_panel(ax, n_of: np.ndarray, y: np.ndarray, ns: Sequence[int]) -> dict:
     top = max(float(y.max()), 2.0)
     y_edges = tr.inverse(np.linspace(tr.forward(floor), tr.forward(top), 41))
     ax.set_yscale("function", functions=(tr.forward, tr.inverse))
-    counts = _count_mesh(ax, n_of, np.clip(y, floor, top), _n_edges(ns), y_edges,
+    counts = count_mesh(ax, n_of, np.clip(y, floor, top), n_edges(ns), y_edges,
                          "subjects per bin")  # fmt: skip
     out["colour_max"] = int(counts.max()) if counts.size else 0
     med = []
     for n in ns:
         yn = y[n_of == n]
-        q = _quantiles(yn)
+        q = quantiles(yn)
         out["per_n"][int(n)] = {
             "median": q["median"],
             "mean": q["mean"],
@@ -127,8 +128,8 @@ def plot_risk_components(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    p_fp_cut: float = 0.85,
-    dpi: int = 150,
+    p_fp_cut: float = DEFAULTS["p_fp_cut"],
+    dpi: int = DEFAULTS["dpi"],
 ) -> dict:
     """fig:subject_risk_param_evolution: N_fp, N_fp (p_fp ≤ cut), N_fn, N_σ vs n.
 
@@ -157,7 +158,7 @@ def plot_risk_components(
         vals = s[["n", col]].dropna()
         stats[col] = {"n_undefined": int(s[col].isna().sum()), "per_n": {}}
         if vals.empty:
-            _no_data(ax)
+            no_data(ax)
             ax.set_title(label)
             continue
         stats[col] |= _risk_panel(ax, vals["n"].to_numpy(float), vals[col].to_numpy(float), ns)
@@ -166,7 +167,7 @@ def plot_risk_components(
         ax.set_ylabel(label)
     for ax in axes[2:]:
         ax.set_xlabel("n (annotations per subject)")
-        _integer_x(ax)
+        integer_x_ticks(ax)
     save_figure(fig, stem)
     return stats
 
@@ -190,8 +191,8 @@ def plot_clumps_per_galaxy(
     labels: pd.DataFrame,
     stem: str | Path,
     *,
-    p_fp_cut: float = 0.85,
-    dpi: int = 150,
+    p_fp_cut: float = DEFAULTS["p_fp_cut"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """fig:clumps_per_galaxy_filtered: clumps per galaxy vs n (all; p_fp < cut).
@@ -217,23 +218,23 @@ def plot_clumps_per_galaxy(
         cps = clumps_per_subject(subjects, labels, cut)
         stats[key] = {}
         if cps.empty:
-            _no_data(ax)
+            no_data(ax)
             ax.set_title(title)
             continue
         top = int(cps["clumps"].max())
         counts, _, _ = np.histogram2d(
-            cps["n"], cps["clumps"], bins=[_n_edges(ns), np.arange(-0.5, top + 1.5)]
+            cps["n"], cps["clumps"], bins=[n_edges(ns), np.arange(-0.5, top + 1.5)]
         )
         c = np.ma.masked_equal(counts, 0)
         mesh = ax.pcolormesh(
-            _n_edges(ns),
+            n_edges(ns),
             np.arange(-0.5, top + 1.5),
             c.T,
             norm=LogNorm(vmin=1, vmax=max(c.max(), 1.0001)),
             cmap="viridis",
             rasterized=True,
         )
-        _quiet_colorbar(fig.colorbar(mesh, ax=ax, label=w["subjects"]))
+        quiet_colorbar(fig.colorbar(mesh, ax=ax, label=w["subjects"]))
         means = cps.groupby("n")["clumps"].mean()
         ax.plot(means.index, means.values, "o-", color="tab:red", ms=4, label="mean")
         for n, m in means.items():
@@ -246,7 +247,7 @@ def plot_clumps_per_galaxy(
         ax.set_title(title)
         ax.legend(loc="upper left", fontsize=8)
     axes[-1].set_xlabel("n (annotations per subject)")
-    _integer_x(axes[-1])
+    integer_x_ticks(axes[-1])
     save_figure(fig, stem)
     return stats
 
@@ -272,7 +273,9 @@ STATUS_LEGEND = {
 }
 
 
-def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_retirement_reasons(
+    subjects: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]
+) -> dict:
     """fig:retirement_reason_fraction: fraction of subjects per status vs n.
 
     Statuses of the aggregation contract: retired (risk criterion), retired_empty
@@ -287,12 +290,12 @@ def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: in
             style, label = STATUS_LEGEND[col]
             ax.plot(frac.index, y, style, ms=4, label=label)
     if frac.empty:
-        _no_data(ax)
+        no_data(ax)
     else:
         ax.set_yscale("log")
         ax.legend(fontsize=8)
     ax.set_xlabel("n (annotations per subject)")
-    _integer_x(ax)
+    integer_x_ticks(ax)
     ax.set_ylabel("fraction of subjects")
     ax.grid(alpha=0.3, which="both")
     save_figure(fig, stem)
@@ -303,8 +306,8 @@ def plot_retirement_reasons(subjects: pd.DataFrame, stem: str | Path, *, dpi: in
 
 
 def build_risk(inp, stem, params):
-    ns, _ = _ns(params)
-    cfg = _cfg(params)
+    ns, _ = ns_and_ref(params)
+    cfg = figure_settings(params)
     need = ["subject_id", "n_fp", "n_fn", "n_sigma"]
     subj = read_stacked(inp["subjects"], ns, need, "subjects", [])
     lab = read_stacked(inp["labels"], ns, ["subject_id", "p_fp"], "labels", [])
@@ -312,8 +315,8 @@ def build_risk(inp, stem, params):
 
 
 def build_clumps_per_galaxy(inp, stem, params):
-    ns, _ = _ns(params)
-    cfg = _cfg(params)
+    ns, _ = ns_and_ref(params)
+    cfg = figure_settings(params)
     subj = read_stacked(inp["subjects"], ns, ["subject_id"], "subjects", [])
     lab = read_stacked(inp["labels"], ns, ["subject_id", "p_fp"], "labels", [])
     return plot_clumps_per_galaxy(
@@ -322,7 +325,7 @@ def build_clumps_per_galaxy(inp, stem, params):
 
 
 def build_retirement(inp, stem, params):
-    ns, _ = _ns(params)
-    cfg = _cfg(params)
+    ns, _ = ns_and_ref(params)
+    cfg = figure_settings(params)
     subj = read_stacked(inp["subjects"], ns, ["subject_id", "status"], "subjects", [])
     return plot_retirement_reasons(subj, stem, dpi=cfg["dpi"])

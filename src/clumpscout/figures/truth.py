@@ -12,15 +12,16 @@ import pandas as pd
 
 from clumpscout.errors import InputError
 from clumpscout.figures.common import (
-    _cfg,
-    _integer_x,
-    _n_ref,
-    _no_data,
-    _ns,
+    DEFAULTS,
+    figure_settings,
+    integer_x_ticks,
     new_figure,
+    no_data,
     nouns,
+    ns_and_ref,
     read_stacked,
     read_table,
+    reference_n,
     require,
     save_figure,
 )
@@ -75,7 +76,7 @@ def plot_method_comparison(
     stem: str | Path,
     *,
     subset: str = "all",
-    dpi: int = 150,
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """Both consensus models and the three baselines against the truth and the experts.
@@ -209,7 +210,7 @@ def merge_sparse_bins(table: pd.DataFrame, min_labels: int) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def _reliability_panel(ax, ref: pd.DataFrame, k: int, label: str) -> None:
+def reliability_panel(ax, ref: pd.DataFrame, k: int, label: str) -> None:
     """One subset's merged bins: fraction truly false with its standard error against
     the mean p_fp, each point labelled with its number of label clumps."""
     x = ref["mean_p_fp"].to_numpy(float) + 0.004 * k
@@ -224,9 +225,9 @@ def plot_calibration(
     calibration: pd.DataFrame,
     stem: str | Path,
     *,
-    n_ref: int | None = 20,
-    min_labels: int = 20,
-    dpi: int = 150,
+    n_ref: int | None = DEFAULTS["n_ref"],
+    min_labels: int = DEFAULTS["calibration_min_labels"],
+    dpi: int = DEFAULTS["dpi"],
     wording: str | None = None,
 ) -> dict:
     """p_fp against the simulated truth (no counterpart in the paper).
@@ -242,7 +243,7 @@ def plot_calibration(
     require(calibration, need, "calibration")
     objects = nouns(wording)["objects"]
     ns = sorted(calibration["n"].unique().tolist())
-    nr = _n_ref(ns, n_ref)
+    nr = reference_n(ns, n_ref)
     fig = new_figure(11.0, 4.5, dpi)
     ax_l, ax_r = fig.subplots(1, 2)
     ax_l.plot([0, 1], [0, 1], ":", color="0.5", lw=1)
@@ -256,10 +257,10 @@ def plot_calibration(
         ax_r.plot(list(eces), list(eces.values()), "o-", ms=4, label=name)
         ref = merge_sparse_bins(sub[sub["n"] == nr], int(min_labels))
         stats["bins"][subset] = ref.to_dict(orient="records")
-        _reliability_panel(ax_l, ref, k, f"{name}: ECE {eces.get(nr, float('nan')):.3f}")
+        reliability_panel(ax_l, ref, k, f"{name}: ECE {eces.get(nr, float('nan')):.3f}")
     if not subsets:
-        _no_data(ax_l)
-        _no_data(ax_r)
+        no_data(ax_l)
+        no_data(ax_r)
     else:
         ax_l.legend(fontsize=8, loc="upper left")
         ax_r.legend(fontsize=8)
@@ -270,7 +271,7 @@ def plot_calibration(
     ax_l.set_title(f"n = {nr}; bins of ≥ {min_labels} {objects} (numbers: {objects} per bin)",
                    fontsize=9)  # fmt: skip
     ax_r.set_xlabel("n (annotations per subject)")
-    _integer_x(ax_r)
+    integer_x_ticks(ax_r)
     ax_r.set_ylabel("expected calibration error")
     ax_r.set_ylim(bottom=0)
     save_figure(fig, stem)
@@ -278,8 +279,8 @@ def plot_calibration(
 
 
 def build_calibration(inp, stem, params):
-    ns, nr = _ns(params)
-    cfg = _cfg(params)
+    ns, nr = ns_and_ref(params)
+    cfg = figure_settings(params)
     need = ["subset", "n_labels", "mean_p_fp", "frac_false"]
     opt = ["frac_false_se", "bin_lo", "bin_hi"]
     cal = read_stacked(inp["calibration"], ns, need, "calibration", opt)
@@ -294,7 +295,7 @@ def build_calibration(inp, stem, params):
 
 
 def build_method_comparison(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     curves, summaries = {}, {}
     for ref in ("truth", "experts"):
         if inp.get(f"{ref}_summary"):

@@ -9,11 +9,12 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.figures.common import (
-    _cfg,
-    _no_data,
-    _quantiles,
-    _summary,
+    DEFAULTS,
+    corner_summary,
+    figure_settings,
     new_figure,
+    no_data,
+    quantiles,
     read_table,
     require,
     save_figure,
@@ -46,13 +47,15 @@ def skill_statistics(volunteers: pd.DataFrame, edges: np.ndarray) -> pd.DataFram
         sel = v[k == b]
         row: dict[str, Any] = {"lo": edges[b], "hi": edges[b + 1], "count": len(sel)}
         for skill in ("p_fp", "p_fn", "sigma"):
-            for name, val in _quantiles(sel[skill].dropna().to_numpy(float)).items():
+            for name, val in quantiles(sel[skill].dropna().to_numpy(float)).items():
                 row[f"{skill}_{name}"] = val
         rows.append(row)
     return pd.DataFrame(rows)
 
 
-def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: int = 150) -> dict:
+def plot_volunteer_skills(
+    volunteers: pd.DataFrame, stem: str | Path, *, dpi: int = DEFAULTS["dpi"]
+) -> dict:
     """fig:worker_skill_evolution: classification counts and skills vs subjects inspected.
 
     ``volunteers``: one subsample's volunteers.parquet (n_subjects, p_fp, p_fn,
@@ -80,13 +83,13 @@ def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: in
     ax = axes[0]
     if ns.size:
         ax.hist(ns, bins=edges, color="0.5", log=True)
-        _summary(
+        corner_summary(
             ax,
             f"{len(v)} volunteers\nmedian {stats['median_subjects']:g} subjects\n"
             f"{100 * stats['frac_below_10']:.1f}% < 10, {stats['n_above_200']} > 200",
         )
     else:
-        _no_data(ax, "no volunteers")
+        no_data(ax, "no volunteers")
     ax.set_ylabel("volunteers")
     labels = {
         "p_fp": r"$p^{\mathrm{fp}}_{j}$",
@@ -112,7 +115,7 @@ def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: in
         ax.plot(x, t[f"{skill}_mean"], "s", color="tab:blue", ms=3, label="mean")
         ax.set_ylabel(labels[skill])
         if not ok.any():
-            _no_data(ax)
+            no_data(ax)
     axes[1].legend(fontsize=7, ncol=3, loc="upper left")
     axes[-1].set_xscale("log")
     axes[-1].set_xlim(edges[0], edges[-1])
@@ -122,7 +125,7 @@ def plot_volunteer_skills(volunteers: pd.DataFrame, stem: str | Path, *, dpi: in
 
 
 def build_skills(inp, stem, params):
-    cfg = _cfg(params)
+    cfg = figure_settings(params)
     need = ["n_subjects", "p_fp", "p_fn", "sigma2"]
     v = read_table(inp["volunteers"], need, "volunteers", [])
     return plot_volunteer_skills(v, stem, dpi=cfg["dpi"])

@@ -73,12 +73,14 @@ import numpy as np
 import pandas as pd
 from astropy.io import fits
 
+from clumpscout.config import add_setting, choices, defaults
 from clumpscout.data.subjects import (
     cutout_side,
     per_band_value,
     read_psfield_fwhm,
     subject_scale,
 )
+from clumpscout.data.subjects import read_catalogue as read_catalogue_file
 from clumpscout.errors import InputError
 from clumpscout.images.frames import (
     Frame,
@@ -94,7 +96,6 @@ from clumpscout.images.frames import (
 from clumpscout.images.geometry import (
     BANDS,
     IMAGE_SIZE,
-    NATIVE_SCALE,
     cutout_wcs,
     fwhm_native,
     fwhm_subject,
@@ -104,27 +105,20 @@ from clumpscout.logs import progress, timed
 
 log = logging.getLogger(__name__)
 
-#: decisions.md#colour-composite / §2.2: the paper's asinh parameters
+_IMAGES, _GEOMETRY = defaults("images"), defaults("subjects")
+#: the schema's defaults: the paper's asinh parameters (decisions.md#colour-composite / §2.2),
+#: the bands shown as (R, G, B), the resampling; the geometry (the `subjects` config section;
+#: decisions.md#cutout-side, #psf-fwhm)
 DEFAULTS: dict = {
-    "asinh_Q": 7.0,
-    "asinh_alpha": 0.2,
-    "asinh_m": 0.0,
-    "beta": {"g": 0.7, "r": 1.17, "i": 1.818},
-    "channels": ["i", "r", "g"],  # bands shown as (R, G, B)
-    "resample_order": 3,
-    "resize_filter": "bicubic",
-    "png_compress_level": 1,
-    "conserve_flux": True,
-    # geometry (the `subjects` config section; decisions.md#cutout-side, #psf-fwhm)
-    "native_scale": NATIVE_SCALE,
-    "image_size": IMAGE_SIZE,
-    "min_side": 40,
-    "r90_factor": 6.0,
-    "psf_source": "catalogue",
-    "band_fits": False,
+    **{k: _IMAGES[k] for k in ("asinh_Q", "asinh_alpha", "asinh_m", "beta", "channels")},
+    **{k: _IMAGES[k] for k in ("resample_order", "resize_filter", "png_compress_level")},
+    "conserve_flux": True,  # no setting: the command line's --no-flux-rescale turns it off
+    **{k: _GEOMETRY[k] for k in ("native_scale", "image_size", "min_side", "r90_factor")},
+    "psf_source": _GEOMETRY["psf_source"],
+    "band_fits": _IMAGES["band_fits"],
 }
 
-RESIZE_FILTERS = ("nearest", "bilinear", "bicubic", "lanczos")
+RESIZE_FILTERS = tuple(choices("images")["resize_filter"])
 
 # --------------------------------------------------------------------- asinh (decisions.md#colour-composite)
 
@@ -147,7 +141,9 @@ def inverse_asinh_scale(scaled, beta: float, Q: float = 7.0, alpha: float = 0.2,
     return (beta * (alpha * np.sinh(Q * s) / Q + m)).astype(np.float64)
 
 
-def resize_band(band: np.ndarray, size: int = IMAGE_SIZE, resize_filter: str = "bicubic"):
+def resize_band(
+    band: np.ndarray, size: int = IMAGE_SIZE, resize_filter: str = DEFAULTS["resize_filter"]
+):
     """Resize one float band to ``size × size`` with Pillow (mode "F", 32-bit float).
 
     NaN pixels are filled with 0 before resizing and every output pixel whose
@@ -263,15 +259,13 @@ def normalise_catalogue(df: pd.DataFrame, path: object = "catalogue") -> pd.Data
 
 def read_catalogue(path: str | Path) -> pd.DataFrame:
     """Read a galaxy list (CSV, FITS, Parquet) and normalise its columns (:func:`normalise_catalogue`)."""
-    from clumpscout.data.subjects import read_catalogue as read_any
-
     path = Path(path)
     if not path.exists():
         raise InputError("catalogue not found", path=path)
     if path.suffix == ".parquet":
         df = pd.read_parquet(path)
     else:
-        df = read_any(path)
+        df = read_catalogue_file(path)
     return normalise_catalogue(df, path)
 
 
@@ -704,16 +698,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         help="CSV/Parquet: subject_id, ra, dec, petroR90_r (CAS or flat-file names) [, psffwhm_r]",
     )
     p.add_argument("--psfield", default=None, help="psField or photoField file for the PSF FWHM")
-    p.add_argument(
-        "--psf-source",
-        choices=("catalogue", "psfield"),
-        default=DEFAULTS["psf_source"],
-        help="PSF FWHM from the catalogue column (default) or the psField (decisions.md#psf-fwhm)",
-    )
+    add_setting(p, "subjects.psf_source")
     p.add_argument("--out", required=True, help="output folder (png/, bands.npy, cutouts.parquet)")
-    p.add_argument("--channels", default="irg", help="bands shown as R, G, B (default irg)")
-    p.add_argument("--resize-filter", choices=RESIZE_FILTERS, default=DEFAULTS["resize_filter"])
-    p.add_argument("--order", type=int, default=DEFAULTS["resample_order"], help="spline order")
+    add_setting(p, "images.channels", letters=True, note="written as one word")
+    add_setting(p, "images.resize_filter")
+    add_setting(p, "images.resample_order", "--order")
     p.add_argument(
         "--no-flux-rescale",
         action="store_true",
@@ -723,11 +712,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    channels = list(args.channels)
-    if len(channels) != 3 or any(b not in BANDS for b in channels):
-        raise InputError(f"--channels must be 3 letters from g, r, i, got {args.channels!r}")
     cfg = {
-        "channels": channels,
+        "channels": args.channels,  # three different bands, checked by the option
         "resize_filter": args.resize_filter,
         "resample_order": args.order,
         "psf_source": args.psf_source,

@@ -32,7 +32,7 @@ the simulated true clumps and distractors (``truth_clumps.csv``,
 ``truth_distractors.csv``) with the subject's ``box_side`` (decisions.md#box-geometry). With expert
 clicks, each label gets ``expert_match`` = "tp" if it contains at least one
 expert click, "fp" if none, missing for subjects the experts did not see
-(decisions.md#expert-comparison, via :func:`clumpscout.evaluation.compare.containment`).
+(decisions.md#expert-comparison, via :func:`clumpscout.metrics.containment.containment`).
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import sigmaclip
 
+from clumpscout.config import add_setting, default
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import (
     asinh_scale,
@@ -58,10 +59,12 @@ from clumpscout.images.cutouts import (
 from clumpscout.images.geometry import BANDS
 from clumpscout.io import write_json, write_parquet
 from clumpscout.logs import progress, timed
+from clumpscout.metrics.containment import BOX_COLUMNS, containment
 
 log = logging.getLogger(__name__)
+#: the background ring's outer size over the box (config images.bg_factor)
+_BG_FACTOR = default("images.bg_factor")
 
-BOX_COLUMNS = ("subject_id", "x1", "y1", "x2", "y2")
 RATIOS = (("g", "r"), ("r", "i"), ("g", "i"))
 
 
@@ -95,7 +98,7 @@ def box_sum(image: np.ndarray, x1: float, y1: float, x2: float, y2: float) -> tu
 
 
 def local_background(
-    image: np.ndarray, x1: float, y1: float, x2: float, y2: float, factor: float = 2.0
+    image: np.ndarray, x1: float, y1: float, x2: float, y2: float, factor: float = _BG_FACTOR
 ) -> float:
     """Mean of the pixels whose centres lie in the box scaled by ``factor`` about its
     centre but not in the box itself, after 3-sigma clipping (neighbouring clumps and
@@ -121,7 +124,7 @@ def local_background(
 
 
 def bgsub_sum(
-    image: np.ndarray, x1: float, y1: float, x2: float, y2: float, factor: float = 2.0
+    image: np.ndarray, x1: float, y1: float, x2: float, y2: float, factor: float = _BG_FACTOR
 ) -> tuple[float, float, float]:
     """``(sum − background × valid area, background, nan_area)`` of a box (see :func:`box_sum`)."""
     ny, nx = image.shape
@@ -154,7 +157,7 @@ def add_ratios(df: pd.DataFrame, prefix: str = "flux") -> pd.DataFrame:
 
 
 def measure(
-    boxes: pd.DataFrame, cutouts_dir: str | Path, bg_factor: float = 2.0
+    boxes: pd.DataFrame, cutouts_dir: str | Path, bg_factor: float = _BG_FACTOR
 ) -> tuple[pd.DataFrame, dict]:
     """g, r, i photometry of every box (module doc); returns (table, report).
 
@@ -307,8 +310,6 @@ def truth_boxes(
 
 def expert_match(labels: pd.DataFrame, expert_clicks: pd.DataFrame) -> pd.Series:
     """decisions.md#expert-comparison: "tp" if a label box contains ≥ 1 expert click, else "fp"; NA off the expert set."""
-    from clumpscout.evaluation.compare import containment
-
     hit, _ = containment(labels, expert_clicks)
     seen = labels["subject_id"].isin(set(expert_clicks["subject_id"])).to_numpy()
     out = pd.Series(np.where(hit, "tp", "fp"), index=labels.index, dtype="string")
@@ -332,7 +333,7 @@ def photometry_labels(
     labels: pd.DataFrame,
     cutouts_dir,
     expert_clicks: pd.DataFrame | None = None,
-    bg_factor: float = 2.0,
+    bg_factor: float = _BG_FACTOR,
 ) -> tuple[pd.DataFrame, dict]:
     """Photometry of aggregated label boxes, with ``expert_match`` when expert clicks are given."""
     table, report = measure(labels, cutouts_dir, bg_factor)
@@ -348,7 +349,7 @@ def photometry_truth(
     subjects: pd.DataFrame,
     cutouts_dir,
     distractors: pd.DataFrame | None = None,
-    bg_factor: float = 2.0,
+    bg_factor: float = _BG_FACTOR,
 ) -> tuple[pd.DataFrame, dict]:
     """Photometry of boxes around the simulated true clumps and distractors.
 
@@ -374,9 +375,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--distractors", default=None, help="truth_distractors.csv (with --truth)")
     p.add_argument("--subjects", default=None, help="subjects.parquet (box_side; with --truth)")
     p.add_argument("--expert-clicks", default=None, help="expert_clicks.parquet (with --labels)")
-    p.add_argument(
-        "--bg-factor", type=float, default=2.0, help="background ring out to this x the box (2)"
-    )
+    add_setting(p, "images.bg_factor")
     p.add_argument("--out", required=True, help="output Parquet (a JSON report is written beside)")
 
 

@@ -5,7 +5,8 @@ Galaxies are picked from a field's own content (:func:`find_sources`, :func:`pic
 a Petrosian R90 measured on the frame), cut out by :func:`clumpscout.images.cutouts.make_subject`
 exactly as the simulated subjects are, with a registration check on a bright star
 (:func:`demo_field`) and the compact group HCG 88 (:func:`demo_group`); :func:`real_demo` is
-the workflow's ``real_demo`` rule (a PSF FWHM table and a montage).
+the workflow's ``real_demo`` rule (a PSF FWHM table; its montage:
+:func:`clumpscout.figures.flux.plot_demo_montage`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import numpy as np
 import pandas as pd
 from scipy import ndimage
 
+from clumpscout.config import default
 from clumpscout.data.subjects import read_psfield_fwhm
 from clumpscout.errors import InputError
 from clumpscout.images.cutouts import DEFAULTS, make_cutouts, make_subject
@@ -34,6 +36,8 @@ from clumpscout.io import write_csv, write_json
 from clumpscout.logs import timed
 
 log = logging.getLogger(__name__)
+#: galaxies cut out of the demo field (config images.demo.n_galaxies)
+N_GALAXIES = default("images.demo.n_galaxies")
 
 
 # ------------------------------------------------------------- finding galaxies in a frame
@@ -270,13 +274,22 @@ def _background(data: np.ndarray) -> np.ndarray:
     return np.asarray(data, dtype=np.float64) - med
 
 
+def _one_frame_set(frames_dir) -> tuple[str, dict]:
+    """The frame id and the g, r, i frame files of the one frame set in ``frames_dir``."""
+    sets = find_frames(frames_dir)
+    if len(sets) != 1:
+        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
+    fid, fset = next(iter(sets.items()))
+    return fid, require_bands(fset, fid, frames_dir)
+
+
 def demo_field(
     frames_dir: str | Path,
     psfield: str | Path,
     photofield: str | Path | None,
     out_dir: str | Path,
     cfg: Mapping,
-    n_galaxies: int = 4,
+    n_galaxies: int = N_GALAXIES,
 ) -> tuple[pd.DataFrame, dict]:
     """Real-data demo on one SDSS field (frame 2583/2/136): find galaxies, cut, check registration.
 
@@ -287,11 +300,7 @@ def demo_field(
     the distance between its g, r, i centroids after resampling is reported.
     """
     out = Path(out_dir)
-    sets = find_frames(frames_dir)
-    if len(sets) != 1:
-        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
-    fid, fset = next(iter(sets.items()))
-    paths = require_bands(fset, fid, frames_dir)
+    fid, paths = _one_frame_set(frames_dir)
     field = field_of(fid)
     r = read_frame(paths["r"], "r")
     scale = math.sqrt(r.pixel_area)
@@ -354,7 +363,7 @@ def demo_field(
 
 
 def demo_group(
-    frames_dir: str | Path, out_dir: str | Path, cfg: Mapping, n_galaxies: int = 4
+    frames_dir: str | Path, out_dir: str | Path, cfg: Mapping, n_galaxies: int = N_GALAXIES
 ) -> tuple[pd.DataFrame, dict]:
     """Real-data demo on the HCG 88 images of astropy-data (a handsome group of spirals).
 
@@ -366,11 +375,7 @@ def demo_group(
     one more cutout frames the whole group.
     """
     out = Path(out_dir)
-    sets = find_frames(frames_dir)
-    if len(sets) != 1:
-        raise InputError(f"expected one frame set, found {len(sets)}", path=frames_dir)
-    fid, fset = next(iter(sets.items()))
-    paths = require_bands(fset, fid, frames_dir)
+    fid, paths = _one_frame_set(frames_dir)
     r = read_frame(paths["r"], "r")
     scale = math.sqrt(r.pixel_area)
     sources = find_sources(r.data, 1.4 / scale)
@@ -416,16 +421,13 @@ def real_demo(
     out_field: str | Path,
     out_hcg: str | Path,
     fwhm_csv: str | Path,
-    montage: str | Path,
     cfg: Mapping,
-    n_galaxies: int = 4,
-    dpi: int = 150,
-) -> pd.DataFrame:
-    """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group`, the PSF
-    FWHM of every subject in subject px (printed, and written to ``fwhm_csv``) and a
-    montage of the images (PNG and PDF, ``montage`` is the PNG path)."""
-    from clumpscout.figures.flux import montage_items, plot_subject_montage
-
+    n_galaxies: int = N_GALAXIES,
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """The workflow's real-data demo: :func:`demo_field` + :func:`demo_group` and the PSF
+    FWHM of every subject in subject px (printed, and written to ``fwhm_csv``). Returns
+    (that table, the field's cutouts table, the group's), from which
+    :func:`clumpscout.figures.flux.plot_demo_montage` draws the montage."""
     field, field_rep = demo_field(field_dir, psfield, photofield, out_field, cfg, n_galaxies)
     group, _ = demo_group(hcg_dir, out_hcg, cfg, n_galaxies)
     cols = [
@@ -461,10 +463,4 @@ def real_demo(
         f"{reg['raw_band_offset_px']:.2f} px apart in the frames, centroids "
         f"{reg['max_centroid_offset_px']:.3f} px apart after resampling"
     )
-    items = montage_items(field, out_field, len(field)) + montage_items(group, out_hcg, len(group))
-    for item, r in zip(items, table.itertuples(index=False), strict=True):
-        item["title"] = (
-            f"{r.target} {r.subject_id}\nside {r.side_native} px, FWHM {r.fwhm_subject:.1f} subject px"
-        )
-    plot_subject_montage(items, Path(montage).with_suffix(""), ncols=4, dpi=dpi)
-    return table
+    return table, field, group

@@ -1,9 +1,13 @@
 """The estimator: consensus labels from volunteers' boxes (paper §5, Fig. agg_algo).
 
-:class:`Aggregator` follows the scikit-learn / crowd-kit convention: hyper-parameters go to
-the constructor, :meth:`Aggregator.fit` takes the boxes table and returns the estimator
-with the fitted attributes ``labels_``, ``subjects_``, ``volunteers_``, ``assignments_``,
-``report_`` and ``loglik_history_``; :meth:`Aggregator.fit_predict` returns ``labels_``.
+The estimators follow the scikit-learn / crowd-kit convention, one class per model:
+:class:`GenerativeAggregator` (the default model) and :class:`PaperAggregator` (the
+paper's); :class:`Aggregator`, their base, runs the model that ``params.model`` (config
+``aggregate.model``) names. Hyper-parameters go to the constructor, :meth:`Aggregator.fit`
+takes the boxes table and returns the estimator with the fitted attributes ``labels_``,
+``probas_`` (p_fp per label), ``subjects_``, ``volunteers_``, ``assignments_``, ``report_``
+and ``loglik_history_``; :meth:`Aggregator.fit_predict` returns ``labels_``. A model is an
+engine of :mod:`clumpscout.model.em` (:data:`clumpscout.model.em.ENGINES`).
 
 What ``fit`` does:
 
@@ -72,11 +76,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
 from clumpscout import __version__
+from clumpscout.arrays import ranges
 from clumpscout.data.gold import Gold
 from clumpscout.errors import InputError
 from clumpscout.io import (
@@ -87,11 +93,19 @@ from clumpscout.io import (
     write_table_blocks,
 )
 from clumpscout.logs import timed
-from clumpscout.model import health
+from clumpscout.model import gold_check, health
 from clumpscout.model.calibration import CalibrationSettings, calibrate
-from clumpscout.model.em import Batch, Clustering, _Engine, _GenerativeEngine, make_engine
+from clumpscout.model.em import (
+    ENGINES,
+    Batch,
+    Clustering,
+    Engine,
+    GenerativeEngine,
+    PaperEngine,
+    make_engine,
+)
 from clumpscout.model.params import Params
-from clumpscout.model.prepare import Prepared, _ranges, prepare, split_by_tool
+from clumpscout.model.prepare import Prepared, prepare, split_by_tool
 from clumpscout.model.retirement import (
     RETIRED,
     RETIRED_EMPTY,
@@ -277,6 +291,9 @@ class Assignments:
 class Aggregator:
     """Consensus labels from volunteers' boxes, as an estimator (scikit-learn / crowd-kit style).
 
+    The model is the one ``params.model`` names; :class:`GenerativeAggregator` and
+    :class:`PaperAggregator` fix it.
+
     Parameters
     ----------
     params : Params, dict or None
@@ -294,6 +311,9 @@ class Aggregator:
     ------------------------------
     labels_, subjects_, volunteers_, assignments_ : pandas.DataFrame
         The output tables (:mod:`clumpscout.model.aggregator` describes their columns).
+    probas_ : pandas.Series
+        p_fp, the probability that a label is false, indexed by the label's subject_id (and
+        tool, per tool) and clump.
     report_ : dict
         The run report (report.json).
     loglik_history_ : list of float
@@ -328,7 +348,12 @@ class Aggregator:
     True
     >>> agg.fit_predict(boxes).equals(agg.labels_)
     True
+    >>> agg.probas_.index.names
+    FrozenList(['subject_id', 'clump'])
     """
+
+    #: the engine of the estimator's model (None: the one ``params.model`` names)
+    engine: ClassVar[type[Engine] | None] = None
 
     def __init__(
         self,
@@ -340,6 +365,8 @@ class Aggregator:
     ):
         if isinstance(params, dict) or params is None:
             params = Params.from_dict(params)
+        if self.engine is not None and params.model != self.engine.name:
+            params = replace(params, model=self.engine.name)
         self.params = params
         self.seed = int(seed)
         if per_tool is None:  # the setting, once Params carries aggregate.per_tool
@@ -349,7 +376,7 @@ class Aggregator:
             calibration = CalibrationSettings(**{"seed": self.seed, **(calibration or {})})
         self.calibration = calibration
 
-    def fit(self, boxes, path=None, gold: Gold | None = None) -> Aggregator:
+    def fit(self, boxes, gold: Gold | None = None, *, path=None) -> Aggregator:
         """Aggregate the boxes table; ``path`` (the table's file) only names it in errors.
 
         ``boxes``: a DataFrame, or the path of a Parquet file, which is then read and written
@@ -373,7 +400,7 @@ class Aggregator:
             result = _fit_per_tool(src.frame(), self.params, self.seed, path)
         else:
             result, markers = _fit(src, self.params, self.seed, path, markers=gold is not None)
-        if gold is not None or self.params.model == "generative":
+        if gold is not None or ENGINES[self.params.model].default_calibration:
             p = self.params
             settings = replace(
                 self.calibration, risk_weights=(p.alpha_fp, p.alpha_fn, p.alpha_sigma)
@@ -381,6 +408,8 @@ class Aggregator:
             result = _calibrated(result, gold, settings, markers)
         self.result_ = result
         self.labels_ = result.labels
+        keys = [c for c in ("subject_id", "tool", "clump") if c in result.labels.columns]
+        self.probas_ = result.labels.set_index(keys)["p_fp"]
         self.subjects_ = result.subjects
         self.volunteers_ = result.volunteers
         self.report_ = result.report
@@ -394,14 +423,39 @@ class Aggregator:
         """The assignments table (built from the input on first use)."""
         return self.result_.assignments
 
-    def fit_predict(self, boxes: pd.DataFrame, path=None) -> pd.DataFrame:
+    def fit_predict(self, boxes, gold: Gold | None = None, *, path=None) -> pd.DataFrame:
         """:meth:`fit`, then the labels table ``labels_``."""
-        return self.fit(boxes, path=path).labels_
+        return self.fit(boxes, gold, path=path).labels_
 
     def write(self, out_dir, outputs: Iterable[str] | None = None) -> None:
         """Write the fitted tables and report (:meth:`AggregationResult.write`; ``outputs``:
         only these files)."""
         self.result_.write(out_dir, outputs)
+
+
+class GenerativeAggregator(Aggregator):
+    """The generative model (``model: generative``, the default;
+    docs/decisions.md#generative-model): false boxes are a Poisson count per classification
+    thrown over the whole image and true boxes scatter around their object, so boxes of
+    independent volunteers that coincide are strong evidence; the population's parameters
+    are learned from the data (empirical Bayes). Its p_fp is mapped to what the project
+    counts: with the gold standard given to :meth:`fit`, else the default map
+    (docs/decisions.md#no-gold-default).
+
+    Parameters and attributes: :class:`Aggregator` (``params.model`` is ignored)."""
+
+    engine = GenerativeEngine
+
+
+class PaperAggregator(Aggregator):
+    """The paper's model as published (``model: paper``; eq. anno_model, joint_model), kept
+    for the reproduction, with the authors' EM stopping rule by default
+    (docs/decisions.md#paper-model). Its p_fp is the model's own unless a gold standard is
+    given to :meth:`fit`.
+
+    Parameters and attributes: :class:`Aggregator` (``params.model`` is ignored)."""
+
+    engine = PaperEngine
 
 
 def aggregate(
@@ -425,9 +479,14 @@ def _calibrated(
     markers: pd.DataFrame | None = None,
 ) -> AggregationResult:
     """The result with p_fp calibrated (:func:`clumpscout.model.calibration.calibrate`);
-    ``markers``: the assignments' clump rows (:func:`_markers`) the gold-standard fit reads."""
+    ``markers``: the assignments' clump rows (:func:`_markers`) the gold-standard fit reads.
+    A gold standard is checked against the volunteers first (:mod:`clumpscout.model.gold_check`:
+    an implausible one stops the run, or warns)."""
     t0, c0 = time.perf_counter(), time.process_time()
+    checked = None if gold is None else gold_check.check_gold(result.labels, result.subjects, gold)
     labels, subjects, report = calibrate(result.labels, result.subjects, gold, settings, markers)
+    if checked is not None:
+        report["gold_check"] = checked
     report["seconds"] = round(time.perf_counter() - t0, 3)
     log.info(
         "calibration (%s): %d labels, p_fp < 0.5 on %d, done in %.2f s (CPU %.2f s)",
@@ -438,6 +497,8 @@ def _calibrated(
         time.process_time() - c0,
     )
     out = dict(result.report, calibration=report)
+    if checked is not None and checked["warnings"]:
+        out["warnings"] = [*result.report.get("warnings", []), *checked["warnings"]]
     return replace(result, labels=labels, subjects=subjects, report=out)
 
 
@@ -501,10 +562,11 @@ def _fit(
 
     labels = _final_labels(prog.label_parts)
     prog.label_parts = []
-    if isinstance(engine, _GenerativeEngine) and empty.any():
+    idx = np.flatnonzero(empty)
+    misses = engine.empty_subject_misses(idx, cache.counts) if len(idx) else None
+    if misses is not None:
         # nobody marked anything: the objects everyone missed are all that can be there
-        idx = np.flatnonzero(empty)
-        strong, weak = engine.empty_subject_misses(idx, cache.counts)
+        strong, weak = misses
         prog.numbers["n_fn"][idx] = strong
         prog.numbers["n_fn_weak"][idx] = weak
         prog.numbers["risk"][idx] = p.alpha_fn * strong
@@ -574,7 +636,7 @@ def _health(prep: Prepared, box_assign, batch_no, labels: pd.DataFrame) -> dict:
             stop = int(np.searchsorted(off[agg_subj + 1], off[agg_subj[start]] + _HEALTH_BLOCK))
             stop = max(stop, start + 1)
             subj = agg_subj[start:stop]
-            idx = _ranges(off[subj], off[subj + 1])
+            idx = ranges(off[subj], off[subj + 1])
             local = np.repeat(np.arange(start, stop, dtype=np.int64), prep.subj_n_boxes[subj])
             yield prep.box_px[idx], prep.box_vol[idx].astype(np.int64), local
             start = stop
@@ -606,7 +668,7 @@ def _queue(prep: Prepared, p: Params, empty: np.ndarray, eligible: np.ndarray) -
 
 
 def _run_cycles(
-    engine: _Engine,
+    engine: Engine,
     prep: Prepared,
     p: Params,
     queue: np.ndarray,
@@ -659,7 +721,7 @@ def _run_cycles(
 
 
 def _record_cycle(
-    engine: _Engine,
+    engine: Engine,
     prep: Prepared,
     p: Params,
     b: Batch,
@@ -768,7 +830,7 @@ def _final_labels(label_parts: list[pd.DataFrame]) -> pd.DataFrame:
     return labels.sort_values(["subject_id", "clump"], kind="stable").reset_index(drop=True)
 
 
-def _volunteers_frame(engine: _Engine, prep: Prepared, cache: SkillCache) -> pd.DataFrame:
+def _volunteers_frame(engine: Engine, prep: Prepared, cache: SkillCache) -> pd.DataFrame:
     vt = engine.volunteer_table(cache.counts)
     return pd.DataFrame(
         {
@@ -815,7 +877,7 @@ def _subjects_frame(prep: Prepared, prog: _Progress) -> pd.DataFrame:
     )
 
 
-def _report(prep, p: Params, seed: int, engine: _Engine, prog: _Progress, labels) -> dict:
+def _report(prep, p: Params, seed: int, engine: Engine, prog: _Progress, labels) -> dict:
     """report.json without the health check and the total time."""
     status_counts = {
         str(k): int(v)
@@ -831,7 +893,7 @@ def _report(prep, p: Params, seed: int, engine: _Engine, prog: _Progress, labels
             "boxes_on_dummy": int((prog.box_assign == -1).sum()),
             "boxes_not_aggregated": int((prog.box_assign == -3).sum()),
             "cycles": prog.batch_reports,
-            "model": {"name": p.model, "em_stop": p.em_stop_rule, **engine.summary()},
+            "model": {"name": engine.name, "em_stop": engine.em_stop_rule, **engine.summary()},
         }
     )
     return report

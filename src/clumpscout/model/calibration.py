@@ -12,7 +12,7 @@ and the model's expected misses to the expected number of counted objects no lab
 (``n_fn``). Both maps are fitted on the gold subjects (:mod:`clumpscout.data.gold`):
 
 * **expert marks**: a label is real when it is matched one-to-one to an expert object
-  (:mod:`clumpscout.evaluation.matching`); ``P(real | x)`` is a logistic regression
+  (:mod:`clumpscout.metrics.matching`); ``P(real | x)`` is a logistic regression
   (scikit-learn) on the features :data:`FEATURES`, and the misses (expert objects no label
   is matched to) a Poisson regression on :data:`MISS_FEATURES`;
 * **expert counts**: the same two maps, fitted together by the likelihood of the experts'
@@ -45,7 +45,8 @@ import pandas as pd
 from scipy import optimize, special
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.matching import match_one_to_one, matched_pairs
+from clumpscout.metrics.matching import match_one_to_one, matched_pairs
+from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
 
@@ -652,8 +653,6 @@ def _held_out_summary(d: _GoldData, p_real: np.ndarray, missed: np.ndarray) -> d
         "count_bias": float(np.mean(expected - d.counts)),
     }
     if d.real is not None:
-        from clumpscout.evaluation.compare import calibration
-
         out["ece"] = float(calibration(1.0 - p_real, ~d.real, 10)[1]) if len(p_real) else None
         out["labels"] = int(len(p_real))
         out["real"] = int(d.real.sum())

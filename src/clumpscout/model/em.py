@@ -1,8 +1,8 @@
 """The EM over working batches, shared by both consensus models (paper §5.1-5.7, Appendix A).
 
-One working batch (:class:`Batch`) is clustered by the facility-location kernel
+One working batch (:class:`Batch`) is partitioned by the facility-location kernel
 (:mod:`clumpscout.model.facility_location`), the model's parameters are estimated from the
-clustering, and the two steps alternate (:meth:`_Engine.em`, docs/decisions.md#em-stopping)
+partition, and the two steps alternate (:meth:`Engine.em`, docs/decisions.md#em-stopping)
 until the stopping rule of ``em_stop`` ends the loop:
 
 * ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
@@ -11,14 +11,19 @@ until the stopping rule of ``em_stop`` ends the loop:
 * ``paper_code`` (the authors' rule): stop at the first nominal iteration whose
   log-likelihood does not fall below the previous one, keep the last state.
 
-Two engines implement the steps:
+:class:`Engine` is the seam between a model and everything that runs one: the aggregation
+(:mod:`clumpscout.model.aggregator`: :meth:`~Engine.em`, :meth:`~Engine.risk` and the
+evidence carried between cycles), the live retirement and the replay
+(:mod:`clumpscout.model.live`: :meth:`~Engine.assess` with the skills of the moment,
+:meth:`~Engine.step` to learn them again). Two engines implement it; :data:`ENGINES` maps
+the ``aggregate.model`` setting to them:
 
-* :class:`_Engine`, the paper's model (``model: paper``): the initialisation costs (eq.
+* :class:`PaperEngine`, the paper's model (``model: paper``): the initialisation costs (eq.
   init_open_cost, init_conn_cost, init_city_dummy_cost) for the first clustering and the
   nominal costs (eq. fac_cost, city_fac_cost, city_dummy_cost) afterwards; skills from the
   Beta / scaled-inverse-χ² posteriors (:mod:`clumpscout.model.skills`); risk with the
   constrained re-clustering and the coincidence term (:mod:`clumpscout.model.risk`).
-* :class:`_GenerativeEngine`, the generative model (``model: generative``,
+* :class:`GenerativeEngine`, the generative model (``model: generative``,
   docs/decisions.md#generative-model): the costs of
   :func:`clumpscout.model.generative.facility_costs` throughout, a soft empirical-Bayes M
   step and the posterior p_fp, N_fp and N_fn.
@@ -34,15 +39,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from clumpscout.arrays import ranges
 from clumpscout.model import facility_location as fl
 from clumpscout.model import generative as gen
 from clumpscout.model.distance import jaccard_distance
-from clumpscout.model.prepare import Prepared, _ranges
+from clumpscout.model.prepare import Prepared
 from clumpscout.model.risk import (
     clump_false_positive_prob,
     clump_location_variance,
@@ -112,8 +119,8 @@ class Batch:
         subjects = np.asarray(subjects, np.int64)
         bs, be = prep.subj_box_off[subjects], prep.subj_box_off[subjects + 1]
         cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
-        box_idx = _ranges(bs, be)
-        cls_idx = _ranges(cs, ce)
+        box_idx = ranges(bs, be)
+        cls_idx = ranges(cs, ce)
         nb = be - bs
         nc = ce - cs
         box_off = np.concatenate([[0], np.cumsum(nb)]).astype(np.int64)
@@ -142,23 +149,27 @@ class Batch:
 
 
 @dataclass
-class Clustering:
-    """A batch's clustering and the model parameters estimated from it."""
+class Partition:
+    """A batch's clusters, from the kernel's ``facility_of`` (:meth:`Engine.clusters`)."""
 
-    facility_of: np.ndarray
+    facility_of: np.ndarray  # the kernel's: facility row of each box, −1 dummy, −2 unassigned
     box_cluster: np.ndarray  # compact cluster index, −1 dummy
-    cluster_subject: np.ndarray
-    cluster_facility: np.ndarray
+    cluster_facility: np.ndarray  # the facility row of each cluster
+    cluster_subject: np.ndarray  # local subject of each cluster (clusters sorted by subject)
+    n_clusters_subject: np.ndarray
     labels: np.ndarray  # normalised (L, 4)
     box_d: np.ndarray  # distance to label box (NaN on the dummy)
-    n_clusters_subject: np.ndarray
-    counts: SkillCounts
-    cls_n_fn: np.ndarray
-    skills: Skills
-    difficulty: np.ndarray
-    ll: dict
-    n_unassigned: int = 0
-    extra: dict = field(default_factory=dict)
+
+
+@dataclass
+class Clustering(Partition):
+    """A partition and the model's parameters for it: estimated from it
+    (:meth:`Engine.estimate`) or held fixed (:meth:`Engine.assess`)."""
+
+    skills: Any  # Skills (paper) or GenSkills (generative)
+    difficulty: np.ndarray  # σ²_il per cluster (paper; NaN for the generative model)
+    ll: dict | None = None  # log-likelihood: total, data, prior (None: skills held fixed)
+    posterior: gen.Posterior | None = None  # the generative model's posterior
 
 
 def _clusters_from_facilities(facility_of: np.ndarray):
@@ -184,8 +195,31 @@ def merge_labels(xyxy, box_cluster, n_clusters, weights=None) -> np.ndarray:
     return out
 
 
-class _Engine:
-    """EM, risk and retirement over working batches (the §5 algorithm)."""
+class Engine(ABC):
+    """A consensus model's side of the EM over working batches: what the aggregation, the
+    live retirement and the replay call (see the module docstring).
+
+    Constructed on the prepared input (volunteers, subjects), the hyper-parameters and the
+    master seed. The steps, for one :class:`Batch`:
+
+    * :meth:`partition`: the facility-location partition with given skills (the E step's
+      hard assignment); :meth:`clusters` its clusters and label boxes;
+    * :meth:`estimate`: the model's parameters from a partition (the M step);
+      :meth:`step` one partition and estimate; :meth:`em` the whole EM;
+    * :meth:`assess`: a partition and the model's posterior with the skills held fixed
+      (no M step) and its :meth:`risk` (p_fp per label; N_fp, N_fn, N_σ and the risk R per
+      subject);
+    * the evidence carried between cycles: :meth:`empty_counts`, :meth:`counts_for`,
+      :meth:`initial_skills`, :meth:`volunteer_table`.
+    """
+
+    #: the ``aggregate.model`` setting of this engine
+    name: ClassVar[str]
+    #: the EM stopping rule of ``em_stop: auto`` (docs/decisions.md#em-stopping)
+    default_em_stop: ClassVar[str]
+    #: p_fp is mapped to what the project counts also without a gold standard
+    #: (docs/decisions.md#no-gold-default); otherwise the model's own p_fp is kept
+    default_calibration: ClassVar[bool]
 
     def __init__(self, prep: Prepared, params: Params, seed: int):
         self.prep = prep
@@ -193,19 +227,31 @@ class _Engine:
         self.seed = int(seed)
         self.n_vol = len(prep.volunteer_names)
 
-    # -------------------------------------------------------- costs (§5.3)
-    def _solve(self, b: Batch, skills: Skills, *, init: bool, **kw) -> np.ndarray:
-        p = self.p
-        n = len(b.box_idx)
-        if init:
-            # eq. init_open_cost, init_conn_cost, init_city_dummy_cost (decisions.md#init-costs)
-            open_cost = p.f_V * b.n_vol[b.box_subject]
-            conn_const = np.zeros(n)
-            dummy_cost = np.ones(n)
-        else:
-            open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
-        costs = (open_cost, conn_const, skills.sigma2[b.box_vol], dummy_cost)
-        return self._solve_costs(b, costs, init=init, **kw)
+    @property
+    def em_stop_rule(self) -> str:
+        """The effective EM stopping rule (``em_stop: auto`` resolved by the model)."""
+        return self.default_em_stop if self.p.em_stop == "auto" else self.p.em_stop
+
+    # ------------------------------------------------------------ the partition
+    @abstractmethod
+    def partition(self, b: Batch, skills, *, init: bool = False) -> np.ndarray:
+        """The kernel's ``facility_of`` for the batch with ``skills`` (``init``: the first
+        clustering of a cycle)."""
+
+    def clusters(self, b: Batch, facility_of: np.ndarray, sigma2_in: np.ndarray) -> Partition:
+        """Clusters, label boxes (docs/decisions.md#label-box) and each box's distance to its
+        label, from the kernel's ``facility_of``."""
+        box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
+        cluster_subject = b.box_subject[fac_rows]
+        n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
+        weights = 1.0 / sigma2_in[b.box_vol] if self.p.merge == "inverse_variance" else None
+        labels = merge_labels(b.xyxy, box_cluster, len(fac_rows), weights)
+        tp = box_cluster >= 0
+        box_d = np.full(len(box_cluster), np.nan)
+        box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
+        return Partition(
+            facility_of, box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d
+        )
 
     def _solve_costs(self, b: Batch, costs: tuple, *, init: bool, **kw) -> np.ndarray:
         """:func:`clumpscout.model.facility_location.solve_batch` on the batch with the cost arrays
@@ -220,87 +266,23 @@ class _Engine:
         """The distance settings every facility-location call shares (decisions.md#distance-likelihood)."""
         return {"d_max": self.p.d_max, "likelihood": self.p.distance_likelihood}
 
-    def _nominal_costs(self, b: Batch, skills: Skills):
-        """eq. fac_cost, city_fac_cost (city's own skills, decisions.md#nominal-costs), city_dummy_cost (decisions.md#nominal-costs)."""
-        fac_subject = np.bincount(
-            b.cls_subject, weights=-np.log(skills.p_fn[b.cls_vol]), minlength=len(b.subjects)
-        )
-        pfn = skills.p_fn[b.box_vol]
-        pfp = skills.p_fp[b.box_vol]
-        open_cost = fac_subject[b.box_subject]
-        conn_const = np.log(pfn) - np.log1p(-pfn) - np.log1p(-pfp)
-        dummy_cost = -np.log(pfp)
-        return open_cost, conn_const, dummy_cost
+    # ------------------------------------------------------------ the parameters
+    @abstractmethod
+    def empty_counts(self):
+        """The skill evidence of nothing (the cache's start)."""
 
-    # ----------------------------------------------------- M step (§5.4-5.6)
-    def _partition(self, b: Batch, facility_of: np.ndarray, sigma2_in: np.ndarray):
-        """Clusters, label boxes (docs/decisions.md#label-box) and each box's distance to its
-        label, from the kernel's ``facility_of``."""
-        box_cluster, fac_rows, _ = _clusters_from_facilities(facility_of)
-        cluster_subject = b.box_subject[fac_rows]
-        n_clusters_subject = np.bincount(cluster_subject, minlength=len(b.subjects))
-        weights = 1.0 / sigma2_in[b.box_vol] if self.p.merge == "inverse_variance" else None
-        labels = merge_labels(b.xyxy, box_cluster, len(fac_rows), weights)
-        tp = box_cluster >= 0
-        box_d = np.full(len(box_cluster), np.nan)
-        box_d[tp] = jaccard_distance(b.xyxy[tp], labels[box_cluster[tp]])
-        return box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d
-
-    def _estimate(self, b: Batch, facility_of: np.ndarray, prev: SkillCounts, skills_in: Skills):
-        p = self.p
-        part = self._partition(b, facility_of, skills_in.sigma2)
-        box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d = part
-        n_unassigned = int((facility_of == -2).sum())
-        tp = box_cluster >= 0
-        counts, cls_stats = batch_counts(
-            b.box_vol,
-            b.box_cls,
-            box_cluster,
-            box_d,
-            b.cls_vol,
-            b.cls_subject,
-            n_clusters_subject,
-            self.n_vol,
-        )
-        skills = volunteer_skills(prev + counts, p)
-        difficulty = subject_difficulty(
-            box_cluster, box_d, cluster_subject, n_clusters_subject, p.sigma2_0_S, p.n_chi_S
-        )
-        box_s2_subject = np.full(len(box_cluster), np.nan)
-        box_s2_subject[tp] = difficulty[box_cluster[tp]]
-        ll = log_likelihood(
-            box_vol=b.box_vol,
-            box_cluster=box_cluster,
-            box_d=box_d,
-            box_sigma2_subject=box_s2_subject,
-            cls_vol=b.cls_vol,
-            cls_n_fn=cls_stats["n_fn"],
-            skills=skills,
-            difficulty=difficulty,
-            prev=prev,
-            batch_volunteers=b.volunteers,
-            p=p,
-        )
-        return Clustering(
-            facility_of=facility_of,
-            box_cluster=box_cluster,
-            cluster_subject=cluster_subject,
-            cluster_facility=fac_rows,
-            labels=labels,
-            box_d=box_d,
-            n_clusters_subject=n_clusters_subject,
-            counts=counts,
-            cls_n_fn=cls_stats["n_fn"],
-            skills=skills,
-            difficulty=difficulty,
-            ll=ll,
-            n_unassigned=n_unassigned,
-        )
-
-    # -------------------------------------------------------------- EM (decisions.md#em-stopping)
+    @abstractmethod
     def initial_skills(self, prev):
-        """Skills before the first clustering of a cycle (from the cached evidence)."""
-        return volunteer_skills(prev, self.p)
+        """Skills before the first clustering of a cycle (from the cached evidence ``prev``)."""
+
+    @abstractmethod
+    def estimate(self, b: Batch, facility_of: np.ndarray, prev, skills_in) -> Clustering:
+        """The M step: the model's parameters from the partition ``facility_of`` and the
+        cached evidence ``prev`` (``skills_in``: the skills the partition was made with)."""
+
+    def step(self, b: Batch, prev, skills) -> Clustering:
+        """One EM step from ``skills``: the nominal partition, then :meth:`estimate`."""
+        return self.estimate(b, self.partition(b, skills), prev, skills)
 
     def em(self, b: Batch, prev, tag: str) -> tuple[Clustering, list[dict]]:
         """EM over clusterings (docs/decisions.md#em-stopping).
@@ -314,25 +296,25 @@ class _Engine:
         loop skips (docs/decisions.md#em-stopping, #scale-invariance).
         """
         p = self.p
-        rule = p.em_stop_rule
+        rule = self.em_stop_rule
         skills0 = self.initial_skills(prev)
         history = []
         t0 = time.perf_counter()
-        fac = self._solve(b, skills0, init=True, min_cluster_size=p.min_cluster_size)
-        state = self._estimate(b, fac, prev, skills0)
+        fac = self.partition(b, skills0, init=True)
+        state = self.estimate(b, fac, prev, skills0)
         history.append(self._log_iter(tag, 0, state, t0))
         best = state
         seen: dict[bytes, int] = {}  # nominal clusterings of this cycle -> first iteration
         for it in range(1, p.em_max_iter + 1):
             t0 = time.perf_counter()
-            fac = self._solve(b, state.skills, init=False, min_cluster_size=p.min_cluster_size)
+            fac = self.partition(b, state.skills)
             if rule == "converge":
                 key = hashlib.blake2b(fac.tobytes(), digest_size=16).digest()
                 if key in seen:
                     _log_repeat(tag, it, seen[key])
                     break
                 seen[key] = it
-            new = self._estimate(b, fac, prev, state.skills)
+            new = self.estimate(b, fac, prev, state.skills)
             history.append(self._log_iter(tag, it, new, t0))
             if new.ll["total"] > best.ll["total"]:
                 best = new
@@ -347,42 +329,6 @@ class _Engine:
             best = state
         log.info("%s: kept log-likelihood %.6g (%s)", tag, best.ll["total"], rule)
         return best, history
-
-    # ------------------------------------------- evidence carried between cycles
-    def empty_counts(self):
-        return SkillCounts.zeros(self.n_vol)
-
-    def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
-        """The skill evidence of the classifications with ``cls_weight`` 1 (retired subjects)."""
-        counts, _ = batch_counts(
-            b.box_vol,
-            b.box_cls,
-            s.box_cluster,
-            s.box_d,
-            b.cls_vol,
-            b.cls_subject,
-            s.n_clusters_subject,
-            self.n_vol,
-            cls_weight=cls_weight,
-        )
-        return counts
-
-    def volunteer_table(self, counts) -> dict[str, np.ndarray]:
-        """Columns of volunteers.parquet that come from the model."""
-        sk = volunteer_skills(counts, self.p)
-        return {
-            "p_fp": sk.p_fp,
-            "p_fn": sk.p_fn,
-            "sigma2": sk.sigma2,
-            "n_boxes": counts.n_boxes.astype(np.int64),
-            "n_tp": counts.n_tp.astype(np.int64),
-            "n_fp": counts.n_fp.astype(np.int64),
-            "n_fn": counts.n_fn.astype(np.int64),
-        }
-
-    def summary(self) -> dict:
-        """Model-specific numbers for report.json."""
-        return {}
 
     def _log_iter(self, tag, it, s: Clustering, t0) -> dict:
         rec = {
@@ -410,6 +356,126 @@ class _Engine:
         return rec
 
     # ------------------------------------------------------------ risk (§5.7)
+    @abstractmethod
+    def assess(self, b: Batch, skills, cycle: int = 0) -> tuple[Clustering, dict]:
+        """The batch with ``skills`` held fixed: the nominal partition and the model's
+        parameters of its clusters (no M step), and its :meth:`risk`."""
+
+    @abstractmethod
+    def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
+        """p_fp, p_sigma, sigma2_l per label; n_fp, n_fn (and its parts n_fn_init,
+        n_fn_coincidence), n_sigma and risk per subject; n_retained (§5.7). ``cycle`` seeds
+        the random steps."""
+
+    # ------------------------------------------- evidence carried between cycles
+    @abstractmethod
+    def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
+        """The skill evidence of the classifications with ``cls_weight`` 1 (retired subjects)."""
+
+    @abstractmethod
+    def volunteer_table(self, counts) -> dict[str, np.ndarray]:
+        """Columns of volunteers.parquet that come from the model."""
+
+    def empty_subject_misses(self, subjects: np.ndarray, counts):
+        """The expected misses (strong, weak) of subjects that never entered a batch because
+        nobody marked them, or None when the model has none to add."""
+        return None
+
+    def summary(self) -> dict:
+        """Model-specific numbers for report.json."""
+        return {}
+
+
+class PaperEngine(Engine):
+    """The paper's model (eq. anno_model, joint_model; §5.3-5.7)."""
+
+    name = "paper"
+    default_em_stop = "paper_code"
+    default_calibration = False
+
+    # -------------------------------------------------------- costs (§5.3)
+    def partition(self, b: Batch, skills: Skills, *, init: bool = False) -> np.ndarray:
+        p = self.p
+        n = len(b.box_idx)
+        if init:
+            # eq. init_open_cost, init_conn_cost, init_city_dummy_cost (decisions.md#init-costs)
+            open_cost = p.f_V * b.n_vol[b.box_subject]
+            conn_const = np.zeros(n)
+            dummy_cost = np.ones(n)
+        else:
+            open_cost, conn_const, dummy_cost = self._nominal_costs(b, skills)
+        costs = (open_cost, conn_const, skills.sigma2[b.box_vol], dummy_cost)
+        return self._solve_costs(b, costs, init=init, min_cluster_size=p.min_cluster_size)
+
+    def _nominal_costs(self, b: Batch, skills: Skills):
+        """eq. fac_cost, city_fac_cost (city's own skills, decisions.md#nominal-costs), city_dummy_cost (decisions.md#nominal-costs)."""
+        fac_subject = np.bincount(
+            b.cls_subject, weights=-np.log(skills.p_fn[b.cls_vol]), minlength=len(b.subjects)
+        )
+        pfn = skills.p_fn[b.box_vol]
+        pfp = skills.p_fp[b.box_vol]
+        open_cost = fac_subject[b.box_subject]
+        conn_const = np.log(pfn) - np.log1p(-pfn) - np.log1p(-pfp)
+        dummy_cost = -np.log(pfp)
+        return open_cost, conn_const, dummy_cost
+
+    # ----------------------------------------------------- M step (§5.4-5.6)
+    def empty_counts(self):
+        return SkillCounts.zeros(self.n_vol)
+
+    def initial_skills(self, prev):
+        return volunteer_skills(prev, self.p)
+
+    def estimate(self, b: Batch, facility_of: np.ndarray, prev: SkillCounts, skills_in: Skills):
+        p = self.p
+        part = self.clusters(b, facility_of, skills_in.sigma2)
+        tp = part.box_cluster >= 0
+        counts, cls_stats = batch_counts(
+            b.box_vol,
+            b.box_cls,
+            part.box_cluster,
+            part.box_d,
+            b.cls_vol,
+            b.cls_subject,
+            part.n_clusters_subject,
+            self.n_vol,
+        )
+        skills = volunteer_skills(prev + counts, p)
+        difficulty = self._difficulty(part)
+        box_s2_subject = np.full(len(part.box_cluster), np.nan)
+        box_s2_subject[tp] = difficulty[part.box_cluster[tp]]
+        ll = log_likelihood(
+            box_vol=b.box_vol,
+            box_cluster=part.box_cluster,
+            box_d=part.box_d,
+            box_sigma2_subject=box_s2_subject,
+            cls_vol=b.cls_vol,
+            cls_n_fn=cls_stats["n_fn"],
+            skills=skills,
+            difficulty=difficulty,
+            prev=prev,
+            batch_volunteers=b.volunteers,
+            p=p,
+        )
+        return Clustering(**vars(part), skills=skills, difficulty=difficulty, ll=ll)
+
+    def _difficulty(self, part: Partition) -> np.ndarray:
+        """σ²_il of every cluster (eq. difficulty_estimate)."""
+        return subject_difficulty(
+            part.box_cluster,
+            part.box_d,
+            part.cluster_subject,
+            part.n_clusters_subject,
+            self.p.sigma2_0_S,
+            self.p.n_chi_S,
+        )
+
+    # ------------------------------------------------------------ risk (§5.7)
+    def assess(self, b: Batch, skills: Skills, cycle: int = 0) -> tuple[Clustering, dict]:
+        part = self.clusters(b, self.partition(b, skills), skills.sigma2)
+        state = Clustering(**vars(part), skills=skills, difficulty=self._difficulty(part))
+        return state, self.risk(b, state, cycle)
+
     def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
         p = self.p
         n_s = len(b.subjects)
@@ -488,6 +554,34 @@ class _Engine:
         )
         return cc.cluster_cost, cc.cluster_dummy_cost, cc.cluster_subject
 
+    def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
+        """The skill evidence of the classifications with ``cls_weight`` 1 (retired subjects)."""
+        counts, _ = batch_counts(
+            b.box_vol,
+            b.box_cls,
+            s.box_cluster,
+            s.box_d,
+            b.cls_vol,
+            b.cls_subject,
+            s.n_clusters_subject,
+            self.n_vol,
+            cls_weight=cls_weight,
+        )
+        return counts
+
+    def volunteer_table(self, counts) -> dict[str, np.ndarray]:
+        """Columns of volunteers.parquet that come from the model."""
+        sk = volunteer_skills(counts, self.p)
+        return {
+            "p_fp": sk.p_fp,
+            "p_fn": sk.p_fn,
+            "sigma2": sk.sigma2,
+            "n_boxes": counts.n_boxes.astype(np.int64),
+            "n_tp": counts.n_tp.astype(np.int64),
+            "n_fp": counts.n_fp.astype(np.int64),
+            "n_fn": counts.n_fn.astype(np.int64),
+        }
+
 
 def _merge_candidates(b: Batch, fac: np.ndarray, max_distance: float) -> np.ndarray | None:
     """``facility_of`` with, in every subject, its closest pair of overlapping clusters merged.
@@ -505,7 +599,7 @@ def _merge_candidates(b: Batch, fac: np.ndarray, max_distance: float) -> np.ndar
     size = np.bincount(cl[cl >= 0], minlength=n_cl)
     end = np.searchsorted(cs, cs, side="right")  # clusters are sorted by subject
     first = np.arange(n_cl)
-    second = _ranges(first + 1, end)
+    second = ranges(first + 1, end)
     first = np.repeat(first, end - first - 1)
     if len(first) == 0:
         return None
@@ -559,7 +653,7 @@ class GenSkills:
         return self.vp.sigma2
 
 
-class _GenerativeEngine(_Engine):
+class GenerativeEngine(Engine):
     """The same working batches, EM loop and retirement, with the generative likelihood.
 
     The partition step is the facility-location kernel with the costs of
@@ -567,6 +661,10 @@ class _GenerativeEngine(_Engine):
     (posterior-weighted) empirical-Bayes update of :mod:`clumpscout.model.generative`, iterated
     ``_INNER`` times for a fixed partition; the risk uses the posterior p_fp, N_fp and N_fn.
     """
+
+    name = "generative"
+    default_em_stop = "converge"
+    default_calibration = True
 
     _INNER = 4
     #: the prior strengths are refitted once the pooled evidence (classifications of all
@@ -601,11 +699,12 @@ class _GenerativeEngine(_Engine):
         pop = self._population0() if self.last_pop is None else self.last_pop
         return GenSkills(gen.volunteer_params(prev, pop), pop)
 
-    def _solve(self, b: Batch, skills, *, init: bool, **kw) -> np.ndarray:
+    def partition(self, b: Batch, skills: GenSkills, *, init: bool = False) -> np.ndarray:
         # the first clustering uses the same costs with the parameters before any evidence
         # (the weak hyper-prior values, or the cached skills of a later cycle)
+        m = self.p.min_cluster_size
         costs = self._gen_costs(b, skills)
-        fac = self._solve_costs(b, costs, init=False, **kw)
+        fac = self._solve_costs(b, costs, init=False, min_cluster_size=m)
         fac = self._merge_overlapping(b, fac, costs)
         if skills.pop.rho_w <= 0:
             return fac
@@ -614,7 +713,9 @@ class _GenerativeEngine(_Engine):
         if not lone.any():
             return fac
         weak = self._gen_costs(b, skills, weak=True)
-        fac2 = self._solve_costs(b, weak, init=False, can_be_facility=lone, can_be_city=lone, **kw)
+        fac2 = self._solve_costs(
+            b, weak, init=False, can_be_facility=lone, can_be_city=lone, min_cluster_size=m
+        )
         return np.where(lone, fac2, fac)
 
     _MERGE_DISTANCE = 0.5
@@ -662,17 +763,18 @@ class _GenerativeEngine(_Engine):
             q=sk.pop.q_w if weak else 1.0,
         )
 
-    def _posterior(self, b, box_cluster, box_d, cluster_subject, labels, sk: GenSkills):
+    def _posterior(self, b: Batch, part: Partition, sk: GenSkills) -> gen.Posterior:
+        labels = part.labels
         return gen.posterior(
-            box_cluster=box_cluster,
+            box_cluster=part.box_cluster,
             box_vol=b.box_vol,
             box_subject=b.box_subject,
-            box_d=box_d,
+            box_d=part.box_d,
             box_area_=b.area,
             log_u=self._log_u(b),
             cls_vol=b.cls_vol,
             cls_subject=b.cls_subject,
-            cluster_subject=cluster_subject,
+            cluster_subject=part.cluster_subject,
             label_area=gen.box_area(labels) if len(labels) else np.zeros(0),
             n_subjects=len(b.subjects),
             vp=sk.vp,
@@ -696,16 +798,16 @@ class _GenerativeEngine(_Engine):
             cls_weight=cls_weight,
         )
 
-    def _estimate(self, b: Batch, facility_of: np.ndarray, prev, skills_in: GenSkills):
-        part = self._partition(b, facility_of, skills_in.sigma2)
-        box_cluster, fac_rows, cluster_subject, n_clusters_subject, labels, box_d = part
-        n_cl = len(fac_rows)
+    def estimate(self, b: Batch, facility_of: np.ndarray, prev, skills_in: GenSkills):
+        part = self.clusters(b, facility_of, skills_in.sigma2)
+        box_cluster, box_d = part.box_cluster, part.box_d
+        n_cl = len(part.cluster_subject)
         sk = skills_in
         for i in range(self._INNER):
-            post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
+            post = self._posterior(b, part, sk)
             counts = self._soft(b, post, box_cluster, box_d, n_cl)
             sk = self._m_step(b, post, box_cluster, prev + counts, sk, fit_hyper=i == 0)
-        post = self._posterior(b, box_cluster, box_d, cluster_subject, labels, sk)
+        post = self._posterior(b, part, sk)
         ll = gen.log_likelihood(
             post=post,
             box_vol=b.box_vol,
@@ -717,22 +819,15 @@ class _GenerativeEngine(_Engine):
             batch_volunteers=b.volunteers,
         )
         self.last_pop = sk.pop
-        return Clustering(
-            facility_of=facility_of,
-            box_cluster=box_cluster,
-            cluster_subject=cluster_subject,
-            cluster_facility=fac_rows,
-            labels=labels,
-            box_d=box_d,
-            n_clusters_subject=n_clusters_subject,
-            counts=counts,
-            cls_n_fn=np.zeros(len(b.cls_idx)),
-            skills=sk,
-            difficulty=np.full(n_cl, np.nan),
-            ll=ll,
-            n_unassigned=int((facility_of == -2).sum()),
-            extra={"post": post},
-        )
+        nan = np.full(n_cl, np.nan)
+        return Clustering(**vars(part), skills=sk, difficulty=nan, ll=ll, posterior=post)
+
+    def assess(self, b: Batch, skills: GenSkills, cycle: int = 0) -> tuple[Clustering, dict]:
+        part = self.clusters(b, self.partition(b, skills), skills.sigma2)
+        post = self._posterior(b, part, skills)
+        nan = np.full(len(part.cluster_subject), np.nan)
+        state = Clustering(**vars(part), skills=skills, difficulty=nan, posterior=post)
+        return state, self.risk(b, state, cycle)
 
     def _m_step(
         self, b, post, box_cluster, total: gen.SoftCounts, sk: GenSkills, fit_hyper: bool
@@ -797,7 +892,7 @@ class _GenerativeEngine(_Engine):
 
     def risk(self, b: Batch, s: Clustering, cycle: int) -> dict[str, np.ndarray]:
         p = self.p
-        post: gen.Posterior = s.extra["post"]
+        post = s.posterior
         n_cl = len(s.cluster_subject)
         tp = s.box_cluster >= 0
         box_s2 = np.where(tp, s.skills.sigma2[b.box_vol], np.nan)
@@ -825,7 +920,7 @@ class _GenerativeEngine(_Engine):
 
     def counts_for(self, b: Batch, s: Clustering, cls_weight: np.ndarray):
         return self._soft(
-            b, s.extra["post"], s.box_cluster, s.box_d, len(s.cluster_subject), cls_weight
+            b, s.posterior, s.box_cluster, s.box_d, len(s.cluster_subject), cls_weight
         )
 
     def _committed_population(self, counts: gen.SoftCounts) -> gen.Population:
@@ -870,7 +965,7 @@ class _GenerativeEngine(_Engine):
         vp = gen.volunteer_params(counts, pop)
         prep = self.prep
         cs, ce = prep.subj_cls_off[subjects], prep.subj_cls_off[subjects + 1]
-        idx = _ranges(cs, ce)
+        idx = ranges(cs, ce)
         which = np.repeat(np.arange(len(subjects)), ce - cs)
         args = (prep.cls_vol[idx].astype(np.int64), which, len(subjects), vp.p_fn)
         strong = pop.rho * np.exp(gen.subject_all_miss(*args))
@@ -880,6 +975,10 @@ class _GenerativeEngine(_Engine):
         return {"population": (self.last_pop or self._population0()).to_dict()}
 
 
-def make_engine(prep: Prepared, params: Params, seed: int) -> _Engine:
-    """The engine of ``params.model``: :class:`_GenerativeEngine` or the paper's :class:`_Engine`."""
-    return (_GenerativeEngine if params.model == "generative" else _Engine)(prep, params, seed)
+#: the engine of each ``aggregate.model`` setting
+ENGINES: dict[str, type[Engine]] = {e.name: e for e in (GenerativeEngine, PaperEngine)}
+
+
+def make_engine(prep: Prepared, params: Params, seed: int) -> Engine:
+    """The engine of ``params.model`` (:data:`ENGINES`)."""
+    return ENGINES[params.model](prep, params, seed)

@@ -107,7 +107,7 @@ smaller Jaccard distance (for openings: the smaller sum of distances from the fa
 star), then the canonical index. Within a classification the cheaper box, then the nearer,
 then the canonical first is the star's candidate.
 
-API: :func:`solve_batch` (the numba kernels, :mod:`clumpscout.model.facility_greedy`, over
+API: :func:`solve_batch` (the numba kernels, :mod:`clumpscout.model.facility_kernels`, over
 all subjects, threads over subjects),
 :func:`cluster_costs` (eq. cluster_cost / total_cost / C^∅ of §5.7 for an assignment).
 The exact optimum of a small subject (the tests' reference) is ``tests/oracles.py``'s
@@ -127,10 +127,10 @@ from clumpscout.model.distance import (
     likelihood_code,
     neg_log_distance_likelihood,
 )
-from clumpscout.model.facility_greedy import (
+from clumpscout.model.facility_kernels import (
     DUMMY,
     UNASSIGNED,
-    _solve_range,
+    solve_range,
 )
 
 
@@ -282,10 +282,10 @@ def solve_batch(
     n_sub = offsets.size - 1
     ranges = _subject_ranges(offsets, _n_threads())
     if len(ranges) <= 1:
-        _solve_range(0, n_sub, *args)
+        solve_range(0, n_sub, *args)
     else:
         with ThreadPoolExecutor(max_workers=_n_threads()) as pool:
-            list(pool.map(lambda r: _solve_range(r[0], r[1], *args), ranges))
+            list(pool.map(lambda r: solve_range(r[0], r[1], *args), ranges))
     return out
 
 

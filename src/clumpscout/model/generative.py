@@ -1,6 +1,6 @@
 """The generative consensus model: a well-posed likelihood for marked points or boxes.
 
-This is the default model of :mod:`clumpscout.model.aggregate` (``model: generative``).
+This is the default model of ``clumpscout aggregate`` (``model: generative``).
 Derivation, symbols and the reasons for each choice: ``docs/model.md`` (section
 "Generative model") and ``docs/decisions.md#generative-model``.
 

@@ -1,6 +1,6 @@
 """Run-health diagnostics: make a collapsed aggregation loud instead of silent.
 
-The aggregation model has a known failure mode (see :mod:`clumpscout.model.aggregate`): the EM
+The aggregation model has a known failure mode (docs/decisions.md#paper-model): the EM
 can run away until nearly every box is sent to the dummy facility (judged a false
 positive), leaving subjects without labels even where many volunteers clearly agree.
 Nothing crashes when that happens, so :func:`diagnose` reads the engine's outputs
@@ -40,12 +40,12 @@ import numba
 import numpy as np
 import pandas as pd
 
+from clumpscout.logs import WARNING_PREFIX
 from clumpscout.model.distance import jaccard_nb
 
 log = logging.getLogger(__name__)
 
 #: Prefix of every logged warning, easy to grep for in a run log.
-WARNING_PREFIX = "RUN HEALTH WARNING:"
 
 #: ``assignment`` values of rows that went through the model.
 AGGREGATED = ("clump", "dummy")

@@ -14,7 +14,7 @@ skills held fixed** (those known at that moment), then a retirement policy
   image_width, image_height; one coordinate-less row for a classification that marked
   nothing); ``skills``, the volunteers' current skills (:class:`LiveSkills`; volunteers it
   does not know get the population's prior); ``policy`` (:class:`Policy`); ``params``,
-  the ``aggregate:`` hyper-parameters (:class:`clumpscout.model.aggregate.Params`).
+  the ``aggregate:`` hyper-parameters (:class:`clumpscout.model.params.Params`).
 * output: a :class:`Decision`: ``retire`` (bool), the subject's current labels (p_fp,
   p_weak per label), and the numbers the policies read: classifications, empty ones,
   N_fp, N_fn, N_σ, the risk R and the expected number of objects that the
@@ -46,11 +46,10 @@ from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.model import generative as gen
 from clumpscout.model.calibration import LiveMap
-from clumpscout.model.em import Batch, GenSkills, _GenerativeEngine
+from clumpscout.model.em import Batch, Clustering, GenerativeEngine, GenSkills
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import prepare
 from clumpscout.model.retirement import retire_mask
-from clumpscout.model.risk import clump_location_variance, clump_sigma_prob, subject_risk
 
 #: the policies and what their setting means (docs/decisions.md#live-retirement)
 POLICIES = {
@@ -261,10 +260,12 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
     n_s = len(state)
     m = np.broadcast_to(np.asarray(m, dtype=np.int64), (n_s,))
     n = state["n"].to_numpy(dtype=np.int64)
-    keys = pd.DataFrame(state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64))
-    keys = keys.assign(m=m, n=n)
-    group, uniq = pd.factorize(pd.MultiIndex.from_frame(keys), sort=False)
-    g = uniq.to_frame(index=False).to_numpy(dtype=np.float64)  # t_bar, q_w, prior, m, n
+    keys = np.column_stack(
+        [state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64), m, n]
+    ).astype(np.float64)
+    # distinct rows (each row's result depends on its own values only, not on their order)
+    g, group = np.unique(keys, axis=0, return_inverse=True)  # t_bar, q_w, prior, m, n
+    group = group.reshape(-1)
     t_bar, q_w, prior, mm, nn = (g[:, j] for j in range(5))
     terms = [("strong0", 0, False), ("lone", 1, False), ("weak0", 0, True), ("weak1", 1, True)]
     # one row per (group, term, K), K = 0..m of the group: every look-ahead in one map call
@@ -408,13 +409,13 @@ def assess_model(boxes: pd.DataFrame, skills: LiveSkills, params: Params, path=N
     """The model's own numbers of every subject of ``boxes`` with fixed volunteer skills
     (:func:`assess` before a label map is applied: labels carry ``p_empty`` and ``p_weak``,
     not yet ``p_fp``; :func:`apply_map` adds them)."""
-    if params.model != "generative":
+    if params.model != GenerativeEngine.name:
         raise InputError("live retirement needs aggregate.model: generative", path=path)
     prep = prepare(boxes, path=path)
-    engine = _GenerativeEngine(prep, params, seed=0)
+    engine = GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    return _assess_batch(engine, prep, b, sk, params)
+    return _assessment(prep, b, *engine.assess(b, sk))
 
 
 def refit_skills(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> LiveSkills:
@@ -422,11 +423,10 @@ def refit_skills(frame: pd.DataFrame, skills: LiveSkills, params: Params) -> Liv
     far) starting from ``skills``: the partition with those skills, then the M step
     (posterior-weighted counts, empirical-Bayes population and volunteers)."""
     prep = prepare(frame)
-    engine = _GenerativeEngine(prep, params, seed=0)
+    engine = GenerativeEngine(prep, params, seed=0)
     sk = GenSkills(skills.lookup(prep.volunteer_names), skills.pop)
     b = Batch.build(prep, np.arange(len(prep.subject_ids)))
-    fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
-    state = engine._estimate(b, fac, engine.empty_counts(), sk)
+    state = engine.step(b, engine.empty_counts(), sk)
     return LiveSkills(prep.volunteer_names.astype(object), state.skills.vp, state.skills.pop)
 
 
@@ -444,12 +444,12 @@ def refit_points(total: int, every: int, growth: float = 0.0) -> np.ndarray:
         last = nxt
 
 
-def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Assessment:
-    """The model's own numbers of the batch's subjects (no label map applied yet)."""
+def _assessment(prep, b: Batch, state: Clustering, rk: dict) -> Assessment:
+    """The model's own numbers of the batch's subjects (no label map applied yet) from the
+    engine's assessment ``state`` and its risk ``rk``."""
     n_s = len(b.subjects)
-    fac = engine._solve(b, sk, init=False, min_cluster_size=params.min_cluster_size)
-    box_cluster, _, cl_subj, n_cl_subj, labels, box_d = engine._partition(b, fac, sk.sigma2)
-    post = engine._posterior(b, box_cluster, box_d, cl_subj, labels, sk)
+    sk, post = state.skills, state.posterior
+    box_cluster, cl_subj, labels = state.box_cluster, state.cluster_subject, state.labels
     n_cl = len(cl_subj)
     tp = box_cluster >= 0
     n_marks = np.bincount(box_cluster[tp], minlength=n_cl).astype(np.int64)
@@ -458,13 +458,6 @@ def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Asse
         n_marks, 1
     )
     n_cls = np.bincount(b.cls_subject, minlength=n_s)
-    box_s2 = np.where(tp, sk.sigma2[b.box_vol], np.nan)
-    p_sigma = clump_sigma_prob(clump_location_variance(box_cluster, box_s2, n_cl), params.delta)
-    n_sigma = np.bincount(cl_subj, weights=p_sigma, minlength=n_s)
-    n_fn = post.n_fn - post.undetected_weak
-    risk = subject_risk(
-        post.n_fp, n_fn, n_sigma, params.alpha_fp, params.alpha_fn, params.alpha_sigma
-    )
     n_boxes = np.bincount(b.box_subject, minlength=n_s)
     marked = np.zeros(len(b.cls_idx), bool)
     marked[b.box_cls] = True
@@ -473,7 +466,6 @@ def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Asse
     pop = sk.pop
     g_strong = gen.subject_all_miss(b.cls_vol, b.cls_subject, n_s, sk.vp.p_fn)
     g_weak = gen.subject_all_miss(b.cls_vol, b.cls_subject, n_s, sk.vp.p_fn, pop.q_w)
-    lone_real = np.bincount(b.box_subject, weights=post.r_box, minlength=n_s)
     lone = box_cluster < 0
     lone_other = np.bincount(b.box_subject, weights=lone * (1.0 - post.r_box), minlength=n_s)
     # weak objects marked exactly once, among the lone boxes the strong class does not
@@ -488,13 +480,13 @@ def _assess_batch(engine, prep, b: Batch, sk: GenSkills, params: Params) -> Asse
             "n": n_cls.astype(np.int64),
             "n_empty": n_empty,
             "n_boxes": n_boxes.astype(np.int64),
-            "n_fp": post.n_fp,
-            "n_fn": n_fn,
-            "n_sigma": n_sigma,
-            "risk": risk,
+            "n_fp": rk["n_fp"],
+            "n_fn": rk["n_fn"],
+            "n_sigma": rk["n_sigma"],
+            "risk": rk["risk"],
             # objects no label holds: strong ones nobody / one viewer marked, weak ones
             "strong0": pop.rho * np.exp(g_strong),
-            "lone": lone_real,
+            "lone": rk["n_fn_coincidence"],
             "weak0": pop.rho_w * np.exp(g_weak),
             "weak1": weak1,
             "t_bar": np.full(n_s, t_bar),

@@ -1,7 +1,7 @@
 """The aggregation's hyper-parameters (:class:`Params`, config.yaml's ``aggregate:`` section)
 and :func:`load_config`.
 
-They live apart from the command line (:mod:`clumpscout.model.aggregate`) so that the engine
+They live apart from the command line (:mod:`clumpscout.model.command`) so that the engine
 (:mod:`clumpscout.model.em`, :mod:`clumpscout.model.aggregator`) imports them without importing
 its own front end.
 """
@@ -126,13 +126,6 @@ class Params:
     def to_dict(self) -> dict:
         return asdict(self)
 
-    @property
-    def em_stop_rule(self) -> str:
-        """The effective EM stopping rule (``auto`` resolved by the model)."""
-        if self.em_stop != "auto":
-            return self.em_stop
-        return "paper_code" if self.model == "paper" else "converge"
-
 
 def load_config(path) -> tuple[Params, int | None]:
     """Params (and the master seed, if present) from a YAML file.
@@ -161,13 +154,13 @@ def load_config(path) -> tuple[Params, int | None]:
     return Params.from_dict(section, path=path), seed
 
 
-def load_calibration(path) -> dict:
-    """The ``calibration:`` section of a workflow config (defaults filled), or {} for a flat
-    file of aggregate settings (the defaults then apply)."""
+def load_sections(path) -> dict:
+    """A workflow config with its defaults filled in, or {} for a flat file of aggregate
+    settings (the defaults then apply); :func:`load_config` reports its problems."""
     import yaml
 
     data = yaml.safe_load(Path(path).read_text()) or {}
     if not isinstance(data, dict) or not any(isinstance(v, dict) for v in data.values()):
         return {}
     _config.problems(data)  # fills the defaults; load_config has reported any problem
-    return dict(data.get("calibration") or {})
+    return data

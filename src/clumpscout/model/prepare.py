@@ -34,23 +34,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from clumpscout.arrays import ranges
+from clumpscout.data.boxes import BOX_KEYS
 from clumpscout.errors import InputError
 from clumpscout.model.source import BoxSource, ParquetSource, box_source
 
 log = logging.getLogger(__name__)
 
-REQUIRED_COLUMNS = (
-    "classification_id",
-    "subject_id",
-    "volunteer",
-    "x1",
-    "y1",
-    "x2",
-    "y2",
-    "image_width",
-    "image_height",
-)
+#: the boxes table's columns the aggregation needs: those of every box row
+REQUIRED_COLUMNS = BOX_KEYS
 
 #: the boxes table's tool column (passed through from the export by clumpscout.data.boxes)
 TOOL_COLUMN = "tool"
@@ -61,7 +52,7 @@ class Prepared:
     """The input in canonical order, as compact integer codes and the boxes' coordinates.
 
     Per-box arrays use the smallest integer type that holds their values (int32 below 2³¹
-    rows): a project's memory is mostly these arrays (about 50 bytes per box row, README).
+    rows): a project's memory is mostly these arrays (about 50 bytes per box row; docs/benchmarks.md#aggregate-memory).
     :meth:`normalised` gives a batch's coordinates normalised by the image size, exactly as
     the EM uses them.
     """
@@ -111,18 +102,6 @@ class Prepared:
     def box_subject_of(self, box_idx: np.ndarray) -> np.ndarray:
         """The subject (index) of the boxes ``box_idx`` (boxes are sorted by subject)."""
         return np.searchsorted(self.subj_box_off, box_idx, side="right") - 1
-
-
-def read_boxes(path) -> pd.DataFrame:
-    """The boxes table from Parquet; an unreadable file is an :class:`InputError`."""
-    try:
-        return pd.read_parquet(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read boxes table ({exc})", path=path) from None
-
-
-#: concatenated aranges (the name em.py and evaluation.replay import from here)
-_ranges = ranges
 
 
 def _change_points(*keys: np.ndarray) -> np.ndarray:

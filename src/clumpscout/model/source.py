@@ -11,6 +11,8 @@ blocks, in input order, as DataFrames of at most :data:`BLOCK_ROWS` rows:
   rule), so memory holds one block at a time; a block is what ``pd.read_parquet`` would
   give for those rows (same dtypes), so both sources give the same bytes out.
 
+:func:`read_boxes` reads the whole table at once (the replay and the workflow's scripts).
+
 :data:`BLOCK_ROWS` is pyarrow's row-group length (1,048,576 rows), so a table written block by
 block has the row groups of the same table written at once.
 """
@@ -117,9 +119,15 @@ class ParquetSource(BoxSource):
             raise InputError(f"cannot read boxes table ({exc})", path=self.path) from None
 
     def frame(self) -> pd.DataFrame:
-        from clumpscout.model.prepare import read_boxes
-
         return read_boxes(self.path)
+
+
+def read_boxes(path) -> pd.DataFrame:
+    """The boxes table from Parquet; an unreadable file is an :class:`InputError`."""
+    try:
+        return pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        raise InputError(f"cannot read boxes table ({exc})", path=path) from None
 
 
 def to_pandas(table) -> pd.DataFrame:

@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit
 
-from clumpscout.simulation.config import IMAGE_SIZE, _csr, _local_index
-from clumpscout.simulation.sky import _disc_positions
+from clumpscout.simulation.config import IMAGE_SIZE, csr_offsets, local_index
+from clumpscout.simulation.sky import disc_positions
 
 # --------------------------------------------------------------------------- clicks
 
@@ -73,7 +73,7 @@ def _markable_objects(clumps, distractors, p, n_gal) -> dict:
     }
     order = np.argsort(obj["gal"], kind="stable")
     obj = {k: v[order] for k, v in obj.items()}
-    obj["ptr"] = _csr(np.bincount(obj["gal"], minlength=n_gal))
+    obj["ptr"] = csr_offsets(np.bincount(obj["gal"], minlength=n_gal))
     return obj
 
 
@@ -126,7 +126,7 @@ def _weigh_pairs(c0, c1, n_obj, cls_gal, cls_vol, sk, obj, p, rng):
     soft = max(p["visibility_softness"], 1e-6)
     n = n_obj[c0:c1]
     pc = np.repeat(np.arange(c0, c1), n)
-    po = np.repeat(obj["ptr"][cls_gal[c0:c1]], n) + _local_index(n)
+    po = np.repeat(obj["ptr"][cls_gal[c0:c1]], n) + local_index(n)
     pv = cls_vol[pc]
     kind = obj["kind"][po]
     vis = obj["vis"]
@@ -151,7 +151,7 @@ def _spurious_clicks(cls_gal, cls_vol, sk, gal, rng) -> dict:
     sc = np.repeat(np.arange(len(cls_gal)), n_sp)
     ms = len(sc)
     on_gal = rng.random(ms) < 0.7
-    sx, sy = _disc_positions(cls_gal[sc], rng.gamma(2.0, 0.6, ms), gal, rng)
+    sx, sy = disc_positions(cls_gal[sc], rng.gamma(2.0, 0.6, ms), gal, rng)
     sx = np.where(on_gal, sx, rng.uniform(0, IMAGE_SIZE, ms))
     sy = np.where(on_gal, sy, rng.uniform(0, IMAGE_SIZE, ms))
     return {

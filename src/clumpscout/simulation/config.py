@@ -15,7 +15,6 @@ from scipy.stats import norm
 
 from clumpscout import config as _schema
 from clumpscout.errors import InputError
-from clumpscout.simulation.counting import resolve_counting
 
 # --------------------------------------------------------------------------- constants
 
@@ -99,6 +98,58 @@ _STREAMS = (
 # --------------------------------------------------------------------------- config
 
 
+#: every key of the ``simulate.counting`` section with its default (from the config schema)
+COUNTING_DEFAULTS: dict[str, Any] = _schema.defaults("simulate")["counting"]
+_COUNTING_FRACTIONS = {"group_fraction", "p_mark_mean", "p_empty_mean", "expert_p_mark"}
+_COUNTING_POSITIVE = {"image_width", "image_height", "volunteers_min", "skill_concentration"}
+
+
+def resolve_counting(cfg: dict | None, path: object = None) -> dict:
+    """The ``simulate.counting`` section merged over :data:`COUNTING_DEFAULTS`, checked."""
+    if cfg is None:
+        cfg = {}
+    if not isinstance(cfg, dict):
+        raise InputError(f"simulate.counting must be a mapping, got {cfg!r}", path=path)
+    unknown = sorted(set(cfg) - set(COUNTING_DEFAULTS))
+    if unknown:
+        raise InputError(f"unknown simulate.counting key(s): {', '.join(unknown)}", path=path)
+    out = dict(COUNTING_DEFAULTS)
+    for key, value in cfg.items():
+        out[key] = _coerce_counting(key, value, path)
+    _check_counting(out, path)
+    return out
+
+
+def _coerce_counting(key: str, value: Any, path: object) -> int | float:
+    bad = InputError(f"simulate.counting.{key}: bad value {value!r}", path=path)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad
+    if isinstance(COUNTING_DEFAULTS[key], int):
+        if int(value) != value:
+            raise bad
+        return int(value)
+    return float(value)
+
+
+def _check_counting(c: dict, path: object) -> None:
+    def fail(what: str) -> None:
+        raise InputError(f"simulate.counting.{what}", path=path)
+
+    for key, value in c.items():
+        if value < 0:
+            fail(f"{key} must be >= 0, got {value}")
+        if key in _COUNTING_FRACTIONS and value > 1:
+            fail(f"{key} must be in [0, 1], got {value}")
+        if key in _COUNTING_POSITIVE and value <= 0:
+            fail(f"{key} must be > 0")
+    if c["objects_min"] > c["objects_max"]:
+        fail("objects_min must be <= objects_max")
+    if c["volunteers_min"] > c["volunteers_max"]:
+        fail("volunteers_min must be <= volunteers_max")
+    if 2 * c["edge_margin_px"] >= min(c["image_width"], c["image_height"]):
+        fail("edge_margin_px leaves no room in the image")
+
+
 def resolve_config(cfg: dict | None, path: object = None) -> dict:
     """The ``simulate:`` section merged over :data:`DEFAULTS`, type-checked.
 
@@ -174,7 +225,7 @@ def stage_seed(master_seed: int, stage: str = "simulate") -> int:
     return int(h[:8], 16)
 
 
-def _streams(seed: int) -> dict[str, np.random.Generator]:
+def random_streams(seed: int) -> dict[str, np.random.Generator]:
     children = np.random.SeedSequence(int(seed)).spawn(len(_STREAMS))
     return {name: np.random.default_rng(s) for name, s in zip(_STREAMS, children, strict=True)}
 
@@ -182,7 +233,7 @@ def _streams(seed: int) -> dict[str, np.random.Generator]:
 # --------------------------------------------------------------------------- small helpers
 
 
-def _trunc_lognormal(rng, n, median, sigma, lo, hi):
+def trunc_lognormal(rng, n, median, sigma, lo, hi):
     """Lognormal(median, sigma) truncated to [lo, hi] by inverse-CDF sampling."""
     if sigma <= 0:
         return np.clip(np.full(n, float(median)), lo, hi)
@@ -191,19 +242,19 @@ def _trunc_lognormal(rng, n, median, sigma, lo, hi):
     return np.exp(np.log(median) + sigma * norm.ppf(u))
 
 
-def _beta(rng, mean, concentration, n):
+def beta_draws(rng, mean, concentration, n):
     """Beta draws with the given mean and concentration a + b (degenerate at 0 or 1)."""
     if mean <= 0.0 or mean >= 1.0 or concentration <= 0:
         return np.full(n, float(mean))
     return rng.beta(mean * concentration, (1.0 - mean) * concentration, n)
 
 
-def _flux(mag):
+def mag_to_nmgy(mag):
     """AB magnitude -> nanomaggies."""
     return 10.0 ** (-0.4 * (np.asarray(mag) - 22.5))
 
 
-def _largest_remainder(total: int, weights) -> np.ndarray:
+def largest_remainder(total: int, weights) -> np.ndarray:
     w = np.asarray(weights, dtype=float)
     raw = total * w / w.sum()
     out = np.floor(raw).astype(np.int64)
@@ -227,15 +278,15 @@ def cutout_geometry(petro_r90_arcsec, psf_fwhm_arcsec):
     return side.astype(np.int64), fwhm_sub, r90 / NATIVE_SCALE * per_native
 
 
-def _csr(counts: np.ndarray) -> np.ndarray:
+def csr_offsets(counts: np.ndarray) -> np.ndarray:
     ptr = np.zeros(len(counts) + 1, dtype=np.int64)
     np.cumsum(counts, out=ptr[1:])
     return ptr
 
 
-def _local_index(counts: np.ndarray) -> np.ndarray:
+def local_index(counts: np.ndarray) -> np.ndarray:
     """0..c-1 for each group of a CSR layout with group sizes ``counts``."""
     counts = np.asarray(counts, dtype=np.int64)
     total = int(counts.sum())
-    starts = np.repeat(_csr(counts)[:-1], counts)
+    starts = np.repeat(csr_offsets(counts)[:-1], counts)
     return np.arange(total, dtype=np.int64) - starts

@@ -65,6 +65,7 @@ click spuriously and never leave a classification empty.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -72,14 +73,29 @@ import numpy as np
 import pandas as pd
 from scipy.special import expit, logit
 
-from clumpscout import config as _schema
-from clumpscout.errors import InputError
 from clumpscout.logs import timed
+from clumpscout.simulation.config import beta_draws, csr_offsets, local_index, random_streams
+from clumpscout.simulation.export import (
+    ExportLayout,
+    classifications_name,
+    subject_ids,
+    subjects_frame,
+    write_exports,
+    write_report,
+    write_table_csv,
+)
+from clumpscout.simulation.sky import pairs_within
+from clumpscout.simulation.truth import objects_report, write_common_truth
+from clumpscout.simulation.volunteers import (
+    assign_spammers,
+    fill_spammer_columns,
+    make_cohort,
+    plan_experts,
+    queue_report,
+    run_queue,
+)
 
-#: every key of the ``simulate.counting`` section with its default (from the config schema)
-COUNTING_DEFAULTS: dict[str, Any] = _schema.defaults("simulate")["counting"]
-_FRACTIONS = {"group_fraction", "p_mark_mean", "p_empty_mean", "expert_p_mark"}
-_POSITIVE = {"image_width", "image_height", "volunteers_min", "skill_concentration"}
+log = logging.getLogger(__name__)
 
 #: the export of the counting project
 WORKFLOW = {
@@ -92,52 +108,6 @@ WORKFLOW = {
     "subject_set_ids": (82001,),
     "location": "https://example.org/counting-sim/{sid}.jpg",
 }
-
-
-def resolve_counting(cfg: dict | None, path: object = None) -> dict:
-    """The ``simulate.counting`` section merged over :data:`COUNTING_DEFAULTS`, checked."""
-    if cfg is None:
-        cfg = {}
-    if not isinstance(cfg, dict):
-        raise InputError(f"simulate.counting must be a mapping, got {cfg!r}", path=path)
-    unknown = sorted(set(cfg) - set(COUNTING_DEFAULTS))
-    if unknown:
-        raise InputError(f"unknown simulate.counting key(s): {', '.join(unknown)}", path=path)
-    out = dict(COUNTING_DEFAULTS)
-    for key, value in cfg.items():
-        out[key] = _coerce(key, value, path)
-    _check(out, path)
-    return out
-
-
-def _coerce(key: str, value: Any, path: object) -> int | float:
-    bad = InputError(f"simulate.counting.{key}: bad value {value!r}", path=path)
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise bad
-    if isinstance(COUNTING_DEFAULTS[key], int):
-        if int(value) != value:
-            raise bad
-        return int(value)
-    return float(value)
-
-
-def _check(c: dict, path: object) -> None:
-    def fail(what: str) -> None:
-        raise InputError(f"simulate.counting.{what}", path=path)
-
-    for key, value in c.items():
-        if value < 0:
-            fail(f"{key} must be >= 0, got {value}")
-        if key in _FRACTIONS and value > 1:
-            fail(f"{key} must be in [0, 1], got {value}")
-        if key in _POSITIVE and value <= 0:
-            fail(f"{key} must be > 0")
-    if c["objects_min"] > c["objects_max"]:
-        fail("objects_min must be <= objects_max")
-    if c["volunteers_min"] > c["volunteers_max"]:
-        fail("volunteers_min must be <= volunteers_max")
-    if 2 * c["edge_margin_px"] >= min(c["image_width"], c["image_height"]):
-        fail("edge_margin_px leaves no room in the image")
 
 
 # --------------------------------------------------------------------------- objects
@@ -169,13 +139,10 @@ def _misplaced(x, y, pairs, c) -> np.ndarray:
 def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
     """The objects of every image (see the module docstring). Returns (df, n_dropped);
     df columns: _gal (image index), object, x, y, grouped, _detect."""
-    from clumpscout.simulation.config import _csr, _local_index
-    from clumpscout.simulation.sky import _pairs_within
-
     k = rng.integers(c["objects_min"], c["objects_max"] + 1, n_img)
     img = np.repeat(np.arange(n_img), k)
-    local = _local_index(k)
-    first = _csr(k)[:-1][img]
+    local = local_index(k)
+    first = csr_offsets(k)[:-1][img]
     x, y = _uniform_xy(len(img), c, rng)
     grouped = (local > 0) & (rng.random(len(img)) < c["group_fraction"])
     parent = first + np.floor(rng.random(len(img)) * local).astype(np.int64)
@@ -183,7 +150,7 @@ def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
     for j in range(1, int(k.max(initial=0))):  # parents first
         s = grouped & (local == j)
         x[s], y[s] = x[parent[s]] + dx[s], y[parent[s]] + dy[s]
-    pairs = _pairs_within(_csr(k))
+    pairs = pairs_within(csr_offsets(k))
     for _ in range(20):
         bad = _misplaced(x, y, pairs, c)
         if not bad.any():
@@ -198,7 +165,7 @@ def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
     detect = c["object_visibility_sd"] * rng.standard_normal(len(img))
     img, x, y, grouped, detect = img[ok], x[ok], y[ok], grouped[ok], detect[ok]
     df = pd.DataFrame({"_gal": img, "x": x, "y": y, "grouped": grouped, "_detect": detect})
-    df.insert(1, "object", _local_index(np.bincount(img, minlength=n_img)))
+    df.insert(1, "object", local_index(np.bincount(img, minlength=n_img)))
     return df, int((~ok).sum())
 
 
@@ -207,14 +174,12 @@ def make_objects(n_img: int, c: dict, rng) -> tuple[pd.DataFrame, int]:
 
 def draw_counting_skills(n: int, p: dict, rng) -> pd.DataFrame:
     """Per-volunteer skills of the counting project (module docstring)."""
-    from clumpscout.simulation.config import _beta
-
     c = p["counting"]
     conc = c["skill_concentration"]
     return pd.DataFrame(
         {
-            "p_mark": _beta(rng, c["p_mark_mean"], conc, n),
-            "p_empty": _beta(rng, c["p_empty_mean"], conc, n),
+            "p_mark": beta_draws(rng, c["p_mark_mean"], conc, n),
+            "p_empty": beta_draws(rng, c["p_empty_mean"], conc, n),
             "spurious_rate": np.minimum(
                 rng.lognormal(np.log(max(c["spurious_median"], 1e-12)), c["spurious_sigma"], n),
                 5.0,
@@ -248,12 +213,10 @@ def make_counting_experts(n: int, p: dict, rng) -> pd.DataFrame:
 
 def _object_pairs(cls_sub, objects, n_sub):
     """(classification, object row) for every object of every classified image."""
-    from clumpscout.simulation.config import _csr, _local_index
-
-    ptr = _csr(np.bincount(objects["_gal"].to_numpy(), minlength=n_sub))
+    ptr = csr_offsets(np.bincount(objects["_gal"].to_numpy(), minlength=n_sub))
     n_obj = np.diff(ptr)[cls_sub]
     pc = np.repeat(np.arange(len(cls_sub)), n_obj)
-    po = np.repeat(ptr[cls_sub], n_obj) + _local_index(n_obj)
+    po = np.repeat(ptr[cls_sub], n_obj) + local_index(n_obj)
     return pc, po
 
 
@@ -304,8 +267,6 @@ def draw_counting_clicks(cls_sub, cls_vol, skills, objects, n_sub, c, rng) -> pd
 
 
 def _layout(c: dict):
-    from clumpscout.simulation.export import ExportLayout
-
     return ExportLayout(image_width=c["image_width"], image_height=c["image_height"], **WORKFLOW)
 
 
@@ -331,8 +292,6 @@ def _objects_table(sid: np.ndarray, objects: pd.DataFrame) -> pd.DataFrame:
 
 
 def _write_truth(out: Path, sid, objects, obj_table, c) -> None:
-    from clumpscout.simulation.export import write_table_csv
-
     counts = np.bincount(objects["_gal"].to_numpy(), minlength=len(sid))
     images = pd.DataFrame(
         {"subject_id": sid, "image_width": c["image_width"], "image_height": c["image_height"],
@@ -367,19 +326,16 @@ def _counting_report(objects, n_dropped, clicks, q, truth_objects) -> dict:
 def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
     """Simulate the counting project described by the resolved ``simulate`` section
     ``p`` (``kind: counting``) and write it to ``out_dir``; returns the report."""
-    from clumpscout.simulation import universe as sim
-    from clumpscout.simulation.volunteers import assign_spammers, make_cohort
-
     c = p["counting"]
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rng = sim._streams(seed)
+    rng = random_streams(seed)
     start = pd.Timestamp(p["start_date"])
     n = p["n_subjects"]
-    with timed(f"simulate: {n} images and their objects", sim.log):
-        sid = sim.subject_ids(n, rng["galaxies"])
+    with timed(f"simulate: {n} images and their objects", log):
+        sid = subject_ids(n, rng["galaxies"])
         objects, n_dropped = make_objects(n, c, rng["clumps"])
-    with timed("simulate: volunteers and the subject queue", sim.log):
+    with timed("simulate: volunteers and the subject queue", log):
         r = rng["schedule"]
         need = r.integers(c["volunteers_min"], c["volunteers_max"] + 1, n)
         rv = rng["volunteers"]
@@ -387,14 +343,14 @@ def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
         vols = pd.concat([vols, draw_counting_skills(len(vols), p, rv)], axis=1)
         if p["spammer_fraction"] > 0:
             vols = assign_spammers(vols, p, rng["spammers"])
-        q = sim.run_queue(vols, need, p, r, draw_counting_skills)
-        q["volunteers"] = sim.fill_spammer_columns(q["volunteers"], vols)
-    with timed(f"simulate: clicks of {len(q['vol'])} classifications", sim.log):
+        q = run_queue(vols, need, p, r, draw_counting_skills)
+        q["volunteers"] = fill_spammer_columns(q["volunteers"], vols)
+    with timed(f"simulate: clicks of {len(q['vol'])} classifications", log):
         clicks = draw_counting_clicks(
             q["sub"], q["vol"], q["volunteers"], objects, n, c, rng["clicks"]
         )
-        ex = sim.plan_experts(p, n, rng["experts"], make_counting_experts)
-        ex["skills"] = sim.fill_spammer_columns(ex["skills"], vols)
+        ex = plan_experts(p, n, rng["experts"], make_counting_experts)
+        ex["skills"] = fill_spammer_columns(ex["skills"], vols)
         ex["clicks"] = draw_counting_clicks(
             ex["sub"], ex["vol"], ex["skills"], objects, n, c, rng["expert_clicks"]
         )
@@ -405,19 +361,19 @@ def simulate_counting(p: dict, seed: int, out_dir: str | Path) -> dict:
         f'"#filename":"{s}.jpg"}}'
         for s in sid.tolist()
     ]
-    subjects = sim.subjects_frame(sid, q, rng["export"], {"_sample": np.zeros(n, np.int64)})
-    with timed("simulate: writing the Zooniverse exports", sim.log):
-        ids = sim.write_exports(
+    subjects = subjects_frame(sid, q, rng["export"], {"_sample": np.zeros(n, np.int64)})
+    with timed("simulate: writing the Zooniverse exports", log):
+        ids = write_exports(
             out, rng["export"], start, subjects, q, clicks, ex, layout, meta,
-            sim.classifications_name(p),
+            classifications_name(p),
         )  # fmt: skip
-    with timed("simulate: writing the truth", sim.log):
+    with timed("simulate: writing the truth", log):
         table = _objects_table(sid, objects)
         _write_truth(out, sid, objects, table, c)
-        truth = sim.write_common_truth(out, p, table, q, clicks, ex, ids, sid, start)
+        truth = write_common_truth(out, p, table, q, clicks, ex, ids, sid, start)
     report: dict[str, Any] = {"seed": int(seed), "config": p}
-    report.update(sim.queue_report(q, sid, ex))
+    report.update(queue_report(q, sid, ex))
     report.update(_counting_report(objects, n_dropped, clicks, q, truth))
-    report.update(sim.objects_report(table, q["volunteers"], q["vol"], clicks, task=0))
-    sim._finish(report, out)
+    report.update(objects_report(table, q["volunteers"], q["vol"], clicks, task=0))
+    write_report(report, out)
     return report

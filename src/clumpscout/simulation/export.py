@@ -1,4 +1,6 @@
-"""Write a simulated Clump Scout universe as Zooniverse export CSVs.
+"""Write a simulated universe as Zooniverse export CSVs (galaxies or a counting project:
+:func:`write_exports`, with the subject table, ids and identities of both; the report:
+:func:`write_report`).
 
 The classification export has the columns of a real Zooniverse export
 (classification_id, user_name, user_id, user_ip, workflow_id, workflow_name,
@@ -26,15 +28,20 @@ at paper scale. Project, subject-set and user ids and image URLs are made up.
 from __future__ import annotations
 
 import csv
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from clumpscout.io import atomic_path, compression_of, open_text_out
+from clumpscout.io import atomic_path, compression_of, open_text_out, write_json
 from clumpscout.logs import progress
+from clumpscout.simulation.config import EXPERT_USER_ID0
+
+log = logging.getLogger(__name__)
 
 WORKFLOW_ID = 11803
 WORKFLOW_NAME = "Clump Scout"
@@ -448,3 +455,133 @@ def _format_column(v: np.ndarray, fmt: str) -> list[str]:
     if v.dtype.kind == "b":
         return np.where(v, "True", "False").tolist()
     return [str(x) for x in v.tolist()]
+
+
+# --------------------------------------------------------------------------- the export files of either universe
+
+
+_NAME_A = (
+    "star", "galaxy", "nova", "comet", "cosmic", "astro", "nebula", "quasar",
+    "lunar", "solar", "orbit", "photon", "pulsar", "zenith", "aurora", "meteor",
+)  # fmt: skip
+
+
+_NAME_B = (
+    "gazer", "hunter", "fan", "watcher", "seeker", "scout", "walker", "dreamer",
+    "rider", "explorer", "spotter", "keeper",
+)  # fmt: skip
+
+
+def volunteer_identities(logged_in: np.ndarray, rng) -> tuple[list[str], list[str], list[str]]:
+    """(user_name, user_id, user_ip) strings; not-logged-in names embed the IP hash."""
+    n = len(logged_in)
+    ips = hex_strings(n, 10, rng)
+    ids = 100_000 + rng.choice(max(2_500_000, 4 * n), size=n, replace=False)
+    a = rng.integers(0, len(_NAME_A), n)
+    b = rng.integers(0, len(_NAME_B), n)
+    cap = rng.random(n) < 0.5
+    names, uids = [], []
+    for i, li in enumerate(logged_in.tolist()):
+        if li:
+            w = _NAME_A[a[i]] + _NAME_B[b[i]]
+            names.append((w.capitalize() if cap[i] else w) + str(ids[i]))
+            uids.append(str(ids[i]))
+        else:
+            names.append(f"not-logged-in-{ips[i]}")
+            uids.append("")
+    return names, uids, ips
+
+
+def subject_ids(n: int, rng) -> np.ndarray:
+    """Made-up, increasing Zooniverse subject ids."""
+    return 90_000_000 + np.cumsum(1 + rng.poisson(0.5, n))
+
+
+def subjects_frame(sid: np.ndarray, q: dict, rng, extra: dict | None = None) -> pd.DataFrame:
+    """The subject table of the exports: retirement state and times (+ ``extra`` columns)."""
+    n = len(sid)
+    cls_gal, cls_t, retired, retire_cls = q["sub"], q["t"], q["retired"], q["retire_cls"]
+    last_t = np.full(n, np.nan)
+    if len(cls_t):
+        np.fmax.at(last_t, cls_gal, cls_t)
+    created_s = -86400.0 * rng.uniform(1.0, 14.0, n)
+    cols = {"subject_id": sid, **(extra or {})}
+    cols.update(
+        {
+            "retired": retired,
+            "n_classified": q["n_classified"],
+            "retirement_id": 30_000_000 + np.arange(n),
+            "created_s": created_s,
+            "updated_s": np.where(np.isnan(last_t), created_s, last_t),
+            "retired_s": np.where(
+                retired, cls_t[np.maximum(retire_cls, 0)] if len(cls_t) else 0.0, np.nan
+            ),
+        }
+    )
+    return pd.DataFrame(cols)
+
+
+def classifications_name(p: dict) -> str:
+    """The file name of the simulated classification export: classifications.csv, or
+    classifications.csv.zst with ``compress_classifications``."""
+    return "classifications.csv.zst" if p["compress_classifications"] else "classifications.csv"
+
+
+def write_exports(
+    out, rng, start, subjects, q, clicks, ex, layout=None, meta=None, name="classifications.csv"
+) -> dict:
+    """Write the classification export ``name`` (:func:`classifications_name`; the other
+    spelling is removed, so no stale export remains), subjects_export.csv and
+    expert_classifications.csv.
+
+    ``layout``: the project's :class:`~clumpscout.simulation.export.ExportLayout`
+    (default Clump Scout); ``meta``: subject metadata JSON (default: galaxies').
+    Returns the identities: names, uids (volunteers), e_names, e_uids (experts).
+    """
+    layout = layout or CLUMP_SCOUT
+    w, h = layout.image_width, layout.image_height
+    sub_meta, sub_data = subject_json(subjects, start, meta, layout)
+    sid = subjects["subject_id"].to_numpy()
+    vols = q["volunteers"]
+    logged_in = vols["logged_in"].to_numpy()
+    names, uids, ips = volunteer_identities(logged_in, rng)
+    vmeta = volunteer_strings(len(vols), rng, w, h)
+    sess_hex = hex_strings(q["n_sessions"], 32, rng)
+    table = pd.DataFrame(
+        {"classification_id": q["cls_id"], "vol": q["vol"], "gal": q["sub"],
+         "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]},
+        copy=False,
+    )  # fmt: skip
+    for other in ("classifications.csv", "classifications.csv.zst"):
+        if other != name:
+            (out / other).unlink(missing_ok=True)
+    write_classifications(
+        out / name, table, clicks, names, uids, ips, vmeta, logged_in,
+        sess_hex, sub_data, sid, start, layout=layout,
+    )  # fmt: skip
+    write_subjects_export(out / "subjects_export.csv", subjects, sub_meta, start, layout)
+    n_exp = ex["n"]
+    e_names = [f"expert_{i + 1}" for i in range(n_exp)]
+    e_uids = [str(EXPERT_USER_ID0 + i) for i in range(n_exp)]
+    e_ips = hex_strings(n_exp, 10, rng)
+    e_meta = volunteer_strings(n_exp, rng, w, h)
+    e_hex = hex_strings(ex["n_sessions"], 32, rng)
+    e_table = pd.DataFrame(
+        {"classification_id": ex["cls_id"], "vol": ex["vol"], "gal": ex["sub"],
+         "t_end": ex["t"], "t_start": ex["t"] - 30.0, "session": ex["session"]}
+    )  # fmt: skip
+    write_classifications(
+        out / "expert_classifications.csv", e_table, ex["clicks"], e_names, e_uids, e_ips,
+        e_meta, np.ones(n_exp, bool), e_hex, sub_data, sid, start, expert=True, layout=layout,
+    )  # fmt: skip
+    return {"names": names, "uids": uids, "e_names": e_names, "e_uids": e_uids}
+
+
+def write_report(report: dict, out: Path) -> None:
+    """Write simulate_report.json into ``out`` and log the totals."""
+    write_json(report, out / "simulate_report.json")
+    log.info(
+        "simulate: %d subjects, %d classifications, %d clicks, %d volunteers -> %s",
+        report["subjects"], report["classifications"], report["clicks_total"],
+        report["volunteers"], out,
+    )  # fmt: skip

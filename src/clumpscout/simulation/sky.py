@@ -14,15 +14,24 @@ from clumpscout.simulation.config import (
     MIN_R90,
     NATIVE_SCALE,
     SAMPLES,
-    _csr,
-    _flux,
-    _largest_remainder,
-    _local_index,
-    _trunc_lognormal,
+    csr_offsets,
     cutout_geometry,
+    largest_remainder,
+    local_index,
+    mag_to_nmgy,
+    trunc_lognormal,
 )
 
 # --------------------------------------------------------------------------- galaxies
+
+
+def band_fluxes(flux_r, g_r, r_i) -> dict[str, np.ndarray]:
+    """g, r, i fluxes (nanomaggies) from the r flux and the g - r, r - i colours (mag)."""
+    return {
+        "flux_g": flux_r * 10 ** (-0.4 * g_r),
+        "flux_r": flux_r,
+        "flux_i": flux_r * 10 ** (0.4 * r_i),
+    }
 
 
 def angular_diameter_distance_kpc(z, h0: float = 70.0, om0: float = 0.3) -> np.ndarray:
@@ -43,11 +52,11 @@ def angular_diameter_distance_kpc(z, h0: float = 70.0, om0: float = 0.3) -> np.n
 def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
     """The galaxy catalogue (§2.1-2.2); see the module docstring for the model."""
     n = p["n_subjects"]
-    counts = _largest_remainder(n, p["sample_counts"])
+    counts = largest_remainder(n, p["sample_counts"])
     sample_idx = np.repeat(np.arange(3), counts)
     secondary = sample_idx == 1
 
-    z = _trunc_lognormal(rng, n, p["z_median"], p["z_sigma"], 0.02, 0.25)
+    z = trunc_lognormal(rng, n, p["z_median"], p["z_sigma"], 0.02, 0.25)
     n2 = int(secondary.sum())
     a3, b3 = 0.02**3, 0.075**3
     z[secondary] = np.cbrt(a3 + rng.random(n2) * (b3 - a3))
@@ -67,7 +76,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             break
     r90 = np.round(np.maximum(r90, MIN_R90), 4)
 
-    psf_px = _trunc_lognormal(rng, n, p["psf_fwhm_px_median"], p["psf_fwhm_px_sigma"], 1.5, 7.5)
+    psf_px = trunc_lognormal(rng, n, p["psf_fwhm_px_median"], p["psf_fwhm_px_sigma"], 1.5, 7.5)
     tail = rng.random(n) < p["psf_tail_fraction"]
     hi = max(p["psf_tail_max_px"], 7.5)
     psf_px[tail] = np.exp(rng.uniform(np.log(7.5), np.log(hi), int(tail.sum())))
@@ -96,7 +105,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
     yc = IMAGE_SIZE / 2 + 0.5 * rng.standard_normal(n)
 
     side, fwhm_sub, r90_sub = cutout_geometry(r90, psf)
-    flux_r = _flux(mag_r)
+    flux_r = mag_to_nmgy(mag_r)
     return pd.DataFrame(
         {
             "ra": np.round(ra, 6),
@@ -106,9 +115,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
             "psffwhm_r": psf,
             "sample": np.asarray(SAMPLES, dtype=object)[sample_idx],
             "mag_r": mag_r,
-            "flux_g": flux_r * 10 ** (-0.4 * g_r),
-            "flux_r": flux_r,
-            "flux_i": flux_r * 10 ** (0.4 * r_i),
+            **band_fluxes(flux_r, g_r, r_i),
             "axis_ratio": q,
             "position_angle": pa,
             "bulge_fraction": bt,
@@ -127,7 +134,7 @@ def make_galaxies(p: dict, rng: np.random.Generator) -> pd.DataFrame:
 # --------------------------------------------------------------------------- clumps
 
 
-def _disc_positions(gal_idx, u, gal, rng):
+def disc_positions(gal_idx, u, gal, rng):
     """Subject-pixel positions of points at disc radius ``u`` R90 (random azimuth)."""
     phi = rng.uniform(0.0, 2 * np.pi, len(u))
     q = gal["axis_ratio"].to_numpy()[gal_idx]
@@ -147,7 +154,7 @@ def _clump_radii(n, p, rng):
     return u
 
 
-def _pairs_within(ptr: np.ndarray):
+def pairs_within(ptr: np.ndarray):
     """All index pairs (a, b), a < b, inside each CSR group."""
     counts = np.diff(ptr)
     aa, bb = [], []
@@ -194,9 +201,9 @@ def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
     gidx = np.repeat(np.arange(n), n_cl)
     m = len(gidx)
     u = _clump_radii(m, p, rng)
-    x, y = _disc_positions(gidx, u, gal, rng)
-    ptr = _csr(n_cl)
-    pa_, pb_ = _pairs_within(ptr)
+    x, y = disc_positions(gidx, u, gal, rng)
+    ptr = csr_offsets(n_cl)
+    pa_, pb_ = pairs_within(ptr)
     sep = p["clump_min_separation"] * fwhm[gidx]
     bulge = gal["bulge_visible"].to_numpy()[gidx]
     xc, yc = gal["x_centre"].to_numpy()[gidx], gal["y_centre"].to_numpy()[gidx]
@@ -215,7 +222,7 @@ def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
             break
         idx = np.flatnonzero(bad)
         u[idx] = _clump_radii(len(idx), p, rng)
-        x[idx], y[idx] = _disc_positions(gidx[idx], u[idx], gal, rng)
+        x[idx], y[idx] = disc_positions(gidx[idx], u[idx], gal, rng)
     # still misplaced after 20 redraws: drop (a later clump of a too-close pair goes)
     ok = ~misplaced()
     n_dropped = int((~ok).sum())
@@ -235,21 +242,19 @@ def make_clumps(gal: pd.DataFrame, p: dict, rng: np.random.Generator):
     )
     df = _object_table(gal, gidx, x, y, delta, g_r, r_i)
     df["unusual"] = unusual
-    df["clump"] = _local_index(np.bincount(gidx, minlength=n))
+    df["clump"] = local_index(np.bincount(gidx, minlength=n))
     return df, n_dropped
 
 
 def _object_table(gal, gidx, x, y, delta, g_r, r_i) -> pd.DataFrame:
     mag = gal["mag_r"].to_numpy()[gidx] + delta
-    flux_r = _flux(mag)
+    flux_r = mag_to_nmgy(mag)
     return pd.DataFrame(
         {
             "_gal": gidx,
             "x": x,
             "y": y,
-            "flux_g": flux_r * 10 ** (-0.4 * g_r),
-            "flux_r": flux_r,
-            "flux_i": flux_r * 10 ** (0.4 * r_i),
+            **band_fluxes(flux_r, g_r, r_i),
             "_delta": delta,
             "_g_r": g_r,
         }
@@ -271,7 +276,7 @@ def make_distractors(gal: pd.DataFrame, clumpy: np.ndarray, p: dict, rng) -> pd.
     g_ff = np.repeat(np.arange(n), n_ff)
     m = len(g_ff)
     u = rng.gamma(p["faint_radius_shape"], p["faint_radius_scale"], m)
-    x, y = _disc_positions(g_ff, u, gal, rng)
+    x, y = disc_positions(g_ff, u, gal, rng)
     x, y = np.clip(x, 1.0, IMAGE_SIZE - 1.0), np.clip(y, 1.0, IMAGE_SIZE - 1.0)
     delta = p["faint_contrast_mean"] + p["faint_contrast_sd"] * rng.standard_normal(m)
     ff = _object_table(
@@ -316,5 +321,5 @@ def make_distractors(gal: pd.DataFrame, clumpy: np.ndarray, p: dict, rng) -> pd.
     bu["kind"] = "bulge"
     df = pd.concat([ff, st, bu], ignore_index=True)
     df = df.sort_values(["_gal", "kind"], kind="stable", ignore_index=True)
-    df["distractor"] = _local_index(np.bincount(df["_gal"].to_numpy(), minlength=n))
+    df["distractor"] = local_index(np.bincount(df["_gal"].to_numpy(), minlength=n))
     return df

@@ -230,19 +230,28 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import add_setting, default
 from clumpscout.errors import InputError
 from clumpscout.logs import timed
 from clumpscout.simulation.clicks import draw_clicks
 from clumpscout.simulation.config import (
     DEFAULTS,
-    EXPERT_USER_ID0,
     GALAXY_FORMATS,
     SAMPLES,
-    _local_index,
-    _streams,
     cutout_geometry,
+    local_index,
+    random_streams,
     resolve_config,
     stage_seed,
+)
+from clumpscout.simulation.counting import simulate_counting
+from clumpscout.simulation.export import (
+    classifications_name,
+    subject_ids,
+    subjects_frame,
+    write_exports,
+    write_report,
+    write_table_csv,
 )
 from clumpscout.simulation.sky import (
     make_clumps,
@@ -250,11 +259,14 @@ from clumpscout.simulation.sky import (
     make_galaxies,
     resolution_factors,
 )
+from clumpscout.simulation.truth import objects_report, write_common_truth
 from clumpscout.simulation.volunteers import (
     fill_spammer_columns,
     make_experts,
     make_volunteers,
-    serve_subjects,
+    plan_experts,
+    queue_report,
+    run_queue,
 )
 
 log = logging.getLogger("clumpscout.simulation.universe")
@@ -262,71 +274,7 @@ log = logging.getLogger("clumpscout.simulation.universe")
 # --------------------------------------------------------------------------- names
 
 
-_NAME_A = (
-    "star", "galaxy", "nova", "comet", "cosmic", "astro", "nebula", "quasar",
-    "lunar", "solar", "orbit", "photon", "pulsar", "zenith", "aurora", "meteor",
-)  # fmt: skip
-_NAME_B = (
-    "gazer", "hunter", "fan", "watcher", "seeker", "scout", "walker", "dreamer",
-    "rider", "explorer", "spotter", "keeper",
-)  # fmt: skip
-
-
-def volunteer_identities(logged_in: np.ndarray, rng) -> tuple[list[str], list[str], list[str]]:
-    """(user_name, user_id, user_ip) strings; not-logged-in names embed the IP hash."""
-    from clumpscout.simulation.export import hex_strings
-
-    n = len(logged_in)
-    ips = hex_strings(n, 10, rng)
-    ids = 100_000 + rng.choice(max(2_500_000, 4 * n), size=n, replace=False)
-    a = rng.integers(0, len(_NAME_A), n)
-    b = rng.integers(0, len(_NAME_B), n)
-    cap = rng.random(n) < 0.5
-    names, uids = [], []
-    for i, li in enumerate(logged_in.tolist()):
-        if li:
-            w = _NAME_A[a[i]] + _NAME_B[b[i]]
-            names.append((w.capitalize() if cap[i] else w) + str(ids[i]))
-            uids.append(str(ids[i]))
-        else:
-            names.append(f"not-logged-in-{ips[i]}")
-            uids.append("")
-    return names, uids, ips
-
-
 # --------------------------------------------------------------------------- the universe
-
-
-def _expert_schedule(n_experts, subj, p, rng):
-    """(expert, subject index, time, session, number of sessions) of every expert
-    classification: each expert does all ``subj`` in random order, in sessions of
-    50 (~40 s apart) at random times in the last 40% of the project."""
-    dur = p["duration_days"] * 86400.0
-    k = len(subj)
-    ex, su, tt, se = [], [], [], []
-    n_sess = 0
-    for e in range(n_experts if k else 0):
-        sess = np.arange(k) // 50
-        m = int(sess[-1]) + 1
-        starts = np.sort(rng.uniform(0.6 * dur, dur, m))
-        gap = rng.lognormal(np.log(40.0), 0.4, k)
-        csum = np.cumsum(gap)
-        first = np.arange(m) * 50
-        ex.append(np.full(k, e))
-        su.append(rng.permutation(subj))
-        tt.append(starts[sess] + csum - (csum[first] - gap[first])[sess])
-        se.append(n_sess + sess)
-        n_sess += m
-    if not ex:
-        z = np.zeros(0, np.int64)
-        return z, z, np.zeros(0), z, 0
-    ex, su, tt, se = (np.concatenate(a) for a in (ex, su, tt, se))
-    order = np.lexsort((ex, tt))
-    return ex[order], su[order].astype(np.int64), tt[order], se[order], n_sess
-
-
-def _classification_ids(n, base, rng):
-    return base + np.cumsum(1 + rng.poisson(6.0, n)).astype(np.int64)
 
 
 def _summary_clicks(clicks: pd.DataFrame, n_cls: int) -> dict:
@@ -356,12 +304,10 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     """
     p = resolve_config(cfg)
     if p["kind"] == "counting":
-        from clumpscout.simulation.counting import simulate_counting
-
         return simulate_counting(p, seed, out_dir)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rng = _streams(seed)
+    rng = random_streams(seed)
     start = pd.Timestamp(p["start_date"])
 
     with timed(f"simulate: {p['n_subjects']} galaxies, clumps and distractors", log):
@@ -410,152 +356,11 @@ def simulate_universe(cfg: dict | None, seed: int, out_dir: str | Path) -> dict:
     report.update(_galaxy_report(gal, clumps, distractors, clumpy, n_clump_dropped))
     report.update(_summary_clicks(clicks, len(q["vol"])))
     report.update(objects_report(objects, q["volunteers"], q["vol"], clicks))
-    _finish(report, out)
+    write_report(report, out)
     return report
 
 
-def subject_ids(n: int, rng) -> np.ndarray:
-    """Made-up, increasing Zooniverse subject ids."""
-    return 90_000_000 + np.cumsum(1 + rng.poisson(0.5, n))
-
-
-def run_queue(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=None) -> dict:
-    """:func:`serve_subjects` plus classification ids and start times.
-
-    Keys: volunteers (cohort plus late volunteers), vol, sub, t (end), t_start,
-    session, cls_id (per classification, time order), n_sessions, n_classified,
-    retire_cls, retired, need (per subject), planned, not_done, late_phases.
-    """
-    served = serve_subjects(vols, need, p, rng, skills)
-    n_cls = len(served["vol"])
-    cls_id = _classification_ids(n_cls, 200_000_000, rng)
-    dur_s = np.minimum(
-        rng.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600
-    )
-    q = dict(served)
-    q.update(
-        cls_id=cls_id,
-        t_start=served["t"] - dur_s,
-        retired=served["n_classified"] >= need,
-        need=need,
-    )
-    return q
-
-
-def plan_experts(p: dict, n_sub: int, rng, make) -> dict:
-    """Which subjects the experts classify, when, and their skills (``make(n, p, rng)``).
-
-    Keys: n, n_subjects, skills, vol, sub, t, session, n_sessions, cls_id.
-    """
-    n_exp = p["n_experts"]
-    n_es = min(p["n_expert_subjects"], n_sub) if n_exp > 0 else 0
-    if n_exp > 0 and n_es < p["n_expert_subjects"]:
-        log.warning(
-            "simulate: n_expert_subjects %d > n_subjects %d: the experts see every subject",
-            p["n_expert_subjects"], n_sub,
-        )  # fmt: skip
-    chosen = np.sort(rng.choice(n_sub, size=n_es, replace=False)) if n_es else np.zeros(0, int)
-    skills = make(n_exp, p, rng)
-    e_vol, e_sub, e_t, e_sess, e_nsess = _expert_schedule(n_exp, chosen, p, rng)
-    return {
-        "n": n_exp,
-        "n_subjects": n_es,
-        "requested": p["n_expert_subjects"] if n_exp > 0 else 0,
-        "skills": skills,
-        "vol": e_vol,
-        "sub": e_sub,
-        "t": e_t,
-        "session": e_sess,
-        "n_sessions": e_nsess,
-        "cls_id": _classification_ids(len(e_vol), 900_000_000, rng),
-    }
-
-
-def subjects_frame(sid: np.ndarray, q: dict, rng, extra: dict | None = None) -> pd.DataFrame:
-    """The subject table of the exports: retirement state and times (+ ``extra`` columns)."""
-    n = len(sid)
-    cls_gal, cls_t, retired, retire_cls = q["sub"], q["t"], q["retired"], q["retire_cls"]
-    last_t = np.full(n, np.nan)
-    if len(cls_t):
-        np.fmax.at(last_t, cls_gal, cls_t)
-    created_s = -86400.0 * rng.uniform(1.0, 14.0, n)
-    cols = {"subject_id": sid, **(extra or {})}
-    cols.update(
-        {
-            "retired": retired,
-            "n_classified": q["n_classified"],
-            "retirement_id": 30_000_000 + np.arange(n),
-            "created_s": created_s,
-            "updated_s": np.where(np.isnan(last_t), created_s, last_t),
-            "retired_s": np.where(
-                retired, cls_t[np.maximum(retire_cls, 0)] if len(cls_t) else 0.0, np.nan
-            ),
-        }
-    )
-    return pd.DataFrame(cols)
-
-
-def classifications_name(p: dict) -> str:
-    """The file name of the simulated classification export: classifications.csv, or
-    classifications.csv.zst with ``compress_classifications``."""
-    return "classifications.csv.zst" if p["compress_classifications"] else "classifications.csv"
-
-
-def write_exports(
-    out, rng, start, subjects, q, clicks, ex, layout=None, meta=None, name="classifications.csv"
-) -> dict:
-    """Write the classification export ``name`` (:func:`classifications_name`; the other
-    spelling is removed, so no stale export remains), subjects_export.csv and
-    expert_classifications.csv.
-
-    ``layout``: the project's :class:`~clumpscout.simulation.export.ExportLayout`
-    (default Clump Scout); ``meta``: subject metadata JSON (default: galaxies').
-    Returns the identities: names, uids (volunteers), e_names, e_uids (experts).
-    """
-    from clumpscout.simulation import export as sx
-
-    layout = layout or sx.CLUMP_SCOUT
-    w, h = layout.image_width, layout.image_height
-    sub_meta, sub_data = sx.subject_json(subjects, start, meta, layout)
-    sid = subjects["subject_id"].to_numpy()
-    vols = q["volunteers"]
-    logged_in = vols["logged_in"].to_numpy()
-    names, uids, ips = volunteer_identities(logged_in, rng)
-    vmeta = sx.volunteer_strings(len(vols), rng, w, h)
-    sess_hex = sx.hex_strings(q["n_sessions"], 32, rng)
-    table = pd.DataFrame(
-        {"classification_id": q["cls_id"], "vol": q["vol"], "gal": q["sub"],
-         "t_end": q["t"], "t_start": q["t_start"], "session": q["session"]},
-        copy=False,
-    )  # fmt: skip
-    for other in ("classifications.csv", "classifications.csv.zst"):
-        if other != name:
-            (out / other).unlink(missing_ok=True)
-    sx.write_classifications(
-        out / name, table, clicks, names, uids, ips, vmeta, logged_in,
-        sess_hex, sub_data, sid, start, layout=layout,
-    )  # fmt: skip
-    sx.write_subjects_export(out / "subjects_export.csv", subjects, sub_meta, start, layout)
-    n_exp = ex["n"]
-    e_names = [f"expert_{i + 1}" for i in range(n_exp)]
-    e_uids = [str(EXPERT_USER_ID0 + i) for i in range(n_exp)]
-    e_ips = sx.hex_strings(n_exp, 10, rng)
-    e_meta = sx.volunteer_strings(n_exp, rng, w, h)
-    e_hex = sx.hex_strings(ex["n_sessions"], 32, rng)
-    e_table = pd.DataFrame(
-        {"classification_id": ex["cls_id"], "vol": ex["vol"], "gal": ex["sub"],
-         "t_end": ex["t"], "t_start": ex["t"] - 30.0, "session": ex["session"]}
-    )  # fmt: skip
-    sx.write_classifications(
-        out / "expert_classifications.csv", e_table, ex["clicks"], e_names, e_uids, e_ips,
-        e_meta, np.ones(n_exp, bool), e_hex, sub_data, sid, start, expert=True, layout=layout,
-    )  # fmt: skip
-    return {"names": names, "uids": uids, "e_names": e_names, "e_uids": e_uids}
-
-
 def _write_galaxy_truth(out: Path, gal, clumps, distractors) -> None:
-    from clumpscout.simulation.export import write_table_csv
-
     sid = gal["subject_id"].to_numpy()
     pos = {"x": ".3f", "y": ".3f"}
     cat = [c for c in gal.columns if not c.startswith("_") and c != "mag_r"]
@@ -572,13 +377,6 @@ def _write_galaxy_truth(out: Path, gal, clumps, distractors) -> None:
         out / "truth_distractors.csv",
         pos,
     )
-
-
-#: columns of truth_objects.csv
-OBJECT_COLUMNS = (
-    "subject_id", "object", "kind", "x", "y", "unusual", "clump", "distractor",
-    "flux_g", "flux_r", "flux_i", "n_viewers", "n_marked",
-)  # fmt: skip
 
 
 def galaxy_objects(sid: np.ndarray, clumps: pd.DataFrame, distractors: pd.DataFrame):
@@ -601,105 +399,8 @@ def galaxy_objects(sid: np.ndarray, clumps: pd.DataFrame, distractors: pd.DataFr
     obj = pd.concat([c, d], ignore_index=True).sort_values("_gal", kind="stable")
     obj = obj.reset_index(drop=True)
     obj.insert(0, "subject_id", sid[obj["_gal"].to_numpy()])
-    obj.insert(1, "object", _local_index(np.bincount(obj["_gal"].to_numpy(), minlength=len(sid))))
+    obj.insert(1, "object", local_index(np.bincount(obj["_gal"].to_numpy(), minlength=len(sid))))
     return obj
-
-
-#: clicks handled at once when counting the marks of each object (memory: a block)
-MARK_BLOCK = 1_000_000
-
-
-def _marks_per_object(obj: pd.DataFrame, clicks: pd.DataFrame, cls_sub: np.ndarray):
-    """Distinct classifications that clicked each object (real-object clicks only).
-
-    ``clicks`` are sorted by classification, so blocks of whole classifications
-    (about :data:`MARK_BLOCK` clicks each) are counted one at a time."""
-    n = np.zeros(len(obj), np.int64)
-    key = pd.MultiIndex.from_arrays([obj["_gal"].to_numpy(), obj["clump"], obj["distractor"]])
-    cls = clicks["cls"].to_numpy()
-    clump = clicks["clump"].to_numpy()
-    dist = clicks["distractor"].to_numpy()
-    cuts = np.searchsorted(cls, cls[np.arange(MARK_BLOCK, len(cls), MARK_BLOCK)], side="left")
-    bounds = np.unique(np.r_[0, cuts, len(cls)])
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        hit = (clump[a:b] >= 0) | (dist[a:b] >= 0)
-        cl = pd.DataFrame(
-            {"cls": cls[a:b][hit], "clump": clump[a:b][hit], "distractor": dist[a:b][hit]}
-        ).drop_duplicates()
-        if len(cl):
-            idx = key.get_indexer(
-                pd.MultiIndex.from_arrays(
-                    [cls_sub[cl["cls"].to_numpy()], cl["clump"], cl["distractor"]]
-                )
-            )
-            n += np.bincount(idx[idx >= 0], minlength=len(obj))
-    return n
-
-
-def write_common_truth(out: Path, p, objects, q, clicks, ex, ids, sid, start) -> pd.DataFrame:
-    """Write truth_objects.csv, volunteers_truth.csv and truth_clicks.parquet; returns
-    the objects with ``n_viewers`` (volunteer classifications of the subject) and
-    ``n_marked`` (those that clicked the object)."""
-    from clumpscout.simulation.export import write_table_csv
-
-    obj = objects.copy()
-    obj["n_viewers"] = q["n_classified"][obj["_gal"].to_numpy()]
-    obj["n_marked"] = _marks_per_object(obj, clicks, q["sub"])
-    write_table_csv(obj[list(OBJECT_COLUMNS)], out / "truth_objects.csv", {"x": ".3f", "y": ".3f"})
-    vt = _volunteer_truth(
-        q["volunteers"], ids["names"], ids["uids"], q["vol"], q["t"], ex["skills"],
-        ids["e_names"], ids["e_uids"], ex["vol"], ex["t"], start,
-    )  # fmt: skip
-    write_table_csv(vt, out / "volunteers_truth.csv", {})
-    if p["write_click_truth"]:
-        write_click_truth(
-            out / "truth_clicks.parquet",
-            [(clicks, q["cls_id"], q["sub"], False), (ex["clicks"], ex["cls_id"], ex["sub"], True)],
-            sid,
-        )
-    else:
-        (out / "truth_clicks.parquet").unlink(missing_ok=True)  # no stale truth
-    return obj
-
-
-def queue_report(q: dict, sid: np.ndarray, ex: dict) -> dict:
-    """Realised totals of the subject queue, the cohort and the experts."""
-    vols, cls_vol, n_classified = q["volunteers"], q["vol"], q["n_classified"]
-    n_cls, n_gal = len(cls_vol), len(sid)
-    per_vol = np.bincount(cls_vol, minlength=len(vols))
-    per_vol = per_vol[per_vol > 0]
-    logged_in = vols["logged_in"].to_numpy()
-    return {
-        "subjects": n_gal,
-        "subjects_retired": int(q["retired"].sum()),
-        "subjects_unretired": int((~q["retired"]).sum()),
-        "classification_slots": int(q["need"].sum()),
-        "planned_classifications": q["planned"],
-        "planned_classifications_not_done": q["not_done"],
-        "late_volunteer_phases": q["late_phases"],
-        "late_volunteers": int(vols["late"].sum()),
-        "classifications": n_cls,
-        "classifications_per_subject_mean": float(n_cls / n_gal),
-        "classifications_per_subject_min": int(n_classified.min()),
-        "classifications_per_subject_max": int(n_classified.max()),
-        "subjects_below_20_classifications": int((n_classified < 20).sum()),
-        "not_logged_in_classifications_fraction": float(
-            (~logged_in[cls_vol]).mean() if n_cls else 0.0
-        ),
-        "volunteers_planned": int((~vols["late"]).sum()),
-        "volunteers": int(np.unique(cls_vol).size),
-        "volunteers_not_logged_in": int((~logged_in[np.unique(cls_vol)]).sum()),
-        "subjects_per_volunteer_median": float(np.median(per_vol)) if len(per_vol) else 0.0,
-        "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean())
-        if len(per_vol)
-        else 0.0,
-        "volunteers_above_200_subjects": int((per_vol > 200).sum()),
-        "subjects_per_volunteer_max": int(per_vol.max()) if len(per_vol) else 0,
-        "expert_subjects": ex["n_subjects"],
-        "expert_subjects_requested": ex["requested"],
-        "expert_classifications": int(len(ex["vol"])),
-        "expert_clicks_t1": int((ex["clicks"]["task"] == ex.get("clump_task", 1)).sum()),
-    }
 
 
 def _galaxy_report(gal, clumps, distractors, clumpy, n_dropped) -> dict:
@@ -718,165 +419,6 @@ def _galaxy_report(gal, clumps, distractors, clumpy, n_dropped) -> dict:
     }
 
 
-def objects_report(objects, vols, cls_vol, clicks, task: int = 1) -> dict:
-    """Real objects by kind, the share of spurious clump-task clicks and the spammers."""
-    t = clicks["task"].to_numpy() == task
-    spurious = clicks["source"].isin(("spurious", "star", "bulge")).to_numpy(bool)[t]
-    rep: dict[str, Any] = {
-        "truth_objects_by_kind": {
-            str(k): int(v) for k, v in objects["kind"].value_counts().sort_index().items()
-        },
-        "clump_task_clicks_spurious_share": float(spurious.mean()) if len(spurious) else 0.0,
-    }
-    if "spammer" in vols.columns:
-        spam = vols["spammer"].to_numpy(bool)
-        by_spam = spam[cls_vol[clicks["cls"].to_numpy()[t]]]
-        rep["spammers"] = int(spam[np.unique(cls_vol)].sum())
-        rep["spammer_classifications_fraction"] = float(spam[cls_vol].mean())
-        rep["spammer_clicks_spurious_share"] = (
-            float(spurious[by_spam].mean()) if by_spam.any() else 0.0
-        )
-    return rep
-
-
-def _finish(report: dict, out: Path) -> None:
-    from clumpscout.io import write_json
-
-    write_json(report, out / "simulate_report.json")
-    log.info(
-        "simulate: %d subjects, %d classifications, %d clicks, %d volunteers -> %s",
-        report["subjects"], report["classifications"], report["clicks_total"],
-        report["volunteers"], out,
-    )  # fmt: skip
-
-
-def _volunteer_truth(
-    vols, names, uids, cls_vol, cls_t, experts, e_names, e_uids, e_vol, e_t, start
-):
-    n = len(vols)
-    cnt = np.bincount(cls_vol, minlength=n)
-    first = np.full(n, np.nan)
-    last = np.full(n, np.nan)
-    np.fmin.at(first, cls_vol, cls_t)
-    np.fmax.at(last, cls_vol, cls_t)
-    v = vols.copy()
-    v.insert(0, "volunteer", names)
-    v.insert(1, "user_id", uids)
-    v.insert(2, "expert", False)
-    v.insert(4, "n_classifications", cnt)
-    ecnt = np.bincount(e_vol, minlength=len(experts)) if len(experts) else np.zeros(0, np.int64)
-    e = experts.copy()
-    e.insert(0, "volunteer", e_names)
-    e.insert(1, "user_id", e_uids)
-    e.insert(2, "expert", True)
-    e.insert(4, "n_classifications", ecnt)
-    e["n_planned"] = ecnt
-    efirst = np.full(len(experts), np.nan)
-    elast = np.full(len(experts), np.nan)
-    if len(e_vol):
-        np.fmin.at(efirst, e_vol, e_t)
-        np.fmax.at(elast, e_vol, e_t)
-    out = pd.concat([v, e], ignore_index=True)
-    from clumpscout.simulation.export import format_times
-
-    for col, arr in (
-        ("first_classification", np.r_[first, efirst]),
-        ("last_classification", np.r_[last, elast]),
-    ):
-        created, _ = format_times(np.nan_to_num(arr), start)
-        out[col] = np.where(np.isnan(arr), "", np.asarray(created, dtype=object))
-    return out[out["n_classifications"] > 0].reset_index(drop=True)
-
-
-#: rows per row group of truth_clicks.parquet (pyarrow's default, so that the streamed file
-#: is the one a whole-table write would give)
-CLICK_TRUTH_ROW_GROUP = 1024 * 1024
-
-
-def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int | None = None):
-    """Write truth_clicks.parquet: the rows of :func:`_click_truth` of each part (clicks,
-    classification ids, classification subjects, expert), one after the other, with
-    ``task`` and ``source`` categorical, streamed one row group at a time (memory: a
-    row group, not the project). With the default ``row_group``
-    (:data:`CLICK_TRUTH_ROW_GROUP`) the bytes are those of writing the whole table with
-    :func:`clumpscout.io.write_parquet`."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from clumpscout.io import atomic_path
-
-    groups = [_click_groups(c["cls"].to_numpy(), c["task"].to_numpy()) for c, *_ in parts]
-    cats = _click_truth_categories([c for c, *_ in parts])
-    ends = np.cumsum([0] + [len(c) for c, *_ in parts])
-    total = int(ends[-1])
-    row_group = row_group or CLICK_TRUTH_ROW_GROUP
-    writer = None
-    with atomic_path(path) as tmp:
-        try:
-            for a in range(0, max(total, 1), row_group):
-                b = min(total, a + row_group)
-                pieces = []
-                for (clicks, cls_id, cls_gal, expert), grp, lo, hi in zip(
-                    parts, groups, ends[:-1], ends[1:], strict=True
-                ):
-                    i0, i1 = max(a, lo) - lo, min(b, hi) - lo
-                    if i1 > i0 or (total == 0 and not pieces):
-                        sl = slice(int(i0), int(max(i1, i0)))
-                        pieces.append(
-                            _click_truth(clicks.iloc[sl], cls_id, cls_gal, sid, expert, grp[sl])
-                        )
-                ct = pd.concat(pieces, ignore_index=True) if len(pieces) > 1 else pieces[0]
-                for c in ("task", "source"):
-                    ct[c] = ct[c].astype(cats[c])
-                table = pa.Table.from_pandas(ct, preserve_index=False)
-                if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
-                writer.write_table(table)
-        finally:
-            if writer is not None:
-                writer.close()
-
-
-def _click_groups(cls: np.ndarray, task: np.ndarray) -> np.ndarray:
-    """Index of each click within its classification and task (clicks sorted by both)."""
-    key = cls * 2 + task
-    first = np.r_[True, key[1:] != key[:-1]]
-    grp_start = np.maximum.accumulate(np.where(first, np.arange(len(cls)), 0))
-    return np.arange(len(cls)) - grp_start
-
-
-def _click_truth_categories(frames: list) -> dict:
-    """The categories of ``task`` and ``source`` over every click (as a whole-table
-    ``astype("category")`` gives them)."""
-    task = np.unique(np.concatenate([f["task"].to_numpy() for f in frames]))
-    src = pd.concat([f["source"].drop_duplicates() for f in frames], ignore_index=True)
-    return {
-        "task": pd.Series(np.where(task == 0, "T0", "T1")).astype("category").dtype,
-        "source": src.astype("category").dtype,
-    }
-
-
-def _click_truth(clicks, cls_id, cls_gal, sid, expert, click_index):
-    c = clicks["cls"].to_numpy()
-    task = clicks["task"].to_numpy()
-    return pd.DataFrame(
-        {
-            "classification_id": cls_id[c],
-            "subject_id": sid[cls_gal[c]],
-            "expert": np.full(len(c), expert),
-            "task": np.where(task == 0, "T0", "T1"),
-            "click": click_index,
-            "x": clicks["x"].to_numpy().round(2),
-            "y": clicks["y"].to_numpy().round(2),
-            "tool": clicks["tool"].to_numpy(),
-            "source": clicks["source"].to_numpy(),
-            "double": clicks["double"].to_numpy(),
-            "clump": clicks["clump"].to_numpy(),
-            "distractor": clicks["distractor"].to_numpy(),
-        }
-    )
-
-
 # --------------------------------------------------------------------------- CLI
 
 
@@ -887,12 +429,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="YAML with a `simulate:` section (and optional top-level `seed`), or just the section",
     )
     parser.add_argument("--out", required=True, help="output folder")
-    parser.add_argument(
-        "--seed",
-        type=int,
-        default=None,
-        help="seed (default: derived from the file's top-level `seed` exactly as the workflow does, "
-        "else 0)",
+    add_setting(
+        parser,
+        "seed",
+        unset="derived from the file's top-level seed, else from the schema's, exactly as the "
+        "workflow derives the seed of its simulate job",
+        note="here the simulation's own seed",
     )
 
 
@@ -930,11 +472,9 @@ def load_config(path: str | Path) -> tuple[dict, int | None]:
 def run(args: argparse.Namespace) -> int:
     section, seed = load_config(args.config)
     if args.seed is not None:
-        if args.seed < 0:
-            raise InputError(f"--seed must be >= 0, got {args.seed}")
         seed = args.seed
-    if seed is None:
-        seed = 0
+    elif seed is None:  # the file has no seed: the workflow's, from the schema's default
+        seed = stage_seed(default("seed"), "simulate")
     log.info("simulate: seed %d", seed)
     simulate_universe(section, seed, args.out)
     return 0

@@ -6,6 +6,7 @@ The model and its knobs are documented in :mod:`clumpscout.simulation.universe`.
 
 from __future__ import annotations
 
+import logging
 import math
 
 import numba
@@ -13,7 +14,9 @@ import numpy as np
 import pandas as pd
 from scipy.stats import norm
 
-from clumpscout.simulation.config import LAUNCH_DAYS, _beta, _csr, _local_index
+from clumpscout.simulation.config import LAUNCH_DAYS, beta_draws, csr_offsets, local_index
+
+log = logging.getLogger(__name__)
 
 # --------------------------------------------------------------------------- volunteers
 
@@ -105,13 +108,13 @@ def draw_skills(n_vol: int, p: dict, rng) -> pd.DataFrame:
             "scatter_fwhm": rng.lognormal(
                 np.log(max(p["scatter_median"], 1e-12)), p["scatter_sigma"], n_vol
             ),
-            "p_bulge_t0": _beta(rng, p["p_bulge_t0_mean"], c, n_vol),
-            "p_bulge_t1": _beta(rng, p["p_bulge_t1_mean"], c, n_vol),
-            "p_double": _beta(rng, p["p_double_mean"], c, n_vol),
-            "p_unusual_given_unusual": _beta(rng, p["p_unusual_hit_mean"], c, n_vol),
-            "p_unusual_given_normal": _beta(rng, p["p_unusual_false_mean"], c, n_vol),
-            "p_star": _beta(rng, p["p_star_mean"], c, n_vol),
-            "p_skip": _beta(rng, p["p_skip_mean"], c, n_vol),
+            "p_bulge_t0": beta_draws(rng, p["p_bulge_t0_mean"], c, n_vol),
+            "p_bulge_t1": beta_draws(rng, p["p_bulge_t1_mean"], c, n_vol),
+            "p_double": beta_draws(rng, p["p_double_mean"], c, n_vol),
+            "p_unusual_given_unusual": beta_draws(rng, p["p_unusual_hit_mean"], c, n_vol),
+            "p_unusual_given_normal": beta_draws(rng, p["p_unusual_false_mean"], c, n_vol),
+            "p_star": beta_draws(rng, p["p_star_mean"], c, n_vol),
+            "p_skip": beta_draws(rng, p["p_skip_mean"], c, n_vol),
         }
     )
 
@@ -172,7 +175,7 @@ def assign_spammers(vols: pd.DataFrame, p: dict, rng) -> pd.DataFrame:
     k = np.arange(block.max() + 1 if n_vol else 0)
     per_block = np.floor((k + 1) * width * f + u) - np.floor(k * width * f + u)
     pos = np.empty(n_vol, np.int64)
-    pos[np.lexsort((rng.random(n_vol), block))] = _local_index(np.bincount(block))
+    pos[np.lexsort((rng.random(n_vol), block))] = local_index(np.bincount(block))
     spam = pos < per_block[block]
     out = vols.copy()
     out["spurious_rate"] = np.where(spam, p["spammer_spurious_mean"], out["spurious_rate"])
@@ -276,7 +279,7 @@ def plan_sessions(
     n_sess = -(-n_per_vol // sess_size)  # ceil
     sess_vol = np.repeat(np.arange(n_vol), n_sess)
     m = len(sess_vol)
-    first = _csr(n_sess)[:-1]
+    first = csr_offsets(n_sess)[:-1]
     frac = rng.random(m)
     frac[first[n_sess > 0]] = -1.0  # the first session starts on arrival
     order = np.lexsort((frac, sess_vol))
@@ -285,7 +288,7 @@ def plan_sessions(
 
     total = int(n_per_vol.sum())
     ev_vol = np.repeat(np.arange(n_vol), n_per_vol)
-    local = _local_index(n_per_vol)
+    local = local_index(n_per_vol)
     ev_sess = np.repeat(first, n_per_vol) + local // sess_size[ev_vol]
     gap = rng.lognormal(np.log(p["seconds_per_classification"]), 0.5, total)
     csum = np.cumsum(gap)
@@ -500,4 +503,131 @@ def serve_subjects(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=No
         "planned": n_events,
         "not_done": n_skipped,
         "late_phases": len(parts) - 1,
+    }
+
+
+# --------------------------------------------------------------------------- the queue of either universe
+
+
+def _expert_schedule(n_experts, subj, p, rng):
+    """(expert, subject index, time, session, number of sessions) of every expert
+    classification: each expert does all ``subj`` in random order, in sessions of
+    50 (~40 s apart) at random times in the last 40% of the project."""
+    dur = p["duration_days"] * 86400.0
+    k = len(subj)
+    ex, su, tt, se = [], [], [], []
+    n_sess = 0
+    for e in range(n_experts if k else 0):
+        sess = np.arange(k) // 50
+        m = int(sess[-1]) + 1
+        starts = np.sort(rng.uniform(0.6 * dur, dur, m))
+        gap = rng.lognormal(np.log(40.0), 0.4, k)
+        csum = np.cumsum(gap)
+        first = np.arange(m) * 50
+        ex.append(np.full(k, e))
+        su.append(rng.permutation(subj))
+        tt.append(starts[sess] + csum - (csum[first] - gap[first])[sess])
+        se.append(n_sess + sess)
+        n_sess += m
+    if not ex:
+        z = np.zeros(0, np.int64)
+        return z, z, np.zeros(0), z, 0
+    ex, su, tt, se = (np.concatenate(a) for a in (ex, su, tt, se))
+    order = np.lexsort((ex, tt))
+    return ex[order], su[order].astype(np.int64), tt[order], se[order], n_sess
+
+
+def _classification_ids(n, base, rng):
+    return base + np.cumsum(1 + rng.poisson(6.0, n)).astype(np.int64)
+
+
+def run_queue(vols: pd.DataFrame, need: np.ndarray, p: dict, rng, skills=None) -> dict:
+    """:func:`serve_subjects` plus classification ids and start times.
+
+    Keys: volunteers (cohort plus late volunteers), vol, sub, t (end), t_start,
+    session, cls_id (per classification, time order), n_sessions, n_classified,
+    retire_cls, retired, need (per subject), planned, not_done, late_phases.
+    """
+    served = serve_subjects(vols, need, p, rng, skills)
+    n_cls = len(served["vol"])
+    cls_id = _classification_ids(n_cls, 200_000_000, rng)
+    dur_s = np.minimum(
+        rng.lognormal(np.log(0.8 * p["seconds_per_classification"]), 0.5, n_cls), 3600
+    )
+    q = dict(served)
+    q.update(
+        cls_id=cls_id,
+        t_start=served["t"] - dur_s,
+        retired=served["n_classified"] >= need,
+        need=need,
+    )
+    return q
+
+
+def plan_experts(p: dict, n_sub: int, rng, make) -> dict:
+    """Which subjects the experts classify, when, and their skills (``make(n, p, rng)``).
+
+    Keys: n, n_subjects, skills, vol, sub, t, session, n_sessions, cls_id.
+    """
+    n_exp = p["n_experts"]
+    n_es = min(p["n_expert_subjects"], n_sub) if n_exp > 0 else 0
+    if n_exp > 0 and n_es < p["n_expert_subjects"]:
+        log.warning(
+            "simulate: n_expert_subjects %d > n_subjects %d: the experts see every subject",
+            p["n_expert_subjects"], n_sub,
+        )  # fmt: skip
+    chosen = np.sort(rng.choice(n_sub, size=n_es, replace=False)) if n_es else np.zeros(0, int)
+    skills = make(n_exp, p, rng)
+    e_vol, e_sub, e_t, e_sess, e_nsess = _expert_schedule(n_exp, chosen, p, rng)
+    return {
+        "n": n_exp,
+        "n_subjects": n_es,
+        "requested": p["n_expert_subjects"] if n_exp > 0 else 0,
+        "skills": skills,
+        "vol": e_vol,
+        "sub": e_sub,
+        "t": e_t,
+        "session": e_sess,
+        "n_sessions": e_nsess,
+        "cls_id": _classification_ids(len(e_vol), 900_000_000, rng),
+    }
+
+
+def queue_report(q: dict, sid: np.ndarray, ex: dict) -> dict:
+    """Realised totals of the subject queue, the cohort and the experts."""
+    vols, cls_vol, n_classified = q["volunteers"], q["vol"], q["n_classified"]
+    n_cls, n_gal = len(cls_vol), len(sid)
+    per_vol = np.bincount(cls_vol, minlength=len(vols))
+    per_vol = per_vol[per_vol > 0]
+    logged_in = vols["logged_in"].to_numpy()
+    return {
+        "subjects": n_gal,
+        "subjects_retired": int(q["retired"].sum()),
+        "subjects_unretired": int((~q["retired"]).sum()),
+        "classification_slots": int(q["need"].sum()),
+        "planned_classifications": q["planned"],
+        "planned_classifications_not_done": q["not_done"],
+        "late_volunteer_phases": q["late_phases"],
+        "late_volunteers": int(vols["late"].sum()),
+        "classifications": n_cls,
+        "classifications_per_subject_mean": float(n_cls / n_gal),
+        "classifications_per_subject_min": int(n_classified.min()),
+        "classifications_per_subject_max": int(n_classified.max()),
+        "subjects_below_20_classifications": int((n_classified < 20).sum()),
+        "not_logged_in_classifications_fraction": float(
+            (~logged_in[cls_vol]).mean() if n_cls else 0.0
+        ),
+        "volunteers_planned": int((~vols["late"]).sum()),
+        "volunteers": int(np.unique(cls_vol).size),
+        "volunteers_not_logged_in": int((~logged_in[np.unique(cls_vol)]).sum()),
+        "subjects_per_volunteer_median": float(np.median(per_vol)) if len(per_vol) else 0.0,
+        "volunteers_below_10_subjects_fraction": float((per_vol < 10).mean())
+        if len(per_vol)
+        else 0.0,
+        "volunteers_above_200_subjects": int((per_vol > 200).sum()),
+        "subjects_per_volunteer_max": int(per_vol.max()) if len(per_vol) else 0,
+        "expert_subjects": ex["n_subjects"],
+        "expert_subjects_requested": ex["requested"],
+        "expert_classifications": int(len(ex["vol"])),
+        "expert_clicks_t1": int((ex["clicks"]["task"] == ex.get("clump_task", 1)).sum()),
     }

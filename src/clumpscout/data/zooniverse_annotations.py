@@ -16,23 +16,23 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
-from clumpscout.data.export_csv import (
+from clumpscout.data.click_definition import drawing_marks, flatten, parse_annotations, task_name
+from clumpscout.data.zooniverse_csv import (
     FLAGS,
-    _bad_json,
-    _loads,
-    _short,
+    bad_json_error,
     block_size,
     duration_seconds,
     flag_of,
     iter_column_batches,
     json_depth_exceeds,
+    loads_json,
+    short_repr,
 )
-from clumpscout.data.export_selection import (
-    _first,
+from clumpscout.data.zooniverse_selection import (
+    first_few,
 )
-from clumpscout.data.subjects_export import (
-    _as_number,
+from clumpscout.data.zooniverse_subjects import (
+    side_number,
 )
 from clumpscout.errors import InputError
 from clumpscout.logs import progress, timed
@@ -72,7 +72,7 @@ _TOOL_TYPES = {"point": POINT, "rectangle": RECTANGLE, "circle": CIRCLE, "ellips
 
 
 _EXAMPLES = 100  # rows listed in the report per kind
-#: clicks held by pass 2 before they are handed on (:meth:`_Pass2.run` with a sink)
+#: clicks held by pass 2 before they are handed on (:meth:`Pass2.run` with a sink)
 FLUSH_CLICKS = 1 << 19
 
 
@@ -83,12 +83,12 @@ def _frame_size(md: Any, frame: int) -> tuple[float, float]:
     """naturalWidth/Height of ``frame`` from classification metadata (NaN when unknown)."""
     try:
         d = md["subject_dimensions"][frame]
-        return _as_number(d["naturalWidth"]), _as_number(d["naturalHeight"])
+        return side_number(d["naturalWidth"]), side_number(d["naturalHeight"])
     except (KeyError, IndexError, TypeError):
         return math.nan, math.nan
 
 
-class _Collector:
+class Collector:
     """Compact columns for the clicks of the kept classifications (one tight loop).
 
     Numbers go to ``array.array`` (8 bytes each, no Python objects); task names and tool labels
@@ -180,9 +180,9 @@ def _parse_json(
             parsed.append(None)
             continue
         try:
-            parsed.append(parse_annotations(text) if column == "annotations" else _loads(text))
+            parsed.append(parse_annotations(text) if column == "annotations" else loads_json(text))
         except ValueError:
-            raise _bad_json(path, row, column, text) from None
+            raise bad_json_error(path, row, column, text) from None
     ann, md = parsed[0], parsed[1]
     if not isinstance(ann, list):
         raise InputError(
@@ -198,7 +198,7 @@ def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
     marks of every drawing task (the elements of their values)."""
     items = []
     n_marks = 0
-    for a in flatten(ann):  # what a click is: clumpscout.data.clicks
+    for a in flatten(ann):  # what a click is: clumpscout.data.click_definition
         task = task_name(a.get("task"))
         value = a.get("value")
         drawing = drawing_marks(value, a.get("taskType")) is not None
@@ -208,7 +208,7 @@ def _drawing_items(ann: list) -> tuple[list[tuple[Any, Any, bool]], int]:
     return items, n_marks
 
 
-def _task_hint(drawing: list[str]) -> str:
+def task_hint(drawing: list[str]) -> str:
     """How to choose the clump task, naming the drawing task when there is exactly one."""
     flag = "choose it with --clump-task (config extract.clump_task; default T1)"
     if len(drawing) == 1:
@@ -217,7 +217,7 @@ def _task_hint(drawing: list[str]) -> str:
             f"(config extract.clump_task: {drawing[0]})"
         )
     if drawing:
-        return f"drawing tasks here: {', '.join(_first(drawing))}; {flag}"
+        return f"drawing tasks here: {', '.join(first_few(drawing))}; {flag}"
     return f"no drawing task found; {flag}"
 
 
@@ -267,7 +267,7 @@ def _screen(
 
 
 def _parse_rows(
-    coll: _Collector,
+    coll: Collector,
     positions: np.ndarray,
     rows: np.ndarray,
     texts: tuple[list[str], list[str], list[str] | None],
@@ -345,7 +345,7 @@ def _clump_values(
                 others = sorted({str(t) for t, _, d in items if d})
                 raise InputError(
                     f"task {clump_task!r} is not a drawing task here (its value is "
-                    f"{_short(value)}); {_task_hint(others)}",
+                    f"{short_repr(value)}); {task_hint(others)}",
                     path=path,
                     row=row,
                 )
@@ -440,7 +440,7 @@ def _mark(
 
 
 def _append_marks(
-    coll: _Collector,
+    coll: Collector,
     pos: int,
     values: list[tuple[Any, Any]],
     md: Any,
@@ -488,7 +488,7 @@ def _append_marks(
 
 
 def _append_empty(
-    coll: _Collector, pos: int, clump_task: str | None, size0: tuple[float, float]
+    coll: Collector, pos: int, clump_task: str | None, size0: tuple[float, float]
 ) -> None:
     """Append the coordinate-less row of a classification that kept no mark."""
     codes = coll.codes
@@ -498,7 +498,7 @@ def _append_empty(
     coll.append(pos, tc, -1, 0, math.nan, math.nan, -1, size0[0], size0[1])
 
 
-class _Pass2:
+class Pass2:
     """Pass 2 of :func:`extract_clicks`: stream the JSON columns, parse the selected rows.
 
     The export is read in blocks (pyarrow's CSV reader); the JSON of each block's selected
@@ -550,16 +550,16 @@ class _Pass2:
                 f"read {offset} rows in pass 2 but {self.n_rows} in pass 1", path=self.path
             )
 
-    def run(self, sel, sub_w, sub_h, sink=None) -> tuple[_Collector, dict]:
+    def run(self, sel, sub_w, sub_h, sink=None) -> tuple[Collector, dict]:
         """The clicks and counters of the rows ``sel`` (positions in the file).
 
-        With ``sink``, the clicks go to ``sink(columns)`` (:meth:`_Collector.drain`) every
+        With ``sink``, the clicks go to ``sink(columns)`` (:meth:`Collector.drain`) every
         :data:`FLUSH_CLICKS` clicks and at the end, so that memory holds a few blocks' clicks,
         not the export's; the collector returned then holds only the task and label codes."""
         keep_all = np.full(self.n_rows, -1, dtype=np.int32)  # < 2^31 kept rows
         keep_all[sel] = np.arange(len(sel))
         stats = _new_stats(len(sel))
-        coll = _Collector()
+        coll = Collector()
         what = f"parsing annotations of {len(sel):,} classifications"
         if self.workers > 1:
             what += f" in {self.workers} processes"
@@ -576,12 +576,12 @@ class _Pass2:
         return coll, stats
 
 
-def _parse_block(job) -> tuple[int, _Collector, dict]:
-    """Parse one block's selected rows (``job`` from :meth:`_Pass2._blocks`) into a collector
+def _parse_block(job) -> tuple[int, Collector, dict]:
+    """Parse one block's selected rows (``job`` from :meth:`Pass2._blocks`) into a collector
     and counters of its own; positions are relative to the block's first (``p0``)."""
     p0, local, rows, texts, too_large, sub_w, sub_h, settings = job
     clump_task, tools, limits, path = settings
-    coll = _Collector()
+    coll = Collector()
     stats = _new_stats(int(local[-1]) + 1)
     _parse_rows(
         coll, local, rows, texts, too_large, (sub_w, sub_h), clump_task, tools, limits, path, stats
@@ -626,7 +626,7 @@ _COUNTERS = (
 )
 
 
-def _merge_block(coll: _Collector, stats: dict, p0: int, part: _Collector, ps: dict) -> None:
+def _merge_block(coll: Collector, stats: dict, p0: int, part: Collector, ps: dict) -> None:
     """Append a block's clicks and counters (:func:`_parse_block`) to the whole export's."""
     # task and label codes: the block's names, in the order it met them, into the global codes
     remap = np.zeros(len(part.codes), dtype=np.int64)
@@ -652,7 +652,7 @@ def _merge_block(coll: _Collector, stats: dict, p0: int, part: _Collector, ps: d
         stats[key][p0 : p0 + n] = ps[key]
 
 
-def _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits) -> dict[str, Any]:
+def flag_report(stats, rows, cid, sid, vol_code, vol_names, limits) -> dict[str, Any]:
     """The bot / flood section of the report: flagged classifications and their volunteers.
 
     Arrays are per selected row (the positions of ``stats``).
@@ -697,7 +697,7 @@ def _flag_report(stats, rows, cid, sid, vol_code, vol_names, limits) -> dict[str
     return out
 
 
-def _over_limits(over: list[tuple[int, int, str]], cid: np.ndarray) -> list[dict[str, Any]]:
+def over_limit_rows(over: list[tuple[int, int, str]], cid: np.ndarray) -> list[dict[str, Any]]:
     """The first rows dropped for a limit (row, classification id, reason) for the report."""
     return [
         {"row": int(row), "classification_id": int(cid[pos]), "reason": reason}

@@ -1,7 +1,7 @@
 """The numba kernels of the greedy facility location (paper §5.3, §5.7;
 decisions.md#facility-location-greedy): the algorithm, its costs and its tie-breaking are
 described in :mod:`clumpscout.model.facility_location`, whose :func:`solve_batch` runs
-:func:`_solve_range` over ranges of subjects.
+:func:`solve_range` over ranges of subjects.
 """
 
 from __future__ import annotations
@@ -942,7 +942,7 @@ def _solve_subject(lo, hi, rows, opts, out):
 
 
 @numba.njit(cache=True, nogil=True)
-def _solve_range(s0, s1, offsets, rows, opts, out):
+def solve_range(s0, s1, offsets, rows, opts, out):
     """Subjects s0:s1 (releases the GIL, so threads can run ranges side by side)."""
     for s in range(s0, s1):
         _solve_subject(offsets[s], offsets[s + 1], rows, opts, out)

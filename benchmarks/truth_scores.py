@@ -5,10 +5,11 @@ grid, the optimal point and the calibration error. This module adds the per-meth
 the regime benchmark (``benchmarks/regimes.py``) reports:
 
 - **True label.** A label is true when its box contains the centre of a real object of
-  its subject (closed box, subject pixels; :func:`clumpscout.evaluation.compare.containment`). "Real
+  its subject (closed box, subject pixels; :func:`clumpscout.metrics.containment.containment`). "Real
   object" is either the true clumps (``truth_clumps.csv``) or any real object: clumps,
   faint features, foreground stars and bulges (``truth_objects.csv``, or
-  ``truth_clumps.csv`` + ``truth_distractors.csv``), see :func:`truth_tables`.
+  ``truth_clumps.csv`` + ``truth_distractors.csv``), see
+  :func:`clumpscout.simulation.truth.truth_tables`.
 - **Realised errors** (:func:`realised_errors`): realised false labels are labels (every
   label, i.e. at p* = 1) that contain no real object's centre; realised misses are real
   objects that lie inside no label. They are what the model's Σ N_fp and Σ N_fn
@@ -26,10 +27,10 @@ the regime benchmark (``benchmarks/regimes.py``) reports:
   fraction of a subject's classifications (those of the scored subsample) that put at
   least one click on each real object; the benchmark's "no collapse" check compares the
   label count with the number of objects marked by at least 30% of the viewers.
-- **ECE** (:func:`label_ece`): :func:`clumpscout.evaluation.compare.calibration` with "false" =
+- **ECE** (:func:`label_ece`): :func:`clumpscout.metrics.reliability.calibration` with "false" =
   the label contains no real object's centre. ``ece_matched`` (:func:`label_ece_matched`):
   "false" = the label is matched one-to-one to no real object
-  (:func:`clumpscout.evaluation.matching.match_one_to_one`), the event the calibrated p_fp
+  (:func:`clumpscout.metrics.matching.match_one_to_one`), the event the calibrated p_fp
   predicts (docs/decisions.md#gold-standard): a second label on an object already counted
   is false there, true under containment.
 """
@@ -38,13 +39,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from clumpscout.evaluation.compare import calibration, containment, score_truth
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.evaluation.compare import score_truth
+from clumpscout.metrics.containment import containment
+from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.metrics.reliability import calibration
 
 log = logging.getLogger(__name__)
 
@@ -53,38 +55,6 @@ DISTRACTOR_KINDS = ("faint_feature", "star", "bulge")
 
 
 # ---------------------------------------------------------------- truth
-def truth_tables(universe: str | Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(clumps, any real object) of a simulated universe, each with subject_id, kind, x, y.
-
-    The objects table is ``truth_objects.csv`` when the simulator wrote one, else the
-    true clumps plus every row of ``truth_distractors.csv`` (faint features, stars,
-    bulges). The clumps table is ``truth_clumps.csv``, or the ``kind == "clump"`` rows of
-    ``truth_objects.csv`` when there is no ``truth_clumps.csv``.
-    """
-    u = Path(universe)
-    objects = None
-    if (u / "truth_objects.csv").exists():
-        objects = pd.read_csv(u / "truth_objects.csv")
-        if "kind" not in objects.columns:
-            objects["kind"] = "object"
-    if (u / "truth_clumps.csv").exists():
-        clumps = pd.read_csv(u / "truth_clumps.csv")
-        clumps["kind"] = "clump"
-    elif objects is not None:
-        clumps = objects.loc[objects["kind"] == "clump"].reset_index(drop=True)
-    else:
-        raise FileNotFoundError(f"no truth_clumps.csv or truth_objects.csv in {u}")
-    if objects is None:
-        parts = [clumps[["subject_id", "kind", "x", "y"]]]
-        if (u / "truth_distractors.csv").exists():
-            d = pd.read_csv(u / "truth_distractors.csv")
-            parts.append(d[["subject_id", "kind", "x", "y"]])
-        else:
-            log.warning("%s has no truth_distractors.csv: 'any object' = the clumps", u)
-        objects = pd.concat(parts, ignore_index=True)
-    return clumps, objects
-
-
 def marked_objects(
     truth_clicks: pd.DataFrame,
     boxes: pd.DataFrame,
@@ -276,7 +246,7 @@ def score_method(
     """The benchmark row of one method against one truth table, and its C/P curve.
 
     purity / completeness / p_star: at the threshold maximising √(C² + P²)
-    (:func:`clumpscout.evaluation.compare.summarise_curve`) for labels with p_fp; at p* = 1 (the
+    (:func:`clumpscout.metrics.containment.summarise_curve`) for labels with p_fp; at p* = 1 (the
     method's own settings) for labels without. ``subjects_df`` (a model's subjects
     table) adds sum_n_fp, sum_n_fn and restricts realised_fn to the subjects with a
     finite N_fn, like Σ N_fn.

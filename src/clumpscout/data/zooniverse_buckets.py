@@ -5,7 +5,7 @@ The clicks table is sorted by subject, then classification and click order, but 
 holds classifications in arrival order. :class:`ClickBuckets` splits the kept
 classifications into ranges of subject ids of about :data:`BUCKET_CLASSIFICATIONS`
 classifications each (from pass 1, before any JSON is read), and pass 2 hands its clicks on
-in blocks (:meth:`clumpscout.data.annotations._Pass2.run`): each block's clicks are appended
+in blocks (:meth:`clumpscout.data.zooniverse_annotations.Pass2.run`): each block's clicks are appended
 to their range's file (Arrow IPC, in a temporary folder). The ranges are then read back one
 at a time, in subject order, and each is sorted and assembled on its own: the concatenation
 is the table one sort of every click would give. A project with one range keeps its clicks
@@ -37,7 +37,7 @@ def subject_ranges(sid: np.ndarray, per_range: int = BUCKET_CLASSIFICATIONS) -> 
 
 
 class ClickBuckets:
-    """Clicks (column dicts of :meth:`clumpscout.data.annotations._Collector.drain`, whose
+    """Clicks (column dicts of :meth:`clumpscout.data.zooniverse_annotations.Collector.drain`, whose
     ``row`` is the kept classification's position) kept by subject range.
 
     Every click gets ``seq``, its place in the order the clicks were added (the click order

@@ -7,7 +7,7 @@ standard and score on the rest (benchmarks/pedestrians.py, benchmarks/gold_size.
   and the held-out part;
 * :func:`score_against_gold`: on the held-out subjects, precision, recall and F1 of the
   labels with p_fp < ``p_cut`` matched one-to-one to the experts' objects
-  (:mod:`clumpscout.evaluation.matching`), the ECE of p_fp with "false" = matched to no
+  (:mod:`clumpscout.metrics.matching`), the ECE of p_fp with "false" = matched to no
   expert object (every label), and the count MAE per subject (labels with p_fp < p_cut
   against the experts' count).
 """
@@ -18,8 +18,8 @@ import numpy as np
 import pandas as pd
 
 from clumpscout.data.gold import Gold
-from clumpscout.evaluation.compare import calibration
-from clumpscout.evaluation.matching import match_one_to_one
+from clumpscout.metrics.matching import match_one_to_one
+from clumpscout.metrics.reliability import calibration
 
 
 def split_gold(gold: Gold, fraction: float, seed: int = 0) -> tuple[Gold, np.ndarray]:

@@ -15,6 +15,9 @@ import html
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+from clumpscout.io import atomic_path
+from clumpscout.report.project import plural, probability_sentence
+
 
 def rst_to_html(text: str) -> str:
     """A caption as an HTML fragment (docutils if available, else preformatted text)."""
@@ -37,9 +40,36 @@ def _embed(path: Path) -> str:
     return f"<pre>{html.escape(data.decode('utf-8', errors='replace'))}</pre>"
 
 
-def render(items: Iterable[Mapping], intro: str = "", title: str = "clumpscout") -> str:
+#: how a run's warnings stand out at the top of a report
+_WARNING_CSS = (
+    ".warnings{border:2px solid #c00;background:#fff0f0;padding:0.5em 1em;margin:1em 0}"
+    ".warnings li{margin:0.3em 0}"
+)
+
+
+def warnings_html(warnings: Iterable[str]) -> str:
+    """The run's warnings (the lines its log prefixes with RUN HEALTH WARNING) as a box at
+    the top of a report; '' without any."""
+    warnings = list(warnings)
+    if not warnings:
+        return ""
+    items = "".join(f"<li>{html.escape(w)}</li>" for w in warnings)
+    return f'<div class="warnings"><strong>Run health warnings</strong><ul>{items}</ul></div>'
+
+
+def read_warnings(path: str | Path) -> list[str]:
+    """The ``warnings`` list of a JSON document (e.g. results/gold/agreement.json)."""
+    import json
+
+    return list(json.loads(Path(path).read_text()).get("warnings") or [])
+
+
+def render(
+    items: Iterable[Mapping], intro: str = "", title: str = "clumpscout", warnings=()
+) -> str:
     """The HTML text. ``items``: mappings with ``path`` (the output), ``caption`` (a
-    caption file or None) and ``category``; grouped by category in sorted order."""
+    caption file or None) and ``category``; grouped by category in sorted order;
+    ``warnings`` (the run's, e.g. of its gold check) in a box under the title."""
     by_cat: dict[str, list[Mapping]] = {}
     for item in items:
         by_cat.setdefault(str(item.get("category") or "Other"), []).append(item)
@@ -48,9 +78,12 @@ def render(items: Iterable[Mapping], intro: str = "", title: str = "clumpscout")
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>",
         "<style>body{font-family:sans-serif;max-width:70em;margin:auto;padding:1em}"
-        "img{max-width:100%}section{margin-bottom:3em}h3{margin-top:2em}</style>",
+        "img{max-width:100%}section{margin-bottom:3em}h3{margin-top:2em}"
+        + (_WARNING_CSS if warnings else "")
+        + "</style>",
         "</head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        warnings_html(warnings),
         rst_to_html(intro) if intro else "",
         "<nav><ul>",
         *(
@@ -74,13 +107,18 @@ def render(items: Iterable[Mapping], intro: str = "", title: str = "clumpscout")
 
 
 def write_report(
-    items: Iterable[Mapping], out: str | Path, intro: str | Path | None = None, title: str = ""
+    items: Iterable[Mapping],
+    out: str | Path,
+    intro: str | Path | None = None,
+    title: str = "",
+    warnings: Iterable[str] = (),
 ) -> Path:
     """Write :func:`render`'s page to ``out``; ``intro`` is a reStructuredText file."""
     text = Path(intro).read_text() if intro else ""
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(render(items, text, title or "clumpscout report"), encoding="utf-8")
+    page = render(items, text, title or "clumpscout report", list(warnings))
+    out.write_text(page, encoding="utf-8")
     return out
 
 
@@ -118,8 +156,6 @@ def _tools(clicks: str | Path | None) -> str:
 def project_intro(about: Mapping, report: Mapping, tools: str = "") -> tuple[str, list[str]]:
     """The project report's title and introduction (paragraphs of plain text), from the
     config (``about``: project.smk's ``project_about``) and the clicks report."""
-    from clumpscout.figures.project import plural, probability_sentence
-
     obj = str(about.get("object_name") or "object")
     objs = plural(obj)
     name = str(about.get("project_name") or "Project")
@@ -162,15 +198,17 @@ def render_project(
 ) -> str:
     """The project report's HTML: ``sections`` are the section JSON documents (title,
     caption) with ``png`` (path) added; ``tables`` maps a section name to its table's
-    HTML."""
+    HTML. A section's ``warnings`` (the gold check's) stand under the title."""
     sections = list(sections)
+    warnings = [w for s in sections for w in s.get("warnings") or []]
     parts = [
         "<!DOCTYPE html>",
         '<html lang="en"><head><meta charset="utf-8">',
         f"<title>{html.escape(title)}</title>",
-        f"<style>{_PROJECT_CSS}</style>",
+        f"<style>{_PROJECT_CSS}{_WARNING_CSS if warnings else ''}</style>",
         "</head><body>",
         f"<h1>{html.escape(title)}</h1>",
+        warnings_html(warnings),
         *(f"<p>{html.escape(p)}</p>" for p in intro),
         "<nav><ol>",
         *(
@@ -199,12 +237,10 @@ def write_project_report(
     clicks_report: str | Path | None = None,
 ) -> Path:
     """Write the project report: one section per ``<stem>.{png,csv,json}`` written by
-    :func:`clumpscout.figures.project.build`, in the order given."""
+    :func:`clumpscout.report.project.build`, in the order given."""
     import json
 
     import pandas as pd
-
-    from clumpscout.io import atomic_path
 
     report = json.loads(Path(clicks_report).read_text()) if clicks_report else {}
     title, intro = project_intro(about, report, _tools(clicks))

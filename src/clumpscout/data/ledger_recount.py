@@ -1,7 +1,7 @@
 """The click ledger's own reading of the classification export (decisions.md#click-ledger).
 
 One light streaming pass over the export (pyarrow for the CSV; ``annotations`` parsed and
-its clicks counted per row with the shared definition of a click, :mod:`clumpscout.data.clicks`)
+its clicks counted per row with the shared definition of a click, :mod:`clumpscout.data.click_definition`)
 and the reader's documented selection re-applied row by row (:func:`classify_rows`), with the
 rows' JSON fields read again only where a limit could have dropped them
 (:func:`read_row_checks`). Nothing here uses the reader's output:
@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
-from clumpscout.data.clicks import drawing_marks, flatten, parse_annotations, task_name
+from clumpscout.data.click_definition import drawing_marks, flatten, parse_annotations, task_name
 from clumpscout.errors import InputError
 from clumpscout.io import open_bytes
 from clumpscout.logs import progress
@@ -81,7 +81,7 @@ BLOCK = 1 << 24
 
 def _count_parsed(ann: Any, clump_task: str | None) -> tuple[int, int]:
     """:func:`count_marks` of a parsed ``annotations`` value (what a click is and which task
-    it belongs to: :mod:`clumpscout.data.clicks`)."""
+    it belongs to: :mod:`clumpscout.data.click_definition`)."""
     if not isinstance(ann, list):
         raise ValueError("annotations is not a JSON list")
     clump = other = 0
@@ -100,7 +100,7 @@ def count_marks(annotations_json: str, clump_task: str | None) -> tuple[int, int
     """(clump-task marks, marks of other drawing tasks) of one ``annotations`` field.
 
     ``clump_task`` None: every drawing task is the clump task. Raises ValueError for text that
-    is not a JSON list. Parsed by :func:`clumpscout.data.clicks.parse_annotations` (the
+    is not a JSON list. Parsed by :func:`clumpscout.data.click_definition.parse_annotations` (the
     export reader's parse: exactly :func:`json.loads`'s result where it matters).
     """
     return _count_parsed(parse_annotations(annotations_json), clump_task)

@@ -1,6 +1,6 @@
 """Early retirement replayed on every regime of the grid (clumpscout.evaluation.replay).
 
-    .venv/bin/python benchmarks/replay.py --subjects 10000 --out results/replay \
+    .venv/bin/python benchmarks/replay_regimes.py --subjects 10000 --out results/replay \
         [--regimes paper,counting] [--seed S] [--keep-work] [--gold-fraction 0.05]
 
 For each regime (``resources/regimes/{regime}.yaml`` merged over config.yaml, as in
@@ -27,7 +27,7 @@ figure), ``retirement_<regime>.parquet`` and ``replay_report.json`` (timings per
 
 ``--speed`` times the replay alone (simulate and boxes aside, no full-data aggregation:
 ``lost`` is then meaningless), e.g. at the paper's size:
-``benchmarks/replay.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
+``benchmarks/replay_regimes.py --speed --subjects 85286 --regimes paper --refit-growth 0.2 --out DIR``.
 """
 
 from __future__ import annotations
@@ -43,13 +43,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-for p in (REPO / "src", HERE):
-    if str(p) not in sys.path:
-        sys.path.insert(0, str(p))
+REPO = Path(__file__).resolve().parents[1]
+for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
+    if str(_p) not in sys.path:
+        sys.path.insert(0, str(_p))
 
-import regimes as grid  # noqa: E402  (benchmarks/regimes.py: configs and stages)
+from benchmarks import regimes as grid  # noqa: E402  (configs and stages)
 
 log = logging.getLogger("clumpscout.replay_benchmark")
 
@@ -158,6 +157,103 @@ def best_rows(table: pd.DataFrame, reports: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def _pct(x) -> str:
+    return "" if pd.isna(x) else f"{x:.1%}"
+
+
+def docs_markdown(table: pd.DataFrame, reports: dict, args, seconds: float) -> str:
+    """The section of docs/benchmarks.md: per regime the best setting against fixed n and
+    Caesar's rule at the same target, and the time per stage (--speed: the time only)."""
+    from benchmarks.docs_table import markdown_table
+    from clumpscout.evaluation import replay as rp
+
+    rows = []
+    for _, b in best_rows(table, reports).iterrows():
+        regime = b["regime"]
+        t = table.loc[table["regime"] == regime].drop(columns="regime")
+        full = t.loc[t["policy"] == "full"].iloc[0]
+        settings = rp.Settings.from_dict(grid.regime_config(regime).get("replay"))
+        caesar = rp.best_setting(t.loc[t["policy"].isin(["full", "caesar"])], settings)
+        row = {
+            "regime": regime,
+            "full data: P / C / count MAE": (
+                f"{full['purity']:.3f} / {full['completeness']:.3f} / {full['count_mae']:.3f}"
+            ),
+            "best setting": "none meets the target"
+            if pd.isna(b["effort"])
+            else f"{b['policy']} {b['setting']:g}",
+            "saved": _pct(1 - b["effort"]),
+            "lost": _pct(b.get("lost")),
+            "purity": b.get("purity"),
+            "C / count MAE": ""
+            if pd.isna(b["effort"])
+            else f"{b['completeness']:.3f} / {b['count_mae']:.3f}",
+            "fixed n at ≤ that effort: saved, lost, C / MAE": ""
+            if pd.isna(b.get("fixed_effort", np.nan))
+            else (
+                f"n = {b['fixed_n_same_effort']:g}: {_pct(1 - b['fixed_effort'])}, "
+                f"{_pct(b['fixed_lost'])}, {b['fixed_completeness']:.3f} / "
+                f"{b['fixed_count_mae']:.3f}"
+            ),
+            "Caesar's rule at the same target": "none"
+            if caesar is None
+            else f"k = {caesar['setting']:g}: {_pct(1 - caesar['effort'])} saved, "
+            f"{_pct(caesar['lost'])} lost",
+        }
+        if pd.isna(b["effort"]):  # the least loss any setting reaches, and what fixed 20 loses
+            t2 = t.loc[t["policy"] != "full"]
+            fixed = t2.loc[t2["policy"] == "fixed"].sort_values("effort")
+            if len(fixed):
+                row["fixed n at ≤ that effort: saved, lost, C / MAE"] = (
+                    f"(largest fixed n, {fixed.iloc[-1]['setting']:g}, loses "
+                    f"{_pct(fixed.iloc[-1]['lost'])})"
+                )
+        rows.append(row)
+    timing = pd.DataFrame(
+        [
+            {
+                "regime": name,
+                "classifications": rep["classifications"],
+                "refits": rep["refits"],
+                "refit seconds": rep["refit_seconds"],
+                **{f"{k} (s)": v for k, v in rep["seconds"].items()},
+            }
+            for name, rep in reports.items()
+        ]
+    )
+    intro = (
+        f"{args.subjects:,} simulated subjects per regime, every classification (no "
+        f"subsample), replayed in arrival order; the simulated experts' marks on "
+        f"{args.gold_fraction:.0%} of the subjects are the gold standard (never retired "
+        "early, not scored). Best: the least effort that loses at most the regime's "
+        "`replay.max_lost` of the full-data objects with purity at most "
+        "`replay.max_purity_drop` below the full data's; then the fixed n with the largest "
+        "effort not above it, and Caesar's rule (retire after k empty classifications) at the "
+        "same target. Purity, completeness (C) and count MAE against what the project counts, "
+        "at p_fp < 0.5; every setting of every policy is in `replay.csv`."
+    )
+    time_note = f"The whole run took {seconds:,.0f} s (wall); per regime:"
+    if args.speed:
+        return "\n\n".join(
+            [
+                f"The replay's own time ({args.subjects:,} subjects; no full-data aggregation, so "
+                "no losses are measured): classifications, skill refits and seconds per stage. "
+                f"Peak resident memory of the process: {_peak_rss_gb():.1f} GB.",
+                time_note,
+                markdown_table(timing, floatfmt="{:.0f}"),
+            ]
+        )
+    return "\n\n".join(
+        [intro, markdown_table(pd.DataFrame(rows)), time_note, markdown_table(timing, "{:.0f}")]
+    )
+
+
+def _peak_rss_gb() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20
+
+
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--subjects", type=int, default=1000)
@@ -208,6 +304,15 @@ def main(argv=None) -> int:
     if not args.keep_work:
         shutil.rmtree(work, ignore_errors=True)
     log.info("replay benchmark done in %.1f s: %s", time.perf_counter() - t0, out / "replay.csv")
+    from benchmarks.docs_table import publish
+
+    body = docs_markdown(table, reports, args, time.perf_counter() - t0)
+    name, title = (
+        ("replay-speed", "The replay at the paper's size")
+        if args.speed
+        else ("replay", "Early retirement replayed in arrival order")
+    )
+    publish(name, title, body, __file__, argv)
     return 0
 
 

@@ -3,7 +3,8 @@
 The report of a project that is not Clump Scout (docs/decisions.md#project-report) has one
 section per question, each a figure, a table and a caption written from the config and the
 data (no paper wording): objects per image with their count range, how much to trust a
-label, example images, the volunteers, what was dropped and why, what early retirement
+label, example images, the volunteers, what was dropped and why, how well the gold standard
+(when one was given) agrees with the volunteers, what early retirement
 would have saved (when a replay ran) and, last, the other methods side by side. Every
 section but the last reads the default model's output
 (``results/aggregate/generative/n<largest n>/``); the last is the only one that shows the
@@ -11,7 +12,7 @@ paper's model and the baselines.
 
 :func:`build` writes ``<stem>.png`` / ``.pdf`` (the figure), ``<stem>.csv`` (the table) and
 ``<stem>.json`` (title, caption, the numbers shown and the input files read), which
-:mod:`clumpscout.htmlreport` puts together.
+:mod:`clumpscout.report.html` puts together.
 """
 
 from __future__ import annotations
@@ -32,11 +33,17 @@ from matplotlib.ticker import FuncFormatter, MaxNLocator, NullFormatter
 from clumpscout.counts import KEEP, count_table
 from clumpscout.errors import InputError
 from clumpscout.figures.common import (
-    _no_data,
     new_figure,
+    no_data,
     output_paths,
     read_table,
     save_figure,
+)
+from clumpscout.figures.gold import (
+    agreement_summary,
+    agreement_table,
+    gold_check_of,
+    plot_agreement,
 )
 from clumpscout.io import atomic_path, write_json
 from clumpscout.logs import timed
@@ -81,7 +88,7 @@ def plot_counts(counts: pd.DataFrame, w: Mapping[str, str], dpi: int) -> dict:
         edges = np.arange(-0.5, k.max() + 1.5, 1.0)
         ax1.hist(k, bins=edges, color="tab:blue", ec="white", lw=0.5)
     else:
-        _no_data(ax1)
+        no_data(ax1)
     ax1.set_xlabel(f"{w['objects']} per image (labels with p_fp < {KEEP:g})")
     ax1.set_ylabel("images")
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -102,7 +109,7 @@ def plot_counts(counts: pd.DataFrame, w: Mapping[str, str], dpi: int) -> dict:
         )
         ax2.legend(loc="upper left", fontsize=8)
     else:
-        _no_data(ax2)
+        no_data(ax2)
     ax2.set_xlabel(f"images, sorted by {w['objects']} counted")
     ax2.set_ylabel(f"{w['objects']} in the image")
     return {
@@ -199,7 +206,7 @@ def build_probability(inp, params):
         ax.axvline(KEEP, color="k", ls="--", lw=1)
         ax.text(KEEP, 1.0, f" {KEEP:g}", transform=ax.get_xaxis_transform(), va="top", fontsize=8)
     else:
-        _no_data(ax)
+        no_data(ax)
     ax.set_xlim(0, 1)
     ax.set_xlabel(f"p_fp: probability that the label is not a real {w['object']}")
     ax.set_ylabel("labels")
@@ -355,7 +362,7 @@ def build_examples(inp, params):
     for ax in axes[len(ids) :]:
         ax.set_axis_off()
     if not ids:
-        _no_data(axes[0], "no images")
+        no_data(axes[0], "no images")
     for ax, sid in zip(axes, ids, strict=False):
         b = a[a["subject_id"] == sid]
         lab = labels[labels["subject_id"] == sid]
@@ -473,7 +480,7 @@ def build_volunteers(inp, params):
         ax1.hist(n, bins=edges, color="tab:blue", ec="white", lw=0.4)
         ax1.set_xscale("log")
     else:
-        _no_data(ax1)
+        no_data(ax1)
     ax1.set_xlabel("classifications per volunteer")
     ax1.set_ylabel("volunteers")
     ax1.yaxis.set_major_locator(MaxNLocator(integer=True))
@@ -490,7 +497,7 @@ def build_volunteers(inp, params):
         cb.ax.yaxis.set_minor_formatter(NullFormatter())
         cb.ax.tick_params(labelsize=8)
     else:
-        _no_data(ax2)
+        no_data(ax2)
     ax2.set_xlabel(f"miss rate: probability of missing a real {w['object']}")
     ax2.set_ylabel("false marks per classification" if rate else "share of false marks")
     ax2.set_xlim(0, 1)
@@ -597,7 +604,7 @@ def build_dropped(inp, params):
         ax.invert_yaxis()
         ax.set_xlabel("dropped")
     else:
-        _no_data(ax, "nothing was dropped")
+        no_data(ax, "nothing was dropped")
         ax.set_axis_off()
     action = "kept" if (report.get("flagged") or {}).get("action", "none") == "none" else "dropped"
     kept_cls = int(report.get("classifications_kept", 0))
@@ -658,8 +665,8 @@ def build_replay(inp, params):
         ax1.plot(g["effort"], g["count_mae"], "o-", ms=3, label=lab)
         ax2.plot(g["effort"], g["lost"], "o-", ms=3, label=lab)
     if not len(r):
-        _no_data(ax1)
-        _no_data(ax2)
+        no_data(ax1)
+        no_data(ax2)
     else:
         ax1.legend(fontsize=7)
     xl = "classifications used (share of all)" if share else "classifications used"
@@ -755,7 +762,7 @@ def build_methods(inp, params):
         ax.set_ylim(len(others) - 0.5, -0.5)
         ax.set_xlabel(f"{w['objects']} per image: other method − default model (p_fp < {KEEP:g})")
     else:
-        _no_data(ax)
+        no_data(ax)
     table = pd.DataFrame(rows)
     n_base = params.get("n_base")
     caption = (
@@ -770,6 +777,28 @@ def build_methods(inp, params):
     )
     stats = {"methods": rows}
     return fig, table, caption, stats
+
+
+# ------------------------------------------------------------------------------ gold
+
+
+def build_gold_agreement(inp, params):
+    """The gold standard against the volunteers (docs/decisions.md#gold-checks): the
+    default model's gold check (its report.json) as a figure, the agreement table and a
+    caption; the check's warnings go to the top of the report."""
+    check = gold_check_of(inp["report"])
+    fig = new_figure(7.0, 3.6, dpi=params["dpi"])
+    plot_agreement(check, fig.subplots())
+    caption = (
+        agreement_summary(check, "generic")
+        + " Bars: per frame tried (as given on top), the share of strong labels matched to an "
+        "expert object and of expert objects no volunteer marked (dotted: the bounds)."
+    )
+    stats = {
+        "verdict": (check or {}).get("verdict"),
+        "warnings": list((check or {}).get("warnings", [])),
+    }
+    return fig, agreement_table(check), caption, stats
 
 
 # ------------------------------------------------------------------------------ registry
@@ -795,6 +824,12 @@ SECTIONS: tuple[Section, ...] = (
     ),
     Section("volunteers", "Volunteers", build_volunteers, ("volunteers",)),
     Section("dropped", "What was dropped and why", build_dropped, ("clicks_report",)),
+    Section(
+        "gold_agreement",
+        "The gold standard against the volunteers",
+        build_gold_agreement,
+        ("report",),
+    ),
     Section("retirement", "What early retirement would have saved", build_replay, ("replay",)),
     Section(
         "other_methods",

@@ -27,7 +27,7 @@ def _version_text(v: Any) -> str | None:
     return str(v).strip()
 
 
-def _available(wid: np.ndarray, ver: np.ndarray) -> dict[str, dict[str, int]]:
+def available_versions(wid: np.ndarray, ver: np.ndarray) -> dict[str, dict[str, int]]:
     """{workflow id: {version: number of rows}} of the export (``ver``: version strings)."""
     out: dict[str, dict[str, int]] = {}
     codes, uniq = pd.factorize(pd.Series(ver, dtype=object), sort=True)
@@ -38,7 +38,7 @@ def _available(wid: np.ndarray, ver: np.ndarray) -> dict[str, dict[str, int]]:
     return out
 
 
-def _first(items: list[str], n: int = 8) -> list[str]:
+def first_few(items: list[str], n: int = 8) -> list[str]:
     """The first ``n`` of ``items`` and how many more there are (for a one-line message)."""
     return items[:n] + ([f"... {len(items) - n} more"] if len(items) > n else [])
 
@@ -48,9 +48,9 @@ def _describe(avail: dict[str, dict[str, int]], only: str | None = None) -> str:
     for w, versions in avail.items():
         if only is not None and w != only:
             continue
-        vs = ", ".join(_first([f"{v[:30]} ({n})" for v, n in versions.items()]))
+        vs = ", ".join(first_few([f"{v[:30]} ({n})" for v, n in versions.items()]))
         parts.append(f"workflow {w[:30]}: versions {vs}")
-    return "; ".join(_first(parts))
+    return "; ".join(first_few(parts))
 
 
 def select_workflow(
@@ -62,8 +62,8 @@ def select_workflow(
     avail: dict[str, dict[str, int]] | None = None,
 ) -> tuple[np.ndarray, np.ndarray, int, list[str]]:
     """Masks (workflow, version) of the rows to keep, the workflow id and kept versions.
-    ``avail``: :func:`_available` of ``wid, ver`` when the caller has it already."""
-    avail = _available(wid, ver) if avail is None else avail
+    ``avail``: :func:`available_versions` of ``wid, ver`` when the caller has it already."""
+    avail = available_versions(wid, ver) if avail is None else avail
     ids = sorted({int(w) for w in avail})
     if workflow_id is None:
         if len(ids) > 1:

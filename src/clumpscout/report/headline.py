@@ -57,24 +57,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from clumpscout.config import add_setting
 from clumpscout.errors import InputError
 from clumpscout.figures import registry
+from clumpscout.figures.common import DEFAULTS, read_stacked, read_table, reference_n
+from clumpscout.figures.risk import clumps_per_subject
+from clumpscout.figures.truth import METHOD_SUMMARY_COLS
+from clumpscout.figures.truth import METHODS as FIGURE_METHODS
 from clumpscout.io import read_json, write_csv, write_text
 
 log = logging.getLogger(__name__)
 
 COLUMNS = ["section", "quantity", "method", "n", "subset", "value", "paper", "note"]
-#: the methods of the side-by-side sections, in display order
-METHODS = ("generative", "paper", "single_linkage", "dbscan", "meanshift")
-#: quantity -> summary column of the side-by-side sections (clumpscout.evaluation.compare summaries)
-METHOD_QUANTITIES = {
-    "opt_threshold": "opt_threshold",
-    "opt_completeness": "opt_completeness",
-    "opt_purity": "opt_purity",
-    "completeness_p1": "completeness_p1",
-    "purity_p1": "purity_p1",
-    "n_labels_p1": "n_labels",
-}
+#: the methods of the side-by-side sections, in display order (those of its figure)
+METHODS = tuple(FIGURE_METHODS)
+#: quantity -> summary column of the side-by-side sections (clumpscout.evaluation.compare
+#: summaries), as its figure reads them
+METHOD_QUANTITIES = METHOD_SUMMARY_COLS
 STATUSES = ("retired", "retired_empty", "stale", "unretired")
 
 #: what the paper says (§6), by (quantity, n, subset); n / subset None = any (the figure
@@ -500,7 +499,7 @@ def _share_above_1(subjects: pd.DataFrame, col: str) -> pd.Series:
 
 
 def risk_trend_rows(
-    labels: pd.DataFrame, subjects: pd.DataFrame, p_fp_cut: float = 0.85
+    labels: pd.DataFrame, subjects: pd.DataFrame, p_fp_cut: float = DEFAULTS["p_fp_cut"]
 ) -> list[dict]:
     """The §6.5 trends of the subject risk and of the clumps per galaxy (stacked over n).
 
@@ -513,8 +512,6 @@ def risk_trend_rows(
 
     Shares are over every subject of Z̃_n; a row is left out when its columns (n_fp,
     n_fn) or its n values are absent."""
-    from clumpscout.figures.risk import clumps_per_subject
-
     rows = []
     if "n_fp" in subjects.columns and len(subjects):
         fp = _share_above_1(subjects, "n_fp")
@@ -674,8 +671,6 @@ def to_html(table: pd.DataFrame, title: str = "Headline numbers") -> str:
 def _read(path: str | Path | None, what: str, columns: Sequence[str] | None = None):
     if not path:
         return None
-    from clumpscout.figures.common import read_table
-
     return read_table(path, columns or [], what, None)
 
 
@@ -683,10 +678,8 @@ def build(
     inputs: Mapping[str, Any], out_csv: str | Path, out_html: str | Path | None, params
 ) -> pd.DataFrame:
     """Read the workflow files, compute the table, write CSV (+ HTML)."""
-    from clumpscout.figures.common import _n_ref, read_stacked, read_table
-
     ns = [int(n) for n in params["ns"]]
-    n_ref = _n_ref(ns, (params.get("figures") or {}).get("n_ref"))
+    n_ref = reference_n(ns, (params.get("figures") or {}).get("n_ref"))
     clicks = read_table(
         inputs["clicks"], ["subject_id", "classification_id", "volunteer", "x"], "clicks", []
     )
@@ -719,8 +712,8 @@ def build(
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--results", required=True, help="results folder of a workflow run")
-    parser.add_argument("--n", type=int, nargs="+", required=True, help="subsample sizes n")
-    parser.add_argument("--n-ref", type=int, default=None, help="reference n (default: largest)")
+    add_setting(parser, "subsample.n", required=True, note="here those of the run")
+    add_setting(parser, "figures.n_ref")
     parser.add_argument("--out", required=True, help="headline CSV")
     parser.add_argument("--html", default=None, help="also write this HTML table")
     parser.add_argument(
@@ -734,7 +727,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     res = Path(args.results)
     ns = sorted(args.n)
-    n_ref = args.n_ref if args.n_ref in ns else ns[-1]
+    n_ref = reference_n(ns, args.n_ref)
 
     def opt(p: Path):
         return p if p.exists() else None

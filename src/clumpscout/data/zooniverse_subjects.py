@@ -1,5 +1,5 @@
 """The Zooniverse subject export: image sizes and metadata per subject (for
-:mod:`clumpscout.data.zooniverse`; limits: :mod:`clumpscout.data.export_csv`)."""
+:mod:`clumpscout.data.zooniverse`; limits: :mod:`clumpscout.data.zooniverse_csv`)."""
 
 from __future__ import annotations
 
@@ -13,16 +13,16 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from clumpscout.data.export_csv import (
-    _bad_json,
-    _first_bad,
-    _loads,
-    _short,
+from clumpscout.data.zooniverse_csv import (
+    bad_json_error,
     block_size,
     check_limits,
+    first_true,
     json_depth_exceeds,
+    loads_json,
     read_columns,
     read_header,
+    short_repr,
     to_int,
 )
 from clumpscout.errors import InputError
@@ -39,7 +39,7 @@ _HEIGHT_KEYS = ("image_height", "imageheight", "naturalheight", "height")
 _SIZE_KEYS = ("image_size", "imagesize")
 
 
-def _as_number(v: Any) -> float:
+def side_number(v: Any) -> float:
     if isinstance(v, bool) or v is None:
         return math.nan
     try:
@@ -57,9 +57,9 @@ def metadata_image_size(md: dict) -> tuple[float, float]:
     if not isinstance(md, dict):
         return math.nan, math.nan
     clean = {_clean_key(k): v for k, v in md.items()}
-    w = next((_as_number(clean[k]) for k in _WIDTH_KEYS if k in clean), math.nan)
-    h = next((_as_number(clean[k]) for k in _HEIGHT_KEYS if k in clean), math.nan)
-    size = next((_as_number(clean[k]) for k in _SIZE_KEYS if k in clean), math.nan)
+    w = next((side_number(clean[k]) for k in _WIDTH_KEYS if k in clean), math.nan)
+    h = next((side_number(clean[k]) for k in _HEIGHT_KEYS if k in clean), math.nan)
+    size = next((side_number(clean[k]) for k in _SIZE_KEYS if k in clean), math.nan)
     if math.isnan(w):
         w = size
     if math.isnan(h):
@@ -85,7 +85,7 @@ def _check_subject_metadata(
     size = np.asarray(pc.binary_length(metadata).to_numpy(zero_copy_only=False), dtype=np.int64)
     big = size > limits["max_field_bytes"]
     if big.any():
-        i = _first_bad(big)
+        i = first_true(big)
         raise InputError(
             f"metadata field of {int(size[i]):,} bytes is larger than the limit "
             f"extract.max_field_bytes = {limits['max_field_bytes']:,}",
@@ -109,7 +109,7 @@ def read_subjects_export(path: str | Path, limits: Mapping[str, Any] | None = No
     if missing:
         raise InputError(
             f"not a Zooniverse subject export: missing column(s) {', '.join(missing)} "
-            f"(found: {_short(', '.join(header), 300)})",
+            f"(found: {short_repr(', '.join(header), 300)})",
             path=path,
             row=0,
         )
@@ -134,9 +134,9 @@ def read_subjects_export(path: str | Path, limits: Mapping[str, Any] | None = No
                 row=int(rows[i]),
             )
         try:
-            md = _loads(text) if text.strip() else {}
+            md = loads_json(text) if text.strip() else {}
         except ValueError:
-            raise _bad_json(path, int(rows[i]), "metadata", text) from None
+            raise bad_json_error(path, int(rows[i]), "metadata", text) from None
         if not isinstance(md, dict):
             md = {}
         w, h = metadata_image_size(md)

@@ -26,7 +26,7 @@ from clumpscout import config as _config
 from clumpscout.errors import InputError
 from clumpscout.io import open_bytes
 
-try:  # optional speed-up: identical results (see _loads)
+try:  # optional speed-up: identical results (see loads_json)
     import orjson as _orjson
 except ImportError:  # pragma: no cover - depends on the environment
     _orjson = None
@@ -49,7 +49,7 @@ _LIMIT_KEYS = (
     "drop_flagged",  # none | classifications | volunteers
 )
 LIMIT_DEFAULTS: dict[str, Any] = {k: _config.defaults("extract")[k] for k in _LIMIT_KEYS}
-DROP_FLAGGED = ("none", "classifications", "volunteers")
+DROP_FLAGGED = tuple(_config.choices("extract")["drop_flagged"])
 #: classification drops decided while parsing the JSON (after the de-duplication)
 LIMIT_REASONS = ("field_too_large", "json_too_deep", "too_many_marks")
 FLAG_REASONS = ("flagged_many_marks", "flagged_too_fast", "flagged_volunteer")
@@ -114,7 +114,7 @@ def json_depth_exceeds(text: str, limit: int) -> bool:
     return int(np.cumsum(steps).max()) > limit
 
 
-def _short(value: Any, n: int = 60) -> str:
+def short_repr(value: Any, n: int = 60) -> str:
     """``repr`` of a value for an error line, cut to about ``n`` characters."""
     text = repr(value)
     return text if len(text) <= n else text[: n - 3] + "..."
@@ -146,7 +146,7 @@ def flag_of(marks: int, seconds: float, limits: Mapping[str, Any]) -> str | None
 # --------------------------------------------------------------------------- CSV helpers
 
 
-def _loads(text: str) -> Any:
+def loads_json(text: str) -> Any:
     """Parse JSON like :func:`json.loads` (orjson first when available, for speed)."""
     if _orjson is not None:
         try:
@@ -156,7 +156,7 @@ def _loads(text: str) -> Any:
     return json.loads(text)
 
 
-def _bad_json(path: object, row: int, column: str, text: str) -> InputError:
+def bad_json_error(path: object, row: int, column: str, text: str) -> InputError:
     try:
         json.loads(text)
         msg = "unexpected JSON"
@@ -251,7 +251,7 @@ def locate_csv_problem(
     except _BadBytes as exc:
         return row + 1, f"bytes that are not UTF-8 ({exc})"
     except csv.Error as exc:
-        return row + 1, f"CSV syntax error ({_short(str(exc), 200)})"
+        return row + 1, f"CSV syntax error ({short_repr(str(exc), 200)})"
     return _unterminated_quote(path), "a quoted field runs to the end of the file"
 
 
@@ -280,7 +280,7 @@ def _csv_error(
         if "read block" in problem:
             problem += " (the larger of 16 MiB and twice extract.max_field_bytes)"
         return InputError(f"bad CSV row: {problem}", path=path, row=row)
-    return InputError(f"cannot read the CSV file: {_short(str(exc), 300)}", path=path)
+    return InputError(f"cannot read the CSV file: {short_repr(str(exc), 300)}", path=path)
 
 
 def _arrow_options(columns: Iterable[str], block: int = _BATCH) -> tuple[Any, Any, Any]:
@@ -297,7 +297,7 @@ def _arrow_options(columns: Iterable[str], block: int = _BATCH) -> tuple[Any, An
 
 
 def _no_column(path: object, exc: KeyError) -> InputError:
-    return InputError(f"cannot find a column in the header: {_short(str(exc), 200)}", path, 0)
+    return InputError(f"cannot find a column in the header: {short_repr(str(exc), 200)}", path, 0)
 
 
 def read_columns(
@@ -342,13 +342,13 @@ def iter_column_batches(path: str | Path, columns: Iterable[str], n_fields: int,
         raise InputError(f"cannot read the file: {exc}", path=path) from None
 
 
-def _first_bad(mask: np.ndarray) -> int:
+def first_true(mask: np.ndarray) -> int:
     return int(np.flatnonzero(mask)[0])
 
 
 def int_problem(column: str, text: str) -> str:
     """What is wrong with the text of an integer column (:func:`int_values`' bad rows)."""
-    return f"{column} is empty" if text == "" else f"{column} {_short(text)} is not an integer"
+    return f"{column} is empty" if text == "" else f"{column} {short_repr(text)} is not an integer"
 
 
 def int_values(
@@ -406,7 +406,7 @@ def to_int(
     (``rows`` maps positions to row numbers when ``arr`` is a subset)."""
     values, bad = int_values(arr, nullable)
     if bad is not None:
-        i = _first_bad(bad)
+        i = first_true(bad)
         text = pc.utf8_trim_whitespace(arr.take(pa.array([i]))).to_pylist()[0]
         row = int(rows[i]) if rows is not None else i + 1
         raise InputError(int_problem(column, text), path=path, row=row)
@@ -436,14 +436,14 @@ def created_values(arr: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, np.ndar
 
 def created_problem(text: str) -> str:
     """What is wrong with a ``created_at`` text (:func:`created_values`' bad rows)."""
-    return f"created_at {_short(text)} is not a date-time"
+    return f"created_at {short_repr(text)} is not a date-time"
 
 
 def parse_created_at(arr: pa.ChunkedArray | pa.Array, path: object, rows: np.ndarray) -> np.ndarray:
     """:func:`created_values`; a text that is no date-time raises InputError naming its row."""
     ns, bad = created_values(arr)
     if bad is not None:
-        i = _first_bad(bad)
+        i = first_true(bad)
         text = pc.utf8_trim_whitespace(arr.take(pa.array([i]))).to_pylist()[0]
         raise InputError(created_problem(text), path=path, row=int(rows[i]))
     return ns
