@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from clumpscout import config as _config
-from clumpscout.data.gold import Gold, gold_settings, read_gold
+from clumpscout.data.gold import Gold, read_gold
 from clumpscout.errors import InputError
 from clumpscout.model.calibration import CalibrationSettings
 from clumpscout.model.live import Policy
@@ -237,13 +237,13 @@ def load_gold(cfg: dict) -> Gold | None:
     """The config's ``gold:`` section as the service reads it: a CSV / Parquet table of
     expert marks or counts (as for ``clumpscout aggregate --gold``), moved by the declared
     ``gold.frame``; ``experts`` (the expert-classification export of a workflow run),
-    ``none`` or null: no gold standard (the default map)."""
-    section = cfg.get("gold")
-    table = section.get("table") if isinstance(section, dict) else section
+    ``none`` or null: no gold standard (the default map). ``cfg`` is checked and completed
+    with the schema's defaults (:func:`check`): its ``gold:`` section is written out in full."""
+    section = cfg["gold"]
+    table = section["table"]
     if table is None or str(table).lower() in ("none", "experts"):
         return None
-    settings = gold_settings(cfg)
-    return read_gold(table, frame=settings["frame"], on_implausible=settings["on_implausible"])
+    return read_gold(table, frame=dict(section["frame"]), on_implausible=section["on_implausible"])
 
 
 def load(path=None, subjects=None, overrides: dict | None = None) -> Settings:
