@@ -37,6 +37,7 @@ HAND_DEFAULTS = {
     ("compare", "--kind"): "experts",
     ("headline", "--model"): "paper",
     ("serve", "--host"): "127.0.0.1",
+    ("aggregate", "--skip"): [],
     ("serve", "--port"): 8080,
 }
 

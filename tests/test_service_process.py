@@ -117,7 +117,10 @@ def test_kill_9_at_random_moments_loses_nothing_and_changes_nothing(tmp_path):
                 killer.start()
                 kills += 1
             with httpx2.Client(base_url=url, auth=AUTH, timeout=60) as client:
-                while idx < len(extracts):
+                answered = 0
+                # at most 6 answers per server that will be killed (then it waits for the
+                # kill): all 20 kills happen however fast the machine is
+                while idx < len(extracts) and (killer is None or answered < 6):
                     e = extracts[idx]
                     body = so_far.get(e["subject_id"], []) + [e]
                     try:
@@ -129,6 +132,7 @@ def test_kill_9_at_random_moments_loses_nothing_and_changes_nothing(tmp_path):
                     so_far[e["subject_id"]] = body
                     last[e["subject_id"]] = r.json()
                     idx += 1
+                    answered += 1
             if killer is not None:
                 killer.join()
             else:

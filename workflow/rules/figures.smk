@@ -113,6 +113,8 @@ if GOLD_FILE is not None and not PROJECT:
             json=f"{RESULTS}/gold/agreement.json",
         log:
             f"{RESULTS}/logs/gold_agreement.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/gold_agreement.tsv"
         conda:
             "../../envs/figures.yaml"
         threads: 1
