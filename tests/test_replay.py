@@ -92,6 +92,30 @@ def test_horizon_posterior_by_hand():
     np.testing.assert_allclose(pw[0], [0.8, 0.2])
 
 
+def test_betabinom_pmf_is_scipys_to_the_bit():
+    """The look-ahead's beta-binomial (live.betabinom_pmf) against scipy's own, bit for bit:
+    random shapes across the support, off it (k > n, k < 0, k not whole), a zero n, and
+    invalid parameters (n not whole or negative, a or b not positive, k NaN)."""
+    from scipy import stats
+
+    from clumpscout.model.live import betabinom_pmf
+
+    rng = np.random.default_rng(5)
+    k = np.arange(-1.0, 23.0)[None, :]
+    n = rng.integers(0, 21, (200, 1)).astype(float)
+    a, b = rng.uniform(1e-3, 8.0, (2, 200, 1))
+    assert np.array_equal(betabinom_pmf(k, n, a, b), stats.betabinom.pmf(k, n, a, b))
+    odd = (
+        np.array([0.0, 2.5, 3.0, 3.0, 3.0, 3.0, np.nan, 1.0]),
+        np.array([0.0, 5.0, 2.5, -1.0, 4.0, 4.0, 4.0, 4.0]),
+        np.array([1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 1.0, 2.0]),
+        np.array([1.0, 1.0, 1.0, 1.0, 1.0, -1.0, 1.0, 1e-300]),
+    )
+    want = stats.betabinom.pmf(*odd)
+    assert np.array_equal(betabinom_pmf(*odd), want, equal_nan=True)
+    assert np.isnan(want[2:7]).all() and want[1] == 0.0  # the cases are what they say
+
+
 def test_label_flips_by_hand():
     # the label above with the default map at w = 0.5: P(real) now = 0.8 (1 - 0.5 x 0.5)
     # = 0.6: kept. After no mark: (1 - 1/3)(1 - 0.5 x 0.8) = 0.4: dropped (P 0.6); after a

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
 
 from clumpscout import config as _config
 from clumpscout.errors import InputError
@@ -137,6 +137,24 @@ class Policy:
 RATE_PRIOR_STRENGTH = 2.0
 
 
+def betabinom_pmf(k, n, a, b) -> np.ndarray:
+    """``scipy.stats.betabinom.pmf(k, n, a, b)``, the same numbers (the same expression on
+    the same values: C(n, k) B(k + a, n − k + b) / B(a, b) through ``betaln``, clipped to
+    [0, 1]; 0 off the support, NaN for invalid parameters) without the generic
+    distribution machinery, which costs more than the look-ahead itself on one subject (a
+    live request). Checked against scipy in tests/test_retirement.py."""
+    k, n, a, b = np.broadcast_arrays(*(np.asarray(v, dtype=np.float64) for v in (k, n, a, b)))
+    ok = (n >= 0) & (n == np.round(n)) & (a > 0) & (b > 0)
+    on = ok & (k >= 0) & (k <= n) & (np.floor(k) == k)
+    out = np.zeros(k.shape)
+    out[~ok | np.isnan(k)] = np.nan
+    k, n, a, b = np.floor(k[on]), n[on], a[on], b[on]
+    combiln = -np.log(n + 1) - special.betaln(n - k + 1, k + 1)
+    log_pmf = combiln + special.betaln(k + a, n - k + b) - special.betaln(a, b)
+    out[on] = np.clip(np.exp(log_pmf), 0, 1)
+    return out
+
+
 def horizon_posterior(p_empty, p_weak, n_marks, n, m, t_bar, a_weak, k_max: int):
     """A label's future after m more viewers: (P(K), p_empty, p_weak) after K = 0..k_max
     more marks, each (labels × k_max + 1).
@@ -160,7 +178,7 @@ def horizon_posterior(p_empty, p_weak, n_marks, n, m, t_bar, a_weak, k_max: int)
     rate0 = (1.0 - pw) * t + pw * a
     alpha = RATE_PRIOR_STRENGTH * rate0 + k_now
     beta = RATE_PRIOR_STRENGTH * (1.0 - rate0) + np.maximum(n_now - k_now, 0.0)
-    bb = np.where(kk <= m, stats.betabinom.pmf(kk, m, alpha, beta), 0.0)
+    bb = np.where(kk <= m, betabinom_pmf(kk, m, alpha, beta), 0.0)
     l0 = np.zeros_like(bb)
     l0[:, 0] = 1.0
     total = pe * l0 + (1.0 - pe) * bb
@@ -182,17 +200,20 @@ def label_flips(
     (:meth:`clumpscout.model.calibration.LiveMap.kept_probability`; docs/model.md, live
     retirement).
 
-    ``labels``: p_empty, p_weak, n_marks, n (its subject's classifications so far),
-    frac_unusual, p_fp (now); ``m`` (per label) the classifications still to come. The
+    ``labels`` (a table, or a mapping of arrays): p_empty, p_weak, n_marks, n (its
+    subject's classifications so far), frac_unusual; ``m`` (per label) the
+    classifications still to come. The
     label's marks and class posterior after K more marks (:func:`horizon_posterior`) go
     through ``label_map`` as the label would be seen then."""
-    n_lab = len(labels)
+    cols = {
+        c: np.asarray(labels[c], dtype=np.float64) for c in ("p_empty", "p_weak", "n_marks", "n")
+    }
+    unusual = np.asarray(labels["frac_unusual"], dtype=np.float64)
+    n_lab = len(unusual)
     out = np.zeros(n_lab)
     m = np.broadcast_to(np.asarray(m, dtype=np.float64), (n_lab,))
     t_bar = np.broadcast_to(np.asarray(t_bar, dtype=np.float64), (n_lab,))
     a_weak = np.broadcast_to(np.asarray(a_weak, dtype=np.float64), (n_lab,))
-    cols = {c: labels[c].to_numpy(dtype=np.float64) for c in ("p_empty", "p_weak", "n_marks", "n")}
-    unusual = labels["frac_unusual"].to_numpy(dtype=np.float64)
     kept_now = label_map.kept_probability(
         cols["p_empty"], cols["p_weak"], cols["n_marks"], cols["n"], unusual
     )
@@ -261,11 +282,14 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
     m = np.broadcast_to(np.asarray(m, dtype=np.int64), (n_s,))
     n = state["n"].to_numpy(dtype=np.int64)
     keys = np.column_stack(
-        [state[["t_bar", "q_w", "prior_weak"]].to_numpy(dtype=np.float64), m, n]
+        [*(state[c].to_numpy(dtype=np.float64) for c in ("t_bar", "q_w", "prior_weak")), m, n]
     ).astype(np.float64)
     # distinct rows (each row's result depends on its own values only, not on their order)
-    g, group = np.unique(keys, axis=0, return_inverse=True)  # t_bar, q_w, prior, m, n
-    group = group.reshape(-1)
+    if n_s == 1:  # one subject (a live request): np.unique's answer, without its sorting
+        g, group = keys, np.zeros(1, np.int64)
+    else:
+        g, group = np.unique(keys, axis=0, return_inverse=True)  # t_bar, q_w, prior, m, n
+        group = group.reshape(-1)
     t_bar, q_w, prior, mm, nn = (g[:, j] for j in range(5))
     terms = [("strong0", 0, False), ("lone", 1, False), ("weak0", 0, True), ("weak1", 1, True)]
     # one row per (group, term, K), K = 0..m of the group: every look-ahead in one map call
@@ -277,7 +301,7 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
         rate = (q_w * t_bar if weak else t_bar)[:, None]
         alpha = RATE_PRIOR_STRENGTH * rate + k0
         beta = RATE_PRIOR_STRENGTH * (1.0 - rate) + np.maximum(nn - k0, 0.0)[:, None]
-        pmf = np.where(valid, stats.betabinom.pmf(kk, mm[:, None], alpha, beta), 0.0)
+        pmf = np.where(valid, betabinom_pmf(kk, mm[:, None], alpha, beta), 0.0)
         marks = k0 + kk + 0.0 * mm[:, None]
         views = np.broadcast_to((nn + mm)[:, None], marks.shape)
         kept = new_label_kept(
@@ -289,7 +313,7 @@ def new_kept_labels(state: pd.DataFrame, m, label_map: LiveMap) -> np.ndarray:
             label_map,
         ).reshape(marks.shape)
         prob[:, j] = np.sum(pmf * (marks >= 2) * kept * (mm[:, None] > 0), axis=1)
-    counts = state[[c for c, _, _ in terms]].to_numpy(dtype=np.float64)
+    counts = np.column_stack([state[c].to_numpy(dtype=np.float64) for c, _, _ in terms])
     return np.sum(counts * prob[group], axis=1)
 
 
@@ -308,27 +332,32 @@ def apply_map(a: Assessment, label_map: LiveMap | None, horizon, label_subject=N
     still to come: ``horizon`` − n per subject; ``horizon`` one number or one per subject).
     ``label_subject``: each label's row of ``a.subjects`` (default: by subject_id)."""
     label_map = label_map or LiveMap.default(WEAK_REAL)
-    st, lab = a.subjects.copy(), a.labels.copy()
+    st, lab = a.subjects, a.labels
     if label_subject is None:
         pos = pd.Series(np.arange(len(st)), index=st["subject_id"].to_numpy())
         label_subject = pos.reindex(lab["subject_id"].to_numpy()).to_numpy()
     label_subject = np.asarray(label_subject, dtype=np.int64)
     n = st["n"].to_numpy(dtype=np.float64)
-    lab["n"] = n[label_subject]
-    lab["p_fp"] = 1.0 - label_map.p_real(
-        lab["p_empty"], lab["p_weak"], lab["n_marks"], lab["n"], lab["frac_unusual"]
+    # the columns read as arrays once (a pandas column access costs more than the
+    # arithmetic on one subject's labels: a live request)
+    cols = {c: lab[c].to_numpy() for c in ("p_empty", "p_weak", "n_marks", "frac_unusual")}
+    cols["n"] = n[label_subject]
+    p_fp = 1.0 - label_map.p_real(
+        cols["p_empty"], cols["p_weak"], cols["n_marks"], cols["n"], cols["frac_unusual"]
     )
     m = np.maximum(horizon - n, 0.0)
     flips = label_flips(
-        lab,
+        cols,
         m[label_subject],
         st["t_bar"].to_numpy()[label_subject],
         st["a_weak"].to_numpy()[label_subject],
         label_map,
     )
-    st["flips"] = np.bincount(label_subject, weights=flips, minlength=len(st))
-    st["new_kept"] = new_kept_labels(st, m.astype(np.int64), label_map)
-    return Assessment(st, lab.drop(columns="n"), a.counts)
+    st = st.assign(
+        flips=np.bincount(label_subject, weights=flips, minlength=len(st)),
+        new_kept=new_kept_labels(st, m.astype(np.int64), label_map),
+    )
+    return Assessment(st, lab.assign(p_fp=p_fp), a.counts)
 
 
 def decide(policy: Policy, state: pd.DataFrame, params: Params) -> np.ndarray:

@@ -200,16 +200,21 @@ def _read_block(rows: _Rows, off: int, df: pd.DataFrame, path) -> None:
     n = len(df)
     sl = slice(off, off + n)
 
+    # (a column of numpy floats, ints or bools is read as it is: the checks it passes
+    # cost more than the reading on a small table, e.g. one subject of a live request)
     def num(col):
+        s = df[col]
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind == "f":
+            return s.to_numpy(dtype=np.float64, na_value=np.nan)
         try:
-            return pd.to_numeric(df[col], errors="raise").to_numpy(
-                dtype=np.float64, na_value=np.nan
-            )
+            return pd.to_numeric(s, errors="raise").to_numpy(dtype=np.float64, na_value=np.nan)
         except (ValueError, TypeError) as exc:
             raise InputError(f"column {col} is not numeric ({exc})", path=path) from None
 
     def ints(col):
         s = df[col]
+        if isinstance(s.dtype, np.dtype) and s.dtype.kind in "iu":
+            return s.to_numpy(dtype=np.int64)
         if s.isna().any():
             raise InputError(
                 f"{col} is missing", path=path, row=off + int(np.flatnonzero(s.isna())[0])
@@ -249,7 +254,10 @@ def _read_block(rows: _Rows, off: int, df: pd.DataFrame, path) -> None:
         rows.coords[k][sl] = v
     rows.width[sl], rows.height[sl], rows.valid[sl] = width, height, valid
     if "unusual" in df.columns:
-        rows.unusual[sl] = df["unusual"].fillna(False).to_numpy(dtype=bool)
+        u = df["unusual"]
+        rows.unusual[sl] = (
+            u.to_numpy(dtype=bool) if u.dtype == np.bool_ else u.fillna(False).to_numpy(dtype=bool)
+        )
     if rows.time is not None:
         t = pd.to_datetime(df["created_at"], utc=True, errors="coerce")
         tv = t.to_numpy(dtype="datetime64[ns]").astype(np.int64)

@@ -63,9 +63,17 @@ class FrameSource(BoxSource):
     def blocks(self, columns=None, rows=None):
         rows = rows or BLOCK_ROWS
         cols = None if columns is None else [c for c in columns if c in self.columns]
+        if cols == self.columns:  # every column, in order: nothing to select
+            cols = None
         for start in range(0, max(self.n_rows, 1), rows):
             block = self.df.iloc[start : start + rows]
-            yield start, (block if cols is None else block[cols]).reset_index(drop=True)
+            if cols is not None:
+                block = block[cols]
+            index = block.index
+            if not (isinstance(index, pd.RangeIndex) and index.start == 0 and index.step == 1):
+                block = block.reset_index(drop=True)
+            # (a small table, e.g. one subject of a live request, pays for every copy)
+            yield start, block
 
     def frame(self) -> pd.DataFrame:
         return self.df

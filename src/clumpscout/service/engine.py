@@ -62,6 +62,10 @@ from clumpscout.service.settings import Settings, refit_point_after
 
 log = logging.getLogger(__name__)
 
+#: a reply's label columns; the check of the gold reads them without p_fp
+REPLY_COLUMNS = ("x1", "y1", "x2", "y2", "p_fp", "n_marks")
+BOX_COLUMNS = ("x1", "y1", "x2", "y2", "n_marks")
+
 
 @dataclass
 class _Counted:
@@ -170,14 +174,14 @@ class Engine:
         gold subjects' prefixes feed the map's timeline first, and each new map is used
         once the gold passes its check (:mod:`clumpscout.service.gold`)."""
         g = np.array([c.g for c in seg], dtype=np.int64)
+        lab_state = a.labels["subject_id"].to_numpy()  # the state p of each label
         if self.timeline is None:
-            b = apply_map(a, self.default_map, self.s.policy.horizon)
+            b = apply_map(a, self.default_map, self.s.policy.horizon, label_subject=lab_state)
             return b.subjects, b.labels, np.zeros(len(seg), np.int64), [()] * len(seg)
         st = a.subjects.assign(subject_id=[c.inc.subject_id for c in seg], g=g)
         lab = a.labels.rename(columns={"subject_id": "state"})
         is_gold = np.isin(st["subject_id"].to_numpy(), list(self.gold_subjects))
         rows = gold_rows(st, lab, self.s.gold, self.s.calibration) if is_gold.any() else None
-        lab_state = a.labels["subject_id"].to_numpy()
         version = np.zeros(len(seg), np.int64)  # the map of each state (0: the default)
         hold = np.zeros(len(seg), bool)  # no map checked yet: nothing retires early
         warnings = []
@@ -186,8 +190,9 @@ class Engine:
             warnings.append(self.watch.warnings)
             if not is_gold[p]:
                 continue
-            boxes = a.labels.loc[lab_state == p, ["x1", "y1", "x2", "y2", "n_marks"]]
-            self.watch.observe(c.inc.subject_id, c.n, box_rows(boxes.to_numpy(float)))
+            mine = lab_state == p
+            boxes = np.column_stack([a.labels[k].to_numpy(float)[mine] for k in BOX_COLUMNS])
+            self.watch.observe(c.inc.subject_id, c.n, box_rows(boxes))
             if c.n == self.s.policy.horizon:
                 self.timeline.complete(c.g)
             mine = rows.loc[rows["g"].to_numpy() == c.g]
@@ -414,7 +419,7 @@ class Engine:
         expected = np.bincount(at, weights=1.0 - p_fp, minlength=len(seg))
         low = np.bincount(at, weights=strong, minlength=len(seg))
         high = np.bincount(at, weights=kept, minlength=len(seg))
-        cols = lab[["x1", "y1", "x2", "y2", "p_fp", "n_marks"]].to_numpy(float)[order]
+        cols = np.column_stack([lab[k].to_numpy(float)[order] for k in REPLY_COLUMNS])
         starts = np.searchsorted(at, np.arange(len(seg) + 1))
         return [
             {

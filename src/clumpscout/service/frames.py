@@ -21,24 +21,27 @@ def frame_of(pairs: list[tuple[int, list[tuple[int, str, np.ndarray]]]], sizes) 
     empty[0, 4] = 0.0
     for (p, cls), (pw, ph) in zip(pairs, sizes, strict=True):
         for n, volunteer, boxes in cls:
-            b = boxes if len(boxes) else empty
-            k = len(b)
-            cid.append(np.full(k, p * BIG + n, np.int64))
-            sid.append(np.full(k, p, np.int64))
-            vol.extend([volunteer] * k)
-            blocks.append(b)
-            w.append(np.full(k, pw))
-            h.append(np.full(k, ph))
+            blocks.append(boxes if len(boxes) else empty)
+            cid.append(p * BIG + n)
+            sid.append(p)
+            vol.append(volunteer)
+            w.append(pw)
+            h.append(ph)
     if not blocks:
         return pd.DataFrame({c: [] for c in _COLUMNS})
     b = np.concatenate(blocks)
+    k = np.fromiter((len(x) for x in blocks), np.int64, len(blocks))  # rows per classification
+
+    def rows(values, dtype):  # one value per classification, repeated on its rows
+        return np.repeat(np.asarray(values, dtype=dtype), k)
+
     return pd.DataFrame(
         {
-            "classification_id": np.concatenate(cid),
-            "subject_id": np.concatenate(sid),
-            "volunteer": pd.array(vol, dtype="str"),
+            "classification_id": rows(cid, np.int64),
+            "subject_id": rows(sid, np.int64),
+            "volunteer": pd.array(rows(vol, object), dtype="str"),
             "x1": b[:, 0], "y1": b[:, 1], "x2": b[:, 2], "y2": b[:, 3],
-            "image_width": np.concatenate(w), "image_height": np.concatenate(h),
+            "image_width": rows(w, np.float64), "image_height": rows(h, np.float64),
             "unusual": b[:, 4] > 0.5,
         }
     )  # fmt: skip

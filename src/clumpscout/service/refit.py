@@ -8,7 +8,8 @@ writing meanwhile), runs one EM step from the newest stored skills
 (:func:`refit_on`), stores the result as the next skills version
 and says so; the writer takes the new version up before its next batch. A process of its
 own, so that the refit's Python work does not compete with the requests for one
-interpreter lock (docs/decisions.md#live-service). It ends with the service: on its pipe
+interpreter lock, and at a lower priority (:data:`REFIT_NICE`), so that on a machine it
+shares with the server the requests get the cores first (docs/decisions.md#live-service). It ends with the service: on its pipe
 closing, or (Linux) with the parent-death signal when the service is killed.
 """
 
@@ -18,6 +19,7 @@ import ctypes
 import json
 import logging
 import multiprocessing as mp
+import os
 import signal
 import time
 
@@ -55,9 +57,17 @@ def refit_once(db: str, after: int, params) -> tuple[int | None, float]:
         con.close()
 
 
+#: the refit process's niceness: on a machine the server shares with it, requests come first
+REFIT_NICE = 10
+
+
 def _loop(conn, db: str, params_json: str) -> None:
     _die_with_parent()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service stops it
+    try:
+        os.nice(REFIT_NICE)
+    except OSError:  # pragma: no cover - not allowed here: the same priority as the server
+        pass
     setup_logging()
     params = Params(**json.loads(params_json))
     while True:
