@@ -457,8 +457,9 @@ def main(argv=None) -> int:
                 markdown_table(summary, floatfmt="{:.1f}"),
                 "Latency of /reduce (client side), with and without a background refit running:",
                 markdown_table(lat, floatfmt="{:.1f}"),
-                "The machine was shared with other work while this ran (load average above): "
-                "per server CPU second is the rate a dedicated core would give.",
+                "The load average counts the benchmark itself: the server, its refit process and "
+                "the clients share the machine's cores. Per server CPU second is the rate a "
+                "dedicated core would give.",
                 "Retirement points against `clumpscout replay` on the same boxes:",
                 markdown_table(agreement),
                 "Where the load run's retirement points differ, by how much:",
