@@ -25,6 +25,8 @@ from pathlib import Path
 import pandas as pd
 
 REPO = Path(__file__).resolve().parents[1]
+#: the shared data the tests read from ../shared (they skip without it)
+SHARED = REPO.parent / "shared"
 for _p in (REPO / "src", REPO):  # clumpscout of this checkout; this folder as package `benchmarks`
     if str(_p) not in sys.path:
         sys.path.insert(0, str(_p))
@@ -72,8 +74,11 @@ def main(argv=None) -> int:
     args.logs.mkdir(parents=True, exist_ok=True)
     where, setup = REPO, None
     if args.clone:
-        where = Path(tempfile.mkdtemp(prefix="clumpscout_clone_"))
+        top = Path(tempfile.mkdtemp(prefix="clumpscout_clone_"))
+        where = top / "repo"
         subprocess.run(["git", "clone", "-q", str(REPO), str(where)], check=True)
+        if SHARED.is_dir():  # ../shared beside the clone, as beside this checkout
+            (top / "shared").symlink_to(SHARED)
         t0 = time.perf_counter()
         subprocess.run(["bash", "setup.sh", "--only"], cwd=where, check=True, capture_output=True)
         setup = time.perf_counter() - t0
@@ -82,8 +87,10 @@ def main(argv=None) -> int:
         rows.append(run_lane(lane, where, args.logs / f"{lane}.log"))
         print(rows[-1], flush=True)
     if args.clone:
-        shutil.rmtree(where, ignore_errors=True)
+        shutil.rmtree(top, ignore_errors=True)
     place = "a fresh clone of HEAD" if args.clone else "this checkout (caches warm)"
+    if args.clone:
+        place += " (" + ("with" if SHARED.is_dir() else "without") + " ../shared beside it)"
     parts = [
         f"The README's test command in {place}, 2 pytest workers; one run per lane.",
         markdown_table(pd.DataFrame(rows)),
