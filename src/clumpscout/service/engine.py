@@ -185,22 +185,22 @@ class Engine:
         version = np.zeros(len(seg), np.int64)  # the map of each state (0: the default)
         hold = np.zeros(len(seg), bool)  # no map checked yet: nothing retires early
         warnings = []
+        # the labels' boxes, read once for the batch (the gold states below take their rows)
+        all_boxes = np.column_stack([a.labels[k].to_numpy(float) for k in BOX_COLUMNS])
         for p, c in enumerate(seg):
             version[p], hold[p] = self.map_in_use, self.watch.waiting
             warnings.append(self.watch.warnings)
             if not is_gold[p]:
                 continue
-            mine = lab_state == p
-            boxes = np.column_stack([a.labels[k].to_numpy(float)[mine] for k in BOX_COLUMNS])
-            self.watch.observe(c.inc.subject_id, c.n, box_rows(boxes))
+            self.watch.observe(c.inc.subject_id, c.n, box_rows(all_boxes[lab_state == p]))
             if c.n == self.s.policy.horizon:
                 self.timeline.complete(c.g)
-            mine = rows.loc[rows["g"].to_numpy() == c.g]
-            if len(mine):
+            prefix = rows.loc[rows["g"].to_numpy() == c.g]
+            if len(prefix):
                 buf = io.BytesIO()
-                mine.to_parquet(buf, index=False)
+                prefix.to_parquet(buf, index=False)
                 self.gold_pending.append((c.g, buf.getvalue()))
-                if self.timeline.add(c.g, mine) is not None:
+                if self.timeline.add(c.g, prefix) is not None:
                     log.info(
                         "label map %d fitted on the gold prefixes before rank %d",
                         self.map_version,
