@@ -30,7 +30,9 @@ def _run(sm):
         )
         agg.fit(sm.input.boxes, gold=gold)  # the file is read block by block
         # only the files the rule declares: what something downstream reads
-        agg.write(Path(sm.output.labels).parent, outputs=[Path(f).name for f in sm.output])
+        outputs = [Path(f).name for f in sm.output]
+        columns = sm.params.get("assignment_columns")  # rule replay_labels writes none
+        agg.write(Path(sm.output.labels).parent, outputs=outputs, assignment_columns=columns)
 
 
 main(snakemake, _run)  # noqa: F821

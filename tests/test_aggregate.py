@@ -402,6 +402,42 @@ def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, mon
     assert (a.loc[no_box, "assignment"] == "empty").all() and a.loc[no_box, "cluster"].isna().all()
 
 
+def test_assignment_columns_keep_those_in_input_order(toy, tmp_path, monkeypatch):
+    """``assignment_columns`` keeps those input columns (in the input's order, whatever order
+    they are asked in), then cluster and assignment: the full table's columns, row for row,
+    the same from a file (Arrow blocks, the pandas blocks) and from a DataFrame; the command
+    line's --assignment-columns the same; a column the input lacks is an error."""
+    from clumpscout.model import aggregator, source
+
+    boxes = tmp_path / "boxes.parquet"
+    toy.to_parquet(boxes, row_group_size=10)
+    monkeypatch.setattr(source, "BLOCK_ROWS", 23)
+    ask = ["y2", "subject_id", "x1", "classification_id"]
+    expected = ["classification_id", "subject_id", "x1", "y2", "cluster", "assignment"]
+    full = Aggregator(Params(), seed=5).fit(toy).assignments_
+    want = full[expected]
+    for name, fitted in {
+        "frame": Aggregator(Params(), seed=5).fit(toy),
+        "file": Aggregator(Params(), seed=5).fit(boxes),
+    }.items():
+        fitted.write(tmp_path / name, outputs=["assignments.parquet"], assignment_columns=ask)
+        got = pd.read_parquet(tmp_path / name / "assignments.parquet")
+        pd.testing.assert_frame_equal(got, want)
+    # a file whose schema the Arrow path cannot promise takes the pandas blocks, same table
+    monkeypatch.setattr(aggregator.Assignments, "_arrow_schema", lambda self, cols=None: None)
+    fitted = Aggregator(Params(), seed=5).fit(boxes)
+    fitted.write(tmp_path / "pandas", outputs=["assignments.parquet"], assignment_columns=ask)
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(tmp_path / "pandas" / "assignments.parquet"), want
+    )
+    with pytest.raises(ValueError, match="no column.*'shape'"):
+        fitted.write(tmp_path / "bad", assignment_columns=["x1", "shape"])
+    argv = ["aggregate", "--boxes", str(boxes), "--out", str(tmp_path / "cli")]
+    assert cli.main([*argv, "--assignment-columns", *ask]) == 0
+    got = pd.read_parquet(tmp_path / "cli" / "assignments.parquet")
+    assert list(got.columns) == expected and len(got) == len(toy)
+
+
 def test_blockwise_parquet_has_the_whole_tables_bytes(tmp_path):
     """Blocks of pyarrow's row-group length write the bytes of the table written at once."""
     from clumpscout.io import write_parquet, write_parquet_blocks

@@ -33,8 +33,23 @@ rule numba_cache:
 
 
 # The outputs are what a rule or a user reads (the script writes only these): the labels'
-# ECSV with units is the catalogue's (rule catalogue), not one per aggregation
-# (docs/decisions.md#outputs-someone-reads).
+# ECSV with units is the catalogue's (rule catalogue), not one per aggregation; the
+# assignments keep the ids, the volunteer, the box and the image size of each row of Z~_n
+# (what the click ledger and the example figures read), not all its columns again: its rows,
+# in its order, so the rest is a join on the row number (docs/decisions.md#outputs-someone-reads).
+ASSIGNMENT_COLUMNS = [
+    "classification_id",
+    "subject_id",
+    "volunteer",
+    "x1",
+    "y1",
+    "x2",
+    "y2",
+    "image_width",
+    "image_height",
+]
+
+
 rule aggregate:
     input:
         unpack(gold_input),
@@ -62,6 +77,7 @@ rule aggregate:
     params:
         aggregate=aggregate_params,
         per_tool=config["aggregate"]["per_tool"],
+        assignment_columns=ASSIGNMENT_COLUMNS,
         calibration=config["calibration"],
         gold=lambda wc: gold_settings(wc.model),
         seed=seed_for("aggregate"),

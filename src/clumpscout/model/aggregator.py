@@ -169,10 +169,17 @@ class AggregationResult:
         t.meta["n_labels"] = int(len(self.labels))
         return t
 
-    def write(self, out_dir, outputs: Iterable[str] | None = None) -> None:
+    def write(
+        self,
+        out_dir,
+        outputs: Iterable[str] | None = None,
+        assignment_columns: Iterable[str] | None = None,
+    ) -> None:
         """Write labels, subjects, volunteers, assignments (Parquet), clumps.ecsv and
         report.json into ``out_dir``; ``outputs``: only these of :data:`OUTPUTS` (a workflow
-        rule asks for the files something reads; None: all)."""
+        rule asks for the files something reads; None: all); ``assignment_columns``: the
+        input columns the assignments table keeps (None: all;
+        docs/decisions.md#outputs-someone-reads)."""
         wanted = set(OUTPUTS if outputs is None else outputs)
         unknown = wanted - set(OUTPUTS)
         if unknown:
@@ -186,7 +193,7 @@ class AggregationResult:
                     write_parquet(df, out / f"{name}.parquet")
         if "assignments.parquet" in wanted:
             with timed("writing assignments.parquet"):
-                self.assignment_codes.write(out / "assignments.parquet")
+                self.assignment_codes.write(out / "assignments.parquet", assignment_columns)
         if "clumps.ecsv" in wanted:
             from clumpscout.ecsv import write_ecsv
 
@@ -242,21 +249,36 @@ class Assignments:
             self._frame = self._block(0, self.source.frame())
         return self._frame
 
-    def write(self, path) -> None:
+    def write(self, path, columns: Iterable[str] | None = None) -> None:
         """Write the table to Parquet atomically, one input block at a time (the bytes of
-        :func:`clumpscout.io.write_parquet` on :meth:`frame`). A Parquet input is copied
-        block by block as Arrow tables, the two columns appended (:meth:`_arrow_schema`):
-        no conversion to pandas and back."""
+        :func:`clumpscout.io.write_parquet` on :meth:`frame`, or on its ``columns`` of the
+        input, in the input's order, then ``cluster`` and ``assignment``; None: every input
+        column). A Parquet input is copied block by block as Arrow tables, the two columns
+        appended (:meth:`_arrow_schema`): no conversion to pandas and back."""
+        cols = self._input_columns(columns)
         if self._frame is not None:
-            write_parquet(self._frame, path)
+            frame = self._frame if cols is None else self._frame[[*cols, "cluster", "assignment"]]
+            write_parquet(frame, path)
             return
-        schema = self._arrow_schema()
+        schema = self._arrow_schema(cols)
         if schema is None:
-            write_parquet_blocks((self._block(i, df) for i, df in self.source.blocks()), path)
+            blocks = self.source.blocks(cols)
+            write_parquet_blocks((self._block(i, df) for i, df in blocks), path)
             return
-        write_table_blocks((self._arrow_block(i, t, schema) for i, t in self.source.tables()), path)
+        tables = self.source.tables(cols)
+        write_table_blocks((self._arrow_block(i, t, schema) for i, t in tables), path)
 
-    def _arrow_schema(self):
+    def _input_columns(self, columns: Iterable[str] | None) -> list[str] | None:
+        """``columns`` in the input's order (None: all); a name the input lacks is an error."""
+        if columns is None:
+            return None
+        wanted = set(columns)
+        missing = sorted(wanted - set(self.source.columns))
+        if missing:
+            raise ValueError(f"assignments: the boxes table has no column(s) {missing}")
+        return [c for c in self.source.columns if c in wanted]
+
+    def _arrow_schema(self, columns: list[str] | None = None):
         """The output's Arrow schema (types and pandas metadata) exactly as
         :meth:`write`'s pandas path makes it, from the first input row; None where the
         Arrow path cannot promise the same bytes (a DataFrame input, no rows, an object
@@ -268,7 +290,7 @@ class Assignments:
             return None
         if {"cluster", "assignment"} & set(self.source.columns):
             return None
-        first = next(iter(self.source.tables(rows=1)))[1]
+        first = next(iter(self.source.tables(columns, rows=1)))[1]
         df = self._block(0, to_pandas(first))
         if any(pd.api.types.is_object_dtype(t) for t in df.drop(columns="assignment").dtypes):
             return None
@@ -427,10 +449,15 @@ class Aggregator:
         """:meth:`fit`, then the labels table ``labels_``."""
         return self.fit(boxes, gold, path=path).labels_
 
-    def write(self, out_dir, outputs: Iterable[str] | None = None) -> None:
+    def write(
+        self,
+        out_dir,
+        outputs: Iterable[str] | None = None,
+        assignment_columns: Iterable[str] | None = None,
+    ) -> None:
         """Write the fitted tables and report (:meth:`AggregationResult.write`; ``outputs``:
-        only these files)."""
-        self.result_.write(out_dir, outputs)
+        only these files; ``assignment_columns``: the input columns the assignments keep)."""
+        self.result_.write(out_dir, outputs, assignment_columns)
 
 
 class GenerativeAggregator(Aggregator):

@@ -19,7 +19,7 @@ Command line::
 
     clumpscout aggregate --boxes boxes.parquet --out DIR [--config FILE] [--seed N] [--per-tool]
                          [--gold FILE [--gold-on-implausible stop|warn] [--gold-flip-y H] ...]
-                         [--skip FILE ...]
+                         [--skip FILE ...] [--assignment-columns COL ...]
 
 Input: the boxes table of ``clumpscout boxes``: one row per click (x1, y1, x2, y2 in
 subject pixels), or one coordinate-less row (NaN) for a classification that marked nothing.
@@ -61,6 +61,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=["assignments.parquet", "clumps.ecsv", "subjects.parquet", "volunteers.parquet"],
         help="do not write these outputs (e.g. assignments.parquet: every input row again)",
     )
+    parser.add_argument(
+        "--assignment-columns",
+        nargs="+",
+        default=None,
+        metavar="COL",
+        help="the boxes table's columns assignments.parquet keeps, before cluster and "
+        "assignment (default: all; the rows are the input's, in its order)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,5 +86,6 @@ def run(args: argparse.Namespace) -> int:
     agg = Aggregator(params, args.seed, per_tool=args.per_tool, calibration=calibration)
     agg.fit(args.boxes, gold=gold)  # the file is read block by block
     with timed(f"writing {args.out}"):
-        agg.write(args.out, outputs=[f for f in OUTPUTS if f not in args.skip])
+        outputs = [f for f in OUTPUTS if f not in args.skip]
+        agg.write(args.out, outputs=outputs, assignment_columns=args.assignment_columns)
     return 0
