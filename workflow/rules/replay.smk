@@ -11,7 +11,8 @@ if not FLAT:
 
     # The full-data labels the replay is scored against: the default model on every
     # classification (not a subsample), calibrated on the gold standard when there is one.
-    # A job of its own, so that it runs beside the replay instead of before it. The replay
+    # A job of its own, started as soon as the boxes are there (priority), so that the
+    # replay after it starts early too and both run beside the aggregations. The replay
     # reads the labels only: no assignments, subjects, volunteers or ECSV are written.
     rule replay_labels:
         input:
@@ -25,6 +26,7 @@ if not FLAT:
             f"{RESULTS}/logs/replay_labels.log",
         benchmark:
             f"{RESULTS}/benchmarks/replay_labels.tsv"
+        priority: 40
         conda:
             "../../envs/aggregate.yaml"
         threads: 1
@@ -70,11 +72,16 @@ if not FLAT:
             f"{RESULTS}/logs/replay.log",
         benchmark:
             f"{RESULTS}/benchmarks/replay.tsv"
+        priority: 40
         conda:
             "../../envs/replay.yaml"
-        threads: 4  # epochs assessed side by side (capped at --cores)
+        # one epoch at a time, started as soon as its inputs are there: the aggregations
+        # take the other cores, so a laptop's few are never idle behind a replay that runs
+        # last and cannot keep two busy (same result with --set-threads replay=4, epochs
+        # side by side, for a run where it is alone; docs/decisions.md#replay-threads)
+        threads: 1
         resources:
-            mem_mb=8000,  # 4.7 GB at the paper's size with two epochs at once
+            mem_mb=6000,  # 3.6 GB at the paper's size, one epoch at a time
             runtime=60,
         params:
             aggregate=model_params("generative"),
