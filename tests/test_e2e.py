@@ -182,6 +182,11 @@ def test_outputs_have_the_documented_columns(run_a):
     not_paper_labels = ["p_empty", "p_gold_fold", "gold_real"]  # generative model, gold
     paper_subjects = ["n_fn_model", "count_low", "count_high", "gold", "gold_count"]
     boxes = expected("boxes", absent=["shape"])  # only when the clicks hold drawn shapes
+    # the workflow's assignments keep these of Z~_n's columns, as docs/tables.md says
+    kept = ["classification_id", "subject_id", "volunteer", "x1", "y1", "x2", "y2"]
+    kept += ["image_width", "image_height"]
+    tables_md = " ".join((REPO / "docs" / "tables.md").read_text().split())
+    assert f"keeps {', '.join(kept[:-1])} and {kept[-1]} of Z̃_n's rows" in tables_md
     checks = {
         "clicks/clicks.parquet": (parquet, expected("clicks")),
         "subjects/subjects.parquet": (parquet, expected("subject-geometry")),
@@ -193,7 +198,7 @@ def test_outputs_have_the_documented_columns(run_a):
         "aggregate/paper/n3/subjects.parquet": (parquet, expected("subjects", paper_subjects)),
         "aggregate/generative/n20/volunteers.parquet": (parquet, expected("volunteers")),
         "aggregate/paper/n20/volunteers.parquet": (parquet, expected("volunteers", ["fp_rate"])),
-        "aggregate/paper/n3/assignments.parquet": (parquet, boxes + expected("assignments")),
+        "aggregate/paper/n3/assignments.parquet": (parquet, kept + expected("assignments")),
         "catalogue.csv": (csv, expected("catalogue", ["tool"])),  # tool: with per_tool only
         "catalogue.ecsv": (ecsv, expected("catalogue", ["tool"])),
         "images.csv": (csv, expected("catalogue", which=1)),
