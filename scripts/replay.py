@@ -25,7 +25,7 @@ def _run(sm):
         gold = None
         if "gold" in sm.input.keys():  # read in its declared frame; checked before it is used
             gold = read_gold(sm.input.gold, **dict(sm.params.gold))
-        boxes = read_boxes(sm.input.boxes)
+        boxes = read_boxes(sm.input.boxes, rp.READ_COLUMNS)  # only what it reads
         table, points, report = rp.replay(
             boxes,
             params,

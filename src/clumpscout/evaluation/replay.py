@@ -121,7 +121,9 @@ COLUMNS = [
     "retired_early",
     "labels",
 ]
-#: the prefix columns :func:`clumpscout.model.live.assess` returns per subject
+#: the columns of the boxes table the replay reads (read_boxes(path, READ_COLUMNS): the
+#: rest of the table is not read, docs/decisions.md#replay-memory)
+READ_COLUMNS = (*REQUIRED_COLUMNS, "unusual", "created_at")
 
 
 #: defaults of the ``replay:`` section, read from the config schema (clumpscout.config)
@@ -714,7 +716,7 @@ def run(args: argparse.Namespace) -> int:
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
     gold = read_gold_option(args, cfg)
-    boxes = read_boxes(args.boxes)
+    boxes = read_boxes(args.boxes, READ_COLUMNS)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None
     table, points, report = replay(
