@@ -389,23 +389,26 @@ def _judge(states, labels, maps, default, horizon, wait: bool = False):
     """The states and labels with p_fp and the policy's numbers from each state's map.
     ``wait``: a gold standard is coming, so before its first map the generative policy
     retires nothing early (the default map does not say what this project counts)."""
-    lab_state = labels["state"].to_numpy()
-    st_parts, lab_parts = [], []
+    # the labels are sorted by state: state s has the label rows first[s]:first[s + 1]
+    first = np.searchsorted(labels["state"].to_numpy(), np.arange(len(states) + 1))
+    # each map's numbers written in place: no second copy of the states and labels
+    # (docs/decisions.md#replay-memory)
+    flips, new_kept = np.empty(len(states)), np.empty(len(states))
+    p_fp = np.empty(len(labels))
     for k, idx in states.groupby("map", sort=True).indices.items():
-        rows = np.isin(lab_state, idx)
-        pos = np.searchsorted(idx, lab_state[rows])
+        rows = ranges(first[idx], first[idx + 1])
+        pos = np.repeat(np.arange(len(idx)), first[idx + 1] - first[idx])
         a = apply_map(
-            Assessment(states.iloc[idx], labels.loc[rows]),
+            Assessment(states.iloc[idx], labels.iloc[rows]),
             default if k < 0 else maps[k],
             horizon[idx],
             label_subject=pos,
         )
-        if k < 0 and wait:
-            a.subjects["new_kept"] = np.inf
-        st_parts.append(a.subjects)
-        lab_parts.append(a.labels)
-    states = pd.concat(st_parts).sort_index()
-    labels = pd.concat(lab_parts).sort_index()
+        flips[idx] = a.subjects["flips"].to_numpy()
+        new_kept[idx] = np.inf if k < 0 and wait else a.subjects["new_kept"].to_numpy()
+        p_fp[rows] = a.labels["p_fp"].to_numpy()
+    states["flips"], states["new_kept"] = flips, new_kept
+    labels["p_fp"] = p_fp
     return states, labels
 
 
