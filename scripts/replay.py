@@ -36,7 +36,7 @@ def _run(sm):
             path=sm.input.boxes,
             gold=gold,
             calibration=dict(sm.params.calibration),
-            workers=int(sm.threads),  # epochs assessed side by side (same result)
+            workers=int(sm.threads),  # refits beside epochs' assessments (same result)
         )
         rp.write_outputs(Path(sm.output.table).parent, table, points, report)
 

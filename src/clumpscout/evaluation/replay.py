@@ -280,9 +280,9 @@ def run_replay(
     (:func:`fit_map_timeline`).
 
     An epoch's prefixes depend only on the skills it starts with, so with ``workers`` > 1
-    up to that many epochs are assessed at once in threads (the kernels and numpy release
-    the GIL) while the next skills are refitted; the result does not depend on ``workers``
-    (docs/decisions.md#replay-threads)."""
+    threads in all, up to ``workers`` − 1 epochs are assessed at once in threads (the
+    kernels and numpy release the GIL) while the main thread refits the next skills; the
+    result does not depend on ``workers`` (docs/decisions.md#replay-threads)."""
     if workers < 1:
         raise InputError(f"replay: workers must be at least 1, got {workers}")
     cal = calibration or CalibrationSettings()
@@ -310,19 +310,22 @@ def run_replay(
         states.append(st)
         labels.append(lab)
 
-    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    # `workers` threads in all: the main thread refits while workers − 1 threads assess, so
+    # at most workers − 1 epochs' prefixes are held beside the refit's
+    # (docs/decisions.md#replay-memory)
+    pool = ThreadPoolExecutor(max_workers=workers - 1) if workers > 1 else None
     try:
         for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
             lo, hi = int(edges[e]), int(edges[e + 1])
             sel = np.arange(lo, hi)
             epoch_skills.append(skills)
+            while pool is not None and len(pending) >= workers - 1:  # before its prefixes
+                collect()  # at most workers − 1 epochs at once
             frame = pre.frame(codes[sel], n_all[sel])
             if pool is None:
                 pending.append((e, sel, _assess(frame, skills, params)))
                 collect()
             else:
-                while len(pending) >= workers:  # at most `workers` epochs held at once
-                    collect()
                 # its own copy: the refit below must not touch the skills it is assessed with
                 job = pool.submit(_assess, frame, copy.deepcopy(skills), params)
                 pending.append((e, sel, job))
@@ -704,7 +707,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=1,
-        help="epochs assessed at once, in threads (the same result for any number)",
+        help="threads: the main one refits the skills while the others assess epochs "
+        "(the same result for any number)",
     )
     add_gold_options(
         p,
