@@ -206,7 +206,8 @@ class _Prefixes:
     """Builds the boxes table of "subject s after its first n classifications" fast."""
 
     def __init__(self, boxes: pd.DataFrame, cls: pd.DataFrame):
-        self._COLS = [c for c in REQUIRED_COLUMNS if c != "subject_id"]
+        # (frame() numbers the prefixes' subjects and classifications itself)
+        self._COLS = [c for c in REQUIRED_COLUMNS if c not in ("subject_id", "classification_id")]
         if "unusual" in boxes.columns:
             self._COLS.append("unusual")
         rank = cls.set_index("classification_id")["n"]
@@ -220,6 +221,9 @@ class _Prefixes:
         order = np.argsort(key, kind="stable")
         self.key = key[order]
         self.rows = boxes[self._COLS].iloc[order].reset_index(drop=True)
+        # the names as codes: a prefix copies 4 bytes a row, not the string (the model
+        # codes the names itself, the same for either; docs/decisions.md#replay-memory)
+        self.rows["volunteer"] = self.rows["volunteer"].astype("category")
         self.code_of_subject = pd.Series(
             np.arange(len(self.subject_ids)), index=np.asarray(self.subject_ids)
         )
