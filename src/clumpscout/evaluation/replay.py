@@ -84,6 +84,8 @@ from clumpscout.model.calibration import (
 )
 from clumpscout.model.gold_check import check_gold
 from clumpscout.model.live import (
+    MAP_LABEL_COLUMNS,
+    MAP_STATE_COLUMNS,
     Assessment,
     LiveSkills,
     Policy,
@@ -402,11 +404,13 @@ def _judge(states, labels, maps, default, horizon, wait: bool = False):
     # (docs/decisions.md#replay-memory)
     flips, new_kept = np.empty(len(states)), np.empty(len(states))
     p_fp = np.empty(len(labels))
+    st_cols = [states.columns.get_loc(c) for c in MAP_STATE_COLUMNS]  # what apply_map reads
+    lab_cols = [labels.columns.get_loc(c) for c in MAP_LABEL_COLUMNS]
     for k, idx in states.groupby("map", sort=True).indices.items():
         rows = ranges(first[idx], first[idx + 1])
         pos = np.repeat(np.arange(len(idx)), first[idx + 1] - first[idx])
         a = apply_map(
-            Assessment(states.iloc[idx], labels.iloc[rows]),
+            Assessment(states.iloc[idx, st_cols], labels.iloc[rows, lab_cols]),
             default if k < 0 else maps[k],
             horizon[idx],
             label_subject=pos,
