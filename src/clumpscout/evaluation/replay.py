@@ -75,6 +75,7 @@ from clumpscout.config import add_setting
 from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.logs import release_free_memory
 from clumpscout.metrics.containment import containment
 from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
@@ -315,6 +316,7 @@ def run_replay(
         offset += len(st)
         states.append(st)
         labels.append(lab)
+        release_free_memory()  # the epoch's work, freed in its thread's arena
 
     # `workers` threads in all: the main thread refits while workers − 1 threads assess, so
     # at most workers − 1 epochs' prefixes are held beside the refit's
@@ -344,6 +346,7 @@ def run_replay(
             frame = pre.frame(last.index.to_numpy(), last.to_numpy())
             skills = refit_skills(frame, skills, params)
             del frame
+            release_free_memory()
             refits.append(
                 {
                     "after": int(hi),
