@@ -72,9 +72,9 @@ if not FLAT:
             f"{RESULTS}/benchmarks/replay.tsv"
         conda:
             "../../envs/replay.yaml"
-        threads: 4  # epochs assessed side by side (capped at --cores)
+        threads: 4  # refits beside epochs' assessments (capped at --cores)
         resources:
-            mem_mb=8000,  # 4.7 GB at the paper's size with two epochs at once
+            mem_mb=8000,  # 3.4 GB at the paper's size (docs/decisions.md#replay-memory)
             runtime=60,
         params:
             aggregate=model_params("generative"),

@@ -224,7 +224,7 @@ class _Prefixes:
         order = np.argsort(key, kind="stable")
         self.key = key[order]
         self.rows = boxes[self._COLS].iloc[order].reset_index(drop=True)
-        # the names as codes: a prefix copies 4 bytes a row, not the string (the model
+        # the names as codes: a prefix copies a small integer a row, not a string (the model
         # codes the names itself, the same for either; docs/decisions.md#replay-memory)
         self.rows["volunteer"] = self.rows["volunteer"].astype("category")
         self.code_of_subject = pd.Series(
