@@ -25,7 +25,7 @@ def _run(sm):
         gold = None
         if "gold" in sm.input.keys():  # read in its declared frame; checked before it is used
             gold = read_gold(sm.input.gold, **dict(sm.params.gold))
-        boxes = read_boxes(sm.input.boxes)
+        boxes = read_boxes(sm.input.boxes, rp.READ_COLUMNS)  # only what it reads
         table, points, report = rp.replay(
             boxes,
             params,
@@ -36,7 +36,7 @@ def _run(sm):
             path=sm.input.boxes,
             gold=gold,
             calibration=dict(sm.params.calibration),
-            workers=int(sm.threads),  # epochs assessed side by side (same result)
+            workers=int(sm.threads),  # refits beside epochs' assessments (same result)
         )
         rp.write_outputs(Path(sm.output.table).parent, table, points, report)
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import logging
 import os
 import sys
@@ -94,6 +96,24 @@ def log_resources(logger: logging.Logger = log) -> None:
         kids.ru_utime + kids.ru_stime,
         kids.ru_maxrss / 1024,
     )
+
+
+@functools.cache
+def _libc():
+    try:
+        return ctypes.CDLL(None)  # the process's own symbols (libc's among them)
+    except OSError:
+        return None
+
+
+def release_free_memory() -> None:
+    """Hand the C heap's free pages back to the system now (glibc's ``malloc_trim``; a
+    no-op elsewhere). Arrays freed by a thread stay in its arena, so without it a job's
+    peak RSS adds up every arena's high-water mark, not what it holds at once
+    (docs/decisions.md#replay-memory)."""
+    libc = _libc()
+    if libc is not None and hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
 
 
 def progress(it: Iterable[T], desc: str, total: int | None = None) -> Iterator[T]:

@@ -75,13 +75,13 @@ if not FLAT:
         priority: 40
         conda:
             "../../envs/replay.yaml"
-        # one epoch at a time, started as soon as its inputs are there: the aggregations
-        # take the other cores, so a laptop's few are never idle behind a replay that runs
-        # last and cannot keep two busy (same result with --set-threads replay=4, epochs
-        # side by side, for a run where it is alone; docs/decisions.md#replay-threads)
+        # one thread, started as soon as its inputs are there: the aggregations take the
+        # other cores, so a laptop's few are never idle behind a replay that runs last and
+        # cannot keep two busy (same result with --set-threads replay=4: refits beside
+        # epochs' assessments, for a run where it is alone; docs/decisions.md#replay-threads)
         threads: 1
         resources:
-            mem_mb=6000,  # 3.6 GB at the paper's size, one epoch at a time
+            mem_mb=6000,  # 3.4 GB at the paper's size with two threads (docs/decisions.md#replay-memory)
             runtime=60,
         params:
             aggregate=model_params("generative"),

@@ -75,6 +75,7 @@ from clumpscout.config import add_setting
 from clumpscout.data.gold import Gold, add_gold_options, read_gold_option
 from clumpscout.errors import InputError
 from clumpscout.io import atomic_path, write_json, write_parquet
+from clumpscout.logs import release_free_memory
 from clumpscout.metrics.containment import containment
 from clumpscout.model.aggregator import Aggregator
 from clumpscout.model.calibration import (
@@ -84,6 +85,8 @@ from clumpscout.model.calibration import (
 )
 from clumpscout.model.gold_check import check_gold
 from clumpscout.model.live import (
+    MAP_LABEL_COLUMNS,
+    MAP_STATE_COLUMNS,
     Assessment,
     LiveSkills,
     Policy,
@@ -121,7 +124,9 @@ COLUMNS = [
     "retired_early",
     "labels",
 ]
-#: the prefix columns :func:`clumpscout.model.live.assess` returns per subject
+#: the columns of the boxes table the replay reads (read_boxes(path, READ_COLUMNS): the
+#: rest of the table is not read, docs/decisions.md#replay-memory)
+READ_COLUMNS = (*REQUIRED_COLUMNS, "unusual", "created_at")
 
 
 #: defaults of the ``replay:`` section, read from the config schema (clumpscout.config)
@@ -204,7 +209,8 @@ class _Prefixes:
     """Builds the boxes table of "subject s after its first n classifications" fast."""
 
     def __init__(self, boxes: pd.DataFrame, cls: pd.DataFrame):
-        self._COLS = [c for c in REQUIRED_COLUMNS if c != "subject_id"]
+        # (frame() numbers the prefixes' subjects and classifications itself)
+        self._COLS = [c for c in REQUIRED_COLUMNS if c not in ("subject_id", "classification_id")]
         if "unusual" in boxes.columns:
             self._COLS.append("unusual")
         rank = cls.set_index("classification_id")["n"]
@@ -218,6 +224,9 @@ class _Prefixes:
         order = np.argsort(key, kind="stable")
         self.key = key[order]
         self.rows = boxes[self._COLS].iloc[order].reset_index(drop=True)
+        # the names as codes: a prefix copies a small integer a row, not a string (the model
+        # codes the names itself, the same for either; docs/decisions.md#replay-memory)
+        self.rows["volunteer"] = self.rows["volunteer"].astype("category")
         self.code_of_subject = pd.Series(
             np.arange(len(self.subject_ids)), index=np.asarray(self.subject_ids)
         )
@@ -278,9 +287,9 @@ def run_replay(
     (:func:`fit_map_timeline`).
 
     An epoch's prefixes depend only on the skills it starts with, so with ``workers`` > 1
-    up to that many epochs are assessed at once in threads (the kernels and numpy release
-    the GIL) while the next skills are refitted; the result does not depend on ``workers``
-    (docs/decisions.md#replay-threads)."""
+    threads in all, up to ``workers`` − 1 epochs are assessed at once in threads (the
+    kernels and numpy release the GIL) while the main thread refits the next skills; the
+    result does not depend on ``workers`` (docs/decisions.md#replay-threads)."""
     if workers < 1:
         raise InputError(f"replay: workers must be at least 1, got {workers}")
     cal = calibration or CalibrationSettings()
@@ -307,20 +316,24 @@ def run_replay(
         offset += len(st)
         states.append(st)
         labels.append(lab)
+        release_free_memory()  # the epoch's work, freed in its thread's arena
 
-    pool = ThreadPoolExecutor(max_workers=workers) if workers > 1 else None
+    # `workers` threads in all: the main thread refits while workers − 1 threads assess, so
+    # at most workers − 1 epochs' prefixes are held beside the refit's
+    # (docs/decisions.md#replay-memory)
+    pool = ThreadPoolExecutor(max_workers=workers - 1) if workers > 1 else None
     try:
         for e in tqdm(range(n_epochs), desc="replay epochs", unit="epoch"):
             lo, hi = int(edges[e]), int(edges[e + 1])
             sel = np.arange(lo, hi)
             epoch_skills.append(skills)
+            while pool is not None and len(pending) >= workers - 1:  # before its prefixes
+                collect()  # at most workers − 1 epochs at once
             frame = pre.frame(codes[sel], n_all[sel])
             if pool is None:
                 pending.append((e, sel, _assess(frame, skills, params)))
                 collect()
             else:
-                while len(pending) >= workers:  # at most `workers` epochs held at once
-                    collect()
                 # its own copy: the refit below must not touch the skills it is assessed with
                 job = pool.submit(_assess, frame, copy.deepcopy(skills), params)
                 pending.append((e, sel, job))
@@ -333,6 +346,7 @@ def run_replay(
             frame = pre.frame(last.index.to_numpy(), last.to_numpy())
             skills = refit_skills(frame, skills, params)
             del frame
+            release_free_memory()
             refits.append(
                 {
                     "after": int(hi),
@@ -387,23 +401,28 @@ def _judge(states, labels, maps, default, horizon, wait: bool = False):
     """The states and labels with p_fp and the policy's numbers from each state's map.
     ``wait``: a gold standard is coming, so before its first map the generative policy
     retires nothing early (the default map does not say what this project counts)."""
-    lab_state = labels["state"].to_numpy()
-    st_parts, lab_parts = [], []
+    # the labels are sorted by state: state s has the label rows first[s]:first[s + 1]
+    first = np.searchsorted(labels["state"].to_numpy(), np.arange(len(states) + 1))
+    # each map's numbers written in place: no second copy of the states and labels
+    # (docs/decisions.md#replay-memory)
+    flips, new_kept = np.empty(len(states)), np.empty(len(states))
+    p_fp = np.empty(len(labels))
+    st_cols = [states.columns.get_loc(c) for c in MAP_STATE_COLUMNS]  # what apply_map reads
+    lab_cols = [labels.columns.get_loc(c) for c in MAP_LABEL_COLUMNS]
     for k, idx in states.groupby("map", sort=True).indices.items():
-        rows = np.isin(lab_state, idx)
-        pos = np.searchsorted(idx, lab_state[rows])
+        rows = ranges(first[idx], first[idx + 1])
+        pos = np.repeat(np.arange(len(idx)), first[idx + 1] - first[idx])
         a = apply_map(
-            Assessment(states.iloc[idx], labels.loc[rows]),
+            Assessment(states.iloc[idx, st_cols], labels.iloc[rows, lab_cols]),
             default if k < 0 else maps[k],
             horizon[idx],
             label_subject=pos,
         )
-        if k < 0 and wait:
-            a.subjects["new_kept"] = np.inf
-        st_parts.append(a.subjects)
-        lab_parts.append(a.labels)
-    states = pd.concat(st_parts).sort_index()
-    labels = pd.concat(lab_parts).sort_index()
+        flips[idx] = a.subjects["flips"].to_numpy()
+        new_kept[idx] = np.inf if k < 0 and wait else a.subjects["new_kept"].to_numpy()
+        p_fp[rows] = a.labels["p_fp"].to_numpy()
+    states["flips"], states["new_kept"] = flips, new_kept
+    labels["p_fp"] = p_fp
     return states, labels
 
 
@@ -699,7 +718,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
         "--workers",
         type=int,
         default=1,
-        help="epochs assessed at once, in threads (the same result for any number)",
+        help="threads: the main one refits the skills while the others assess epochs "
+        "(the same result for any number)",
     )
     add_gold_options(
         p,
@@ -714,7 +734,7 @@ def run(args: argparse.Namespace) -> int:
     params = Params.from_dict(dict(cfg.get("aggregate") or {}))
     settings = Settings.from_dict(cfg.get("replay"))
     gold = read_gold_option(args, cfg)
-    boxes = read_boxes(args.boxes)
+    boxes = read_boxes(args.boxes, READ_COLUMNS)
     full = pd.read_parquet(args.full_labels) if args.full_labels else None
     truth = pd.read_csv(args.truth) if args.truth else None
     table, points, report = replay(

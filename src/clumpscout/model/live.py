@@ -326,6 +326,21 @@ def open_objects(state: pd.DataFrame) -> np.ndarray:
     return state["flips"].to_numpy() + state["new_kept"].to_numpy()
 
 
+#: the columns :func:`apply_map` reads of an assessment's subjects and labels
+MAP_STATE_COLUMNS = (
+    "n",
+    "t_bar",
+    "a_weak",
+    "q_w",
+    "prior_weak",
+    "strong0",
+    "lone",
+    "weak0",
+    "weak1",
+)
+MAP_LABEL_COLUMNS = ("p_empty", "p_weak", "n_marks", "frac_unusual")
+
+
 def apply_map(a: Assessment, label_map: LiveMap | None, horizon, label_subject=None) -> Assessment:
     """The assessment with its labels' ``p_fp`` from ``label_map`` (None: the default map)
     and the policy's numbers that depend on it: ``flips``, ``new_kept`` (the classifications

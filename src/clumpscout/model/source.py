@@ -130,10 +130,17 @@ class ParquetSource(BoxSource):
         return read_boxes(self.path)
 
 
-def read_boxes(path) -> pd.DataFrame:
-    """The boxes table from Parquet; an unreadable file is an :class:`InputError`."""
+def read_boxes(path, columns=None) -> pd.DataFrame:
+    """The boxes table from Parquet; an unreadable file is an :class:`InputError`.
+    ``columns``: only these are read (those the file has; a job that needs a missing one
+    says so), not the whole table."""
     try:
-        return pd.read_parquet(path)
+        if columns is not None:
+            import pyarrow.parquet as pq
+
+            have = set(pq.read_schema(path).names)
+            columns = [c for c in columns if c in have]
+        return pd.read_parquet(path, columns=columns)
     except (OSError, ValueError) as exc:
         raise InputError(f"cannot read boxes table ({exc})", path=path) from None
 
