@@ -32,6 +32,11 @@ def _run(sm):
         # only the files the rule declares: what something downstream reads
         outputs = [Path(f).name for f in sm.output]
         columns = sm.params.get("assignment_columns")  # rule replay_labels writes none
+        if columns is not None:  # those the boxes have (shape: only drawn shapes have it)
+            import pyarrow.parquet as pq
+
+            have = set(pq.read_schema(sm.input.boxes).names)
+            columns = [c for c in columns if c in have]
         agg.write(Path(sm.output.labels).parent, outputs=outputs, assignment_columns=columns)
 
 

@@ -34,9 +34,10 @@ rule numba_cache:
 
 # The outputs are what a rule or a user reads (the script writes only these): the labels'
 # ECSV with units is the catalogue's (rule catalogue), not one per aggregation; the
-# assignments keep the ids, the volunteer, the box and the image size of each row of Z~_n
-# (what the click ledger and the example figures read), not all its columns again: its rows,
-# in its order, so the rest is a join on the row number (docs/decisions.md#outputs-someone-reads).
+# assignments keep the ids, the volunteer, the box, the image size, the click and the drawn
+# shape (when the boxes have one) of each row of Z~_n (what the click ledger and the example
+# figures read), not all its columns again: its rows, in its order, so the rest is a join on
+# the row number (docs/decisions.md#outputs-someone-reads).
 ASSIGNMENT_COLUMNS = [
     "classification_id",
     "subject_id",
@@ -47,6 +48,9 @@ ASSIGNMENT_COLUMNS = [
     "y2",
     "image_width",
     "image_height",
+    "x",
+    "y",
+    "shape",
 ]
 
 

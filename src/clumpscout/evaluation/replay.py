@@ -401,8 +401,12 @@ def _judge(states, labels, maps, default, horizon, wait: bool = False):
     """The states and labels with p_fp and the policy's numbers from each state's map.
     ``wait``: a gold standard is coming, so before its first map the generative policy
     retires nothing early (the default map does not say what this project counts)."""
-    # the labels are sorted by state: state s has the label rows first[s]:first[s + 1]
-    first = np.searchsorted(labels["state"].to_numpy(), np.arange(len(states) + 1))
+    # the labels are sorted by state (an assessment's labels by subject, the epochs in
+    # order): state s has the label rows first[s]:first[s + 1]
+    lab_state = labels["state"].to_numpy()
+    if (np.diff(lab_state) < 0).any():
+        raise RuntimeError("replay: the labels are not sorted by state")
+    first = np.searchsorted(lab_state, np.arange(len(states) + 1))
     # each map's numbers written in place: no second copy of the states and labels
     # (docs/decisions.md#replay-memory)
     flips, new_kept = np.empty(len(states)), np.empty(len(states))
