@@ -24,7 +24,15 @@ from oracles import (
 from clumpscout.model import generative as gen
 from clumpscout.model import skills as sk
 from clumpscout.model.aggregator import GenerativeAggregator, PaperAggregator
-from clumpscout.model.em import ENGINES, Batch, Engine, GenerativeEngine, GenSkills, PaperEngine
+from clumpscout.model.em import (
+    ENGINES,
+    Batch,
+    Engine,
+    GenerativeEngine,
+    GenSkills,
+    Held,
+    PaperEngine,
+)
 from clumpscout.model.params import Params
 from clumpscout.model.prepare import prepare
 
@@ -220,6 +228,24 @@ def test_generative_partition_is_the_best_of_every_partition(seed):
         options = subject_assignments(b, i)
         best = min(generative_partition_cost(b, f, vp, pop, p.d_max) for f in options)
         assert cost == pytest.approx(best, rel=1e-6, abs=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(CASES))
+def test_held_subjects_keep_their_partition_and_the_rest_match_the_whole_batch(seed):
+    """Engine.partition_holding: a held subject keeps the facility_of it is given (here: a
+    partition the kernel would not make, every box on the dummy); the others get what the
+    partition of the whole batch gives them (subjects are independent)."""
+    rng = np.random.default_rng(500 + seed)
+    prep, b = random_batch(rng, n_subjects=6, max_boxes=4)
+    skills = random_skills(rng, prep, weak=bool(seed % 2))
+    engine = GenerativeEngine(prep, Params(), seed=0)
+    whole = engine.partition(b, skills)
+    held = rng.random(len(b.subjects)) < 0.5
+    got = engine.partition_holding(b, skills, Held(held, np.full(len(whole), -1)))
+    on_held = held[b.box_subject]
+    np.testing.assert_array_equal(got[on_held], -1)
+    np.testing.assert_array_equal(got[~on_held], whole[~on_held])
+    assert engine.partition_holding(b, skills, None).tolist() == whole.tolist()
 
 
 @pytest.mark.parametrize("seed", range(CASES))

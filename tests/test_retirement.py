@@ -205,3 +205,51 @@ def test_unretired_subjects_return_with_reinitialised_state():
         df[df.subject_id.isin(s.index[s.status == "retired"]) & df.x.notna()].shape[0]
     )
     assert int(r.volunteers_["n_boxes"].sum()) == n_retired_boxes
+
+
+def _few_and_many(seed):
+    """40 subjects with two clumps each: even ones seen by 10 careful volunteers (they retire
+    at once), odd ones by 3 who mark each clump half the time (they stay for cycles)."""
+    rng = np.random.default_rng(seed)
+    rows, cid = [], 0
+    for s in range(40):
+        few = s % 2 == 1
+        vols = rng.choice(12, size=3 if few else 10, replace=False)
+        clumps = rng.uniform(40, 360, size=(2, 2))
+        for v in vols:
+            cid += 1
+            pts = [
+                c + rng.normal(0, 1.5, 2) for c in clumps if rng.random() < (0.5 if few else 0.9)
+            ]
+            if not pts:
+                rows.append((cid, s, f"v{v}", np.nan, np.nan))
+            rows += [(cid, s, f"v{v}", x, y) for x, y in pts]
+    return _frame(rows)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_held_partitions_change_nothing_when_they_would_come_back(seed):
+    """hold_unchanged (decisions.md#hold-unchanged): leftovers whose partition came back
+    unchanged are held in later cycles, their boxes still in the parameter steps. Here every
+    held partition is the one re-clustering gives again, so every output equals the run
+    that re-clusters every subject in every cycle (the reference)."""
+    df = _few_and_many(seed)
+    runs = {
+        hold: Aggregator(
+            Params(max_cycles=6, min_batch_classifications=60, hold_unchanged=hold), seed=0
+        ).fit(df)
+        for hold in (True, False)
+    }
+    held = [c["held"] for c in runs[True].report_["cycles"]]
+    assert held[:2] == [0, 0] and sum(held) > 0  # never before a subject's third cycle
+    assert all(c["held"] == 0 for c in runs[False].report_["cycles"])
+    for name in ("labels_", "subjects_", "volunteers_", "assignments_"):
+        pd.testing.assert_frame_equal(getattr(runs[True], name), getattr(runs[False], name))
+
+
+def test_the_paper_model_never_holds():
+    """The paper's model re-clusters every leftover in every cycle, as published."""
+    r = Aggregator(Params(model="paper", max_cycles=6, min_batch_classifications=60), seed=0)
+    cycles = r.fit(_few_and_many(1)).report_["cycles"]
+    assert sum(c["left_over"] for c in cycles) >= 4  # leftovers come back for cycles
+    assert all(c["held"] == 0 for c in cycles)

@@ -22,7 +22,8 @@ What ``fit`` does:
    With all classifications available at once, a subject that does not retire stays in the
    working batch (re-initialised, with skills updated from the retired subjects) until it
    retires or goes stale; a cycle identical to the previous one (same subjects, no skill
-   update) is not recomputed.
+   update) is not recomputed. The generative model holds the partition of a leftover whose
+   partition came back unchanged (docs/decisions.md#hold-unchanged).
 5. Run health (:mod:`clumpscout.model.health`): a loud warning when the result looks collapsed.
 
 With ``per_tool=True`` (config ``aggregate.per_tool``) every (subject, tool) pair is
@@ -101,6 +102,7 @@ from clumpscout.model.em import (
     Clustering,
     Engine,
     GenerativeEngine,
+    Held,
     PaperEngine,
     make_engine,
 )
@@ -544,6 +546,11 @@ class _Progress:
     box_assign: np.ndarray  # −3 not aggregated, −1 dummy, ≥0 clump (int32)
     label_parts: list[pd.DataFrame]  # the labels of the subjects each cycle finalised
     batch_reports: list[dict]
+    # the partitions of the last cycle, when subjects may be held (decisions.md#hold-unchanged):
+    # each box's facility as a global box index (−1 dummy, −2 none yet), and per subject
+    # whether its last cycle's partition equalled the one before
+    facility: np.ndarray | None = None
+    unchanged: np.ndarray | None = None
 
     @classmethod
     def start(cls, prep: Prepared, empty: np.ndarray) -> _Progress:
@@ -583,6 +590,9 @@ def _fit(
         final=p.final_classifications,
     )
     prog = _Progress.start(prep, empty)
+    if engine.holds_unchanged:
+        prog.facility = np.full(len(prep.box_row), -2, np.int64)
+        prog.unchanged = np.zeros(len(prep.subject_ids), bool)
     cache = SkillCache(len(prep.volunteer_names), engine.empty_counts())
     with timed("cycles"):
         _run_cycles(engine, prep, p, _queue(prep, p, empty, eligible), prog, cache)
@@ -713,6 +723,7 @@ def _run_cycles(
         )
         tag = f"cycle {cycle + 1}"
         b = Batch.build(prep, batch_subj)
+        held = _held(b, prog)
         t0 = time.perf_counter()
         key = (batch_subj.tobytes(), cache.version)
         if memo is not None and memo[0] == key:
@@ -720,19 +731,25 @@ def _run_cycles(
             log.info("%s: same batch and skills as the last cycle, result reused", tag)
         else:
             log.info(
-                "%s: working batch of %d subjects (%d new), %d annotations, %d boxes",
+                "%s: working batch of %d subjects (%d new, %d held), %d annotations, %d boxes",
                 tag,
                 len(batch_subj),
                 len(batch_subj) - len(leftovers),
+                0 if held is None else int(held.subjects.sum()),
                 len(b.cls_idx),
                 len(b.box_idx),
             )
-            state, history = engine.em(b, cache.counts, tag)
+            state, history = engine.em(b, cache.counts, tag, held)
             rk = engine.risk(b, state, cycle)
             memo = (key, state, rk)
         final = _record_cycle(engine, prep, p, b, state, rk, cycle, prog, cache)
+        _remember_partitions(b, state, prog)
         prog.batch_reports[-1].update(
-            {"em": history, "coincidence_retained": int(rk["n_retained"])}
+            {
+                "held": 0 if held is None else int(held.subjects.sum()),
+                "em": history,
+                "coincidence_retained": int(rk["n_retained"]),
+            }
         )
         prog.batch_reports[-1]["seconds"] = round(time.perf_counter() - t0, 3)
         log.info(
@@ -745,6 +762,33 @@ def _run_cycles(
         )
         leftovers = batch_subj[~final]
         cycle += 1
+
+
+def _held(b: Batch, prog: _Progress) -> Held | None:
+    """The batch's subjects whose partition is held in this cycle: the leftovers whose last
+    cycle gave the partition of the cycle before (decisions.md#hold-unchanged); None when
+    subjects are not held."""
+    if prog.unchanged is None:
+        return None
+    subjects = prog.unchanged[b.subjects]
+    if not subjects.any():
+        return None
+    g = prog.facility[b.box_idx]  # a box's facility is a box of its own subject: same offset
+    rows = np.arange(len(b.box_idx), dtype=np.int64)
+    return Held(subjects, np.where(g >= 0, rows + (g - b.box_idx), g))
+
+
+def _remember_partitions(b: Batch, state: Clustering, prog: _Progress) -> None:
+    """Store the cycle's partitions (facilities as global box indices) and whether each
+    subject's equals its partition of the last cycle."""
+    if prog.unchanged is None:
+        return
+    fac = state.facility_of
+    g = np.where(fac >= 0, b.box_idx[np.maximum(fac, 0)], fac)
+    moved = prog.facility[b.box_idx] != g
+    n_moved = np.bincount(b.box_subject, weights=moved, minlength=len(b.subjects))
+    prog.unchanged[b.subjects] = (n_moved == 0) & (prog.cycles[b.subjects] >= 2)
+    prog.facility[b.box_idx] = g
 
 
 def _record_cycle(

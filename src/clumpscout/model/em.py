@@ -172,6 +172,17 @@ class Clustering(Partition):
     posterior: gen.Posterior | None = None  # the generative model's posterior
 
 
+@dataclass
+class Held:
+    """The subjects of a working batch whose partition is held fixed in this cycle
+    (docs/decisions.md#hold-unchanged): ``subjects`` (bool per local subject) and
+    ``facility_of`` (the kernel's, over the batch's boxes; only the held subjects' rows are
+    read)."""
+
+    subjects: np.ndarray
+    facility_of: np.ndarray
+
+
 def _clusters_from_facilities(facility_of: np.ndarray):
     """Compact cluster indices from the kernel's facility_of (−1 dummy, −2 unassigned)."""
     n = len(facility_of)
@@ -220,6 +231,9 @@ class Engine(ABC):
     #: p_fp is mapped to what the project counts also without a gold standard
     #: (docs/decisions.md#no-gold-default); otherwise the model's own p_fp is kept
     default_calibration: ClassVar[bool]
+    #: a leftover subject whose partition came back unchanged may be held fixed
+    #: (docs/decisions.md#hold-unchanged; setting ``hold_unchanged``)
+    can_hold: ClassVar[bool] = False
 
     def __init__(self, prep: Prepared, params: Params, seed: int):
         self.prep = prep
@@ -237,6 +251,28 @@ class Engine(ABC):
     def partition(self, b: Batch, skills, *, init: bool = False) -> np.ndarray:
         """The kernel's ``facility_of`` for the batch with ``skills`` (``init``: the first
         clustering of a cycle)."""
+
+    @property
+    def holds_unchanged(self) -> bool:
+        """Whether :meth:`em` is given held subjects (the model allows it and
+        ``hold_unchanged`` is set; docs/decisions.md#hold-unchanged)."""
+        return self.can_hold and self.p.hold_unchanged
+
+    def partition_holding(
+        self, b: Batch, skills, held: Held | None, *, init: bool = False
+    ) -> np.ndarray:
+        """:meth:`partition` of the batch's subjects that are not ``held``; the held ones keep
+        ``held.facility_of``. A subject's partition depends on its own boxes and the skills
+        only, so the others get the partition of the whole batch."""
+        if held is None or not held.subjects.any():
+            return self.partition(b, skills, init=init)
+        fac = np.array(held.facility_of, dtype=np.int64)
+        free = ~held.subjects
+        if free.any():
+            rows = ranges(b.box_off[:-1][free], b.box_off[1:][free])  # their boxes' rows
+            f = self.partition(Batch.build(self.prep, b.subjects[free]), skills, init=init)
+            fac[rows] = np.where(f >= 0, rows[np.maximum(f, 0)], f)
+        return fac
 
     def clusters(self, b: Batch, facility_of: np.ndarray, sigma2_in: np.ndarray) -> Partition:
         """Clusters, label boxes (docs/decisions.md#label-box) and each box's distance to its
@@ -284,8 +320,11 @@ class Engine(ABC):
         """One EM step from ``skills``: the nominal partition, then :meth:`estimate`."""
         return self.estimate(b, self.partition(b, skills), prev, skills)
 
-    def em(self, b: Batch, prev, tag: str) -> tuple[Clustering, list[dict]]:
-        """EM over clusterings (docs/decisions.md#em-stopping).
+    def em(
+        self, b: Batch, prev, tag: str, held: Held | None = None
+    ) -> tuple[Clustering, list[dict]]:
+        """EM over clusterings (docs/decisions.md#em-stopping); the ``held`` subjects keep
+        their partition and enter the parameter steps (docs/decisions.md#hold-unchanged).
 
         ``converge``: iterate until the log-likelihood changes by less than ``em_rtol``
         (relative), a nominal clustering of this cycle comes back (the loop would only
@@ -300,14 +339,14 @@ class Engine(ABC):
         skills0 = self.initial_skills(prev)
         history = []
         t0 = time.perf_counter()
-        fac = self.partition(b, skills0, init=True)
+        fac = self.partition_holding(b, skills0, held, init=True)
         state = self.estimate(b, fac, prev, skills0)
         history.append(self._log_iter(tag, 0, state, t0))
         best = state
         seen: dict[bytes, int] = {}  # nominal clusterings of this cycle -> first iteration
         for it in range(1, p.em_max_iter + 1):
             t0 = time.perf_counter()
-            fac = self.partition(b, state.skills)
+            fac = self.partition_holding(b, state.skills, held)
             if rule == "converge":
                 key = hashlib.blake2b(fac.tobytes(), digest_size=16).digest()
                 if key in seen:
@@ -665,6 +704,7 @@ class GenerativeEngine(Engine):
     name = "generative"
     default_em_stop = "converge"
     default_calibration = True
+    can_hold = True
 
     _INNER = 4
     #: the prior strengths are refitted once the pooled evidence (classifications of all

@@ -69,6 +69,9 @@ class Params:
     em_rtol: float = _DEFAULTS["em_rtol"]
     min_batch_classifications: int = _DEFAULTS["min_batch_classifications"]
     stale_updates_skills: bool = _DEFAULTS["stale_updates_skills"]
+    # generative model: a leftover subject whose partition came back unchanged from a cycle
+    # is not clustered again (it stays in the parameter steps; decisions.md#hold-unchanged)
+    hold_unchanged: bool = _DEFAULTS["hold_unchanged"]
     min_volunteers_batch: int = _DEFAULTS["min_volunteers_batch"]
     min_volunteers_empty: int = _DEFAULTS["min_volunteers_empty"]
     # see clumpscout.model.retirement (our decision)
