@@ -288,7 +288,7 @@ def test_a_job_of_both_models_writes_what_one_model_runs_write(run_a, tmp_path):
             f = f"{name}.parquet"
             assert (out / f).read_bytes() == (wf / f).read_bytes(), (model, name)
         got, want = (json.loads((d / "report.json").read_text()) for d in (out, wf))
-        assert got["model"] == model and got["seed"] == seed
+        assert got["model"]["name"] == model and got["seed"] == seed
         assert _without_timings(got) == _without_timings(want), model
     log = (run_a / "results/logs/aggregate/n3.log").read_text()
     for i, model in enumerate(("generative", "paper")):
