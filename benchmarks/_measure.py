@@ -33,7 +33,7 @@ _COMPILED = re.compile(r"numba: (\d+) kernel\(s\) compiled in ([0-9.]+) s")
 
 def job_seconds(results: Path) -> dict[str, float]:
     """Wall seconds of every job with a ``benchmark:`` file (job name: the file's path
-    below ``benchmarks/`` without ``.tsv``, e.g. ``aggregate_generative_n20``)."""
+    below ``benchmarks/`` without ``.tsv``, e.g. ``aggregate_n20``)."""
     out = {}
     root = Path(results) / "benchmarks"
     for tsv in sorted(root.rglob("*.tsv")):

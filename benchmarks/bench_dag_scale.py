@@ -8,10 +8,11 @@ project (cold caches: no numba cache, no results), then reports, per run:
   ``benchmark:`` file; CPU seconds and peak RSS from the ``job resources:`` line every
   workflow script logs last (exact, from the kernel: the benchmark files sample a job only
   every 30 s), else from the benchmark file;
-* **per aggregation job** (rules ``aggregate`` and ``replay_labels``): its CPU seconds split
-  into start-up (interpreter, Snakemake's preamble, imports), reading the boxes table,
-  preparing it, the cycles, the calibration, writing (the assignments table and
-  ``clumps.ecsv`` also on their own) and the rest, read from the lines the job logs
+* **per aggregation job** (rules ``aggregate``, one job per n that fits every model, and
+  ``replay_labels``): its CPU seconds split into start-up (interpreter, Snakemake's
+  preamble, imports: once per job), reading the boxes table, preparing it, the cycles, the
+  calibration, writing (the assignments table and ``clumps.ecsv`` also on their own), each
+  summed over the job's fits, and the rest, read from the lines the job logs
   (``... done in W s (CPU C s)``); and the share of start-up, reading and writing;
 * what limits a run on many cores (``_measure.critical_path_rows``).
 
@@ -152,7 +153,9 @@ def _phase(what: str) -> str | None:
 
 
 def aggregation_split(log: Path) -> dict[str, float]:
-    """CPU seconds per phase of one aggregation job, from its log (see the module docstring);
+    """CPU seconds per phase of one aggregation job, from its log (see the module docstring):
+    a job that fits several models logs each phase once per fit, summed here (the start-up
+    once; a fit's own ``aggregation by the <model> model ... done`` line is no phase);
     ``writing`` sums every file, ``writing assignments.parquet`` and ``writing clumps.ecsv``
     are also given alone."""
     out: dict[str, float] = {}
@@ -249,15 +252,16 @@ SPLIT = [
 
 
 def split_table(jobs: list[dict]) -> pd.DataFrame:
-    """Per aggregation job: wall and CPU seconds, the CPU split (:func:`aggregation_split`),
-    the rest, and the share of start-up + reading + writing in the job's CPU seconds."""
+    """Per aggregation job (``aggregate n=3`` ..., every model of that n; ``replay_labels``
+    last): wall and CPU seconds, the CPU split (:func:`aggregation_split`), the rest, and the
+    share of start-up + reading + writing in the job's CPU seconds."""
     rows = []
     for j in jobs:
         if j["rule"] not in AGGREGATION_RULES or j["log"] is None or not j["log"].exists():
             continue
         sp = aggregation_split(j["log"])
         wc = dict(kv.split("=", 1) for kv in j["wildcards"].split(", ") if "=" in kv)
-        job = f"{wc['model']} n={wc['n']}" if "model" in wc else j["rule"]
+        job = f"{j['rule']} n={wc['n']}" if "n" in wc else j["rule"]
         row = {"job": job, "wall_s": j["s"], "cpu_s": j["cpu_s"]}
         row.update({k: sp.get(k, 0.0) for k in SPLIT})
         row["other"] = j["cpu_s"] - sum(row[k] for k in SPLIT if not k.startswith("writing "))
@@ -303,8 +307,9 @@ def report(project: Path, wall: float | None = None) -> tuple[str, pd.DataFrame,
     ]
     if not split.empty:
         head += [
-            "Per aggregation job: CPU seconds by phase (writing: every file; the assignments "
-            "table and clumps.ecsv also alone; other: what no phase line covers):",
+            "Per aggregation job (one per n fits every model; its phases summed over the "
+            "fits): CPU seconds by phase (writing: every file; the assignments table and "
+            "clumps.ecsv also alone; other: what no phase line covers):",
             "",
             markdown_table(split, floatfmt="{:,.1f}"),
             "",

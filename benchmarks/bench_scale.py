@@ -180,7 +180,7 @@ def per_rule(jobs: list[Job], bench_rows: list[dict]) -> list[dict]:
         r["jobs"] += 1
         r["s_sum"] += j.seconds
         r["s_max"] = max(r["s_max"], j.seconds)
-    for b in bench_rows:  # benchmark file names start with the rule (e.g. aggregate_paper_n3)
+    for b in bench_rows:  # benchmark file names start with the rule (e.g. aggregate_n3)
         rule = max((r for r in rows if b["job"].startswith(r)), key=len, default=None)
         if rule is not None and b["max_rss_mb"] == b["max_rss_mb"]:
             rows[rule]["max_rss_mb"] = max(rows[rule].get("max_rss_mb", 0.0), b["max_rss_mb"])

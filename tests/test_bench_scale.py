@@ -153,3 +153,58 @@ def test_an_aggregation_log_gives_the_jobs_split(tmp_path):
     res = mod.job_resources(log)
     assert res == {"cpu_s": pytest.approx(8.75), "max_rss_mb": 900.0}
     assert mod.job_resources(tmp_path / "absent.log") is None
+
+
+def test_a_job_that_fits_two_models_gives_one_row_with_their_phases_summed(tmp_path):
+    """One aggregate job per n fits both models in one log: the split sums each phase over
+    the fits (start-up once; a fit's own "aggregation by ..." line is no phase), and the
+    table has one row per job (aggregate n=3, n=20, then replay_labels)."""
+    mod = bench_dag_scale
+
+    def fit(model, read, prep, cycles, labels, assignments):
+        return (
+            f"09:00:01 INFO clumpscout: aggregation by the {model} model (1 of 2) ...\n"
+            f"09:00:02 INFO clumpscout.model.prepare: reading 10 rows done in 0.90 s (CPU {read:.2f} s)\n"
+            f"09:00:02 INFO clumpscout: preparing 10 rows done in 1.00 s (CPU {prep:.2f} s)\n"
+            f"09:00:09 INFO clumpscout: cycles done in 7.00 s (CPU {cycles:.2f} s)\n"
+            f"09:00:10 INFO clumpscout: writing labels.parquet done in 0.20 s (CPU {labels:.2f} s)\n"
+            f"09:00:11 INFO clumpscout: writing assignments.parquet done in 0.9 s (CPU {assignments:.2f} s)\n"
+            f"09:00:11 INFO clumpscout: aggregation by the {model} model (1 of 2) done in 10.00 s (CPU 9.00 s)\n"
+        )  # fmt: skip
+
+    start = "09:00:01 INFO clumpscout: start-up done in 3.10 s (CPU 1.50 s)\n"
+    calibration = (
+        "09:00:10 INFO clumpscout.model.aggregator: calibration (marks): 5 labels, p_fp < 0.5 "
+        "on 3, done in 1.20 s (CPU 0.70 s)\n"
+    )
+    n3 = tmp_path / "n3.log"
+    n3.write_text(
+        start
+        + fit("generative", 0.20, 0.50, 4.00, 0.10, 0.60)
+        + calibration
+        + fit("paper", 0.05, 0.25, 1.00, 0.10, 0.40)
+    )
+    split = mod.aggregation_split(n3)
+    assert split["start-up"] == pytest.approx(1.5)
+    assert split["reading"] == pytest.approx(0.25)
+    assert split["preparing"] == pytest.approx(0.75 - 0.25)
+    assert split["cycles"] == pytest.approx(5.0) and split["calibration"] == pytest.approx(0.7)
+    assert split["writing assignments.parquet"] == pytest.approx(1.0)
+    assert split["writing"] == pytest.approx(1.2)
+    n20 = tmp_path / "n20.log"
+    n20.write_text("09:00:01 INFO clumpscout: start-up done in 1.00 s (CPU 2.00 s)\n")
+    full = tmp_path / "replay_labels.log"
+    full.write_text("09:00:01 INFO clumpscout: start-up done in 1.00 s (CPU 1.00 s)\n")
+    jobs = [
+        {"rule": "replay_labels", "wildcards": "", "s": 5.0, "cpu_s": 4.0, "log": full},
+        {"rule": "aggregate", "wildcards": "n=20", "s": 9.0, "cpu_s": 8.0, "log": n20},
+        {"rule": "aggregate", "wildcards": "n=3", "s": 11.0, "cpu_s": 10.0, "log": n3},
+        {"rule": "boxes", "wildcards": "", "s": 1.0, "cpu_s": 1.0, "log": n3},
+    ]
+    table = mod.split_table(jobs)
+    assert table["job"].tolist() == ["aggregate n=3", "aggregate n=20", "replay_labels"]
+    row = table.iloc[0]
+    # other: 10 - (1.5 + 0.25 + 0.5 + 5 + 0.7 + 1.2); start-up + IO: 1.5 + 0.25 + 1.2 of 10
+    assert row["other"] == pytest.approx(0.85)
+    assert row["start-up+IO %"] == pytest.approx(29.5)
+    assert table.iloc[1]["start-up+IO %"] == pytest.approx(25.0)

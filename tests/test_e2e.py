@@ -31,7 +31,8 @@ COPY = ["Snakefile", "config.yaml", "workflow", "scripts", "src", "envs", "profi
 
 
 def tiny_config() -> dict:
-    """60 subjects and two n: every n is aggregated by both models (4 aggregations)."""
+    """60 subjects and two n: every n is aggregated by both models (2 aggregation jobs, each
+    fits both models of its n)."""
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
     cfg["simulate"].update(n_subjects=60, n_expert_subjects=20)
     cfg["subsample"]["n"] = [3, 20]
@@ -263,6 +264,38 @@ def test_code_change_is_tracked(run_a, tmp_path):
     assert "simulate" not in rules and "extract" not in rules, rules
 
 
+def test_a_job_of_both_models_writes_what_one_model_runs_write(run_a, tmp_path):
+    """The workflow fits both models of an n in one job (decisions.md#aggregate-per-n): each
+    model's files are byte for byte what `clumpscout aggregate` writes for that model alone,
+    in a process of its own (same settings, gold for the generative model, the workflow's
+    seed: sha256 of "<seed>:aggregate", its first 8 hex digits); report.json without its
+    timings. The job's log names both fits."""
+    cfg = yaml.safe_load((run_a / "config.yaml").read_text())
+    seed = int(hashlib.sha256(f"{cfg['seed']}:aggregate".encode()).hexdigest()[:8], 16)
+    kept = "classification_id subject_id volunteer x1 y1 x2 y2 image_width image_height x y"
+    for model in ("generative", "paper"):
+        conf = tmp_path / f"{model}.yaml"
+        conf.write_text(yaml.safe_dump({**cfg, "aggregate": {**cfg["aggregate"], "model": model}}))
+        out = tmp_path / model
+        cmd = [sys.executable, "-m", "clumpscout", "aggregate", "--config", str(conf),
+               "--boxes", "results/subsamples/n3/boxes.parquet", "--out", str(out),
+               "--seed", str(seed), "--assignment-columns", *kept.split(),
+               *(["--gold", "results/gold/gold.csv"] if model == "generative" else [])]  # fmt: skip
+        r = subprocess.run(cmd, cwd=run_a, capture_output=True, text=True, timeout=600)
+        assert r.returncode == 0, r.stderr[-3000:]
+        wf = run_a / f"results/aggregate/{model}/n3"
+        for name in ("labels", "subjects", "volunteers", "assignments"):
+            f = f"{name}.parquet"
+            assert (out / f).read_bytes() == (wf / f).read_bytes(), (model, name)
+        got, want = (json.loads((d / "report.json").read_text()) for d in (out, wf))
+        assert got["model"]["name"] == model and got["seed"] == seed
+        assert _without_timings(got) == _without_timings(want), model
+    log = (run_a / "results/logs/aggregate/n3.log").read_text()
+    for i, model in enumerate(("generative", "paper")):
+        assert f"aggregation by the {model} model ({i + 1} of 2) done in" in log, model
+    assert log.count("start-up done in") == 1 and log.count("cycles done in") == 2
+
+
 def test_resume_after_kill_gives_the_same_bytes(run_a, tmp_path):
     """A second run from scratch, started on ONE core (every rule and numba single-threaded),
     killed (SIGKILL, whole process group) while an aggregation job runs, then resumed with
@@ -313,7 +346,7 @@ def test_bench_scale_on_a_real_run(run_a, tmp_path):
     logs = (p.read_text() for p in (run_a / ".snakemake/log").glob("*.snakemake.log"))
     jobs = max(map(bench_scale.parse_log, logs), key=len)  # the run (other logs: dry runs)
     assert {"simulate", "extract", "boxes", "subsample", "aggregate"} <= {j.rule for j in jobs}
-    assert sum(j.rule == "aggregate" for j in jobs) == 4 and all(j.seconds >= 0 for j in jobs)
+    assert sum(j.rule == "aggregate" for j in jobs) == 2 and all(j.seconds >= 0 for j in jobs)
     s = bench_scale.dag_summary(jobs)
     assert 0 < s["serial_prefix_s"] < s["wall_s"] and s["critical_path_s"] <= s["rule_seconds"]
     assert s["critical_path"][0] in {"simulate", "numba_cache"}

@@ -170,8 +170,17 @@ def test_dry_run_aggregates_both_models_for_every_n_and_runs_dbscan(default_dry_
     ns = {str(n) for n in cfg["subsample"]["n"]}
     jobs = default_dry_run
     models = ("generative", "paper")
-    got = {(wc["model"], wc["n"]) for r, wc, _ in jobs if r == "aggregate"}
-    assert got == {(m, n) for m in models for n in ns}
+    # one job per n fits both models (their start-up shared, decisions.md#aggregate-per-n)
+    agg = [(wc, b) for r, wc, b in jobs if r == "aggregate"]
+    assert sorted(wc["n"] for wc, _ in agg) == sorted(ns) and all(set(wc) == {"n"} for wc, _ in agg)
+    names = ("labels.parquet", "subjects.parquet", "volunteers.parquet", "assignments.parquet",
+             "report.json")  # fmt: skip
+    for wc, block in agg:
+        out = block.split("output:", 1)[1].split("\n", 1)[0]
+        for m in models:
+            for name in names:
+                assert f"results/aggregate/{m}/n{wc['n']}/{name}" in out, (wc, m, name)
+        assert f"log: results/logs/aggregate/n{wc['n']}.log" in block
     # one comparison job per model and reference scores every n (the reference read once)
     compare = [(wc, b) for r, wc, b in jobs if r == "compare"]
     assert sorted((wc["model"], wc["reference"]) for wc, _ in compare) == sorted(
@@ -598,8 +607,9 @@ def test_an_edited_model_reruns_the_warm_up_and_the_aggregation(tmp_path):
     project = make_project(tmp_path / "p", tiny_config())
     target = "results/aggregate/generative/n3/labels.parquet"
     snakemake(project, "--cores", "2", target)
-    log = (project / "results/logs/aggregate/generative/n3.log").read_text()
+    log = (project / "results/logs/aggregate/n3.log").read_text()  # both models' job
     assert "numba: 0 kernel(s) compiled" in log
+    assert "aggregation by the generative model" in log and "aggregation by the paper model" in log
     assert _planned(project, target) == set()
     module = project / "src/clumpscout/model/calibration.py"
     module.write_text(module.read_text() + "\n# an edit\n")

@@ -21,6 +21,7 @@ from typing import BinaryIO, TextIO
 import pandas as pd
 
 from clumpscout.errors import InputError
+from clumpscout.logs import release_free_memory
 
 
 @contextlib.contextmanager
@@ -157,18 +158,13 @@ def release_memory() -> None:
     """Give freed memory back to the system: collect cyclic garbage, empty pyarrow's pool
     and trim the C heap (glibc's ``malloc_trim``; a no-op elsewhere). Many small arrays
     freed at once (a pass read block by block) otherwise stay in the process's resident
-    memory until they are reused."""
-    import ctypes
-    import ctypes.util
-
+    memory until they are reused. No subprocess (``ctypes.util.find_library`` runs one: a fork
+    of a large process, counted in its children's peak memory)."""
     import pyarrow as pa
 
     gc.collect()
     pa.default_memory_pool().release_unused()
-    libc = ctypes.util.find_library("c")
-    if libc:
-        with contextlib.suppress(OSError, AttributeError):
-            ctypes.CDLL(libc).malloc_trim(0)
+    release_free_memory()
 
 
 #: pyarrow's default row-group length: blocks of this many rows, written one by one with

@@ -1,6 +1,10 @@
-# The aggregation engine (§4-5, appendix) on each subsample Z~_n, once per
-# consensus model (MODELS: generative and paper); everything in the `aggregate:` section
-# but `model` is shared by both.
+# The aggregation engine (§4-5, appendix) on each subsample Z~_n, by every consensus model
+# (MODELS: generative and paper) in ONE job per n: the models are fitted one after the
+# other, each freed before the next, so that they share the job's start-up (interpreter,
+# imports, numba's cache) and the boxes' cold read, which were 15-21 % of a paper-model
+# job's wall time when each model had a job of its own (docs/decisions.md#aggregate-per-n).
+# Nothing is lost in partial reruns: everything in the `aggregate:` section but `model` is
+# shared by both models, so a changed setting re-ran both already.
 # One thread per job: the EM's skill and risk steps are serial, so with many n two
 # single-thread jobs finish the set sooner than one two-thread job at a time (the
 # facility-location kernel is multi-threaded and thread-count independent: give one
@@ -52,38 +56,47 @@ ASSIGNMENT_COLUMNS = [
     "y",
     "shape",
 ]
+# every model's outputs of one n (output name: file), in its own folder (agg_path)
+AGGREGATE_OUTPUTS = {
+    "labels": "labels.parquet",
+    "subjects": "subjects.parquet",
+    "volunteers": "volunteers.parquet",
+    "assignments": "assignments.parquet",
+    "report": "report.json",
+}
 
 
 rule aggregate:
     input:
-        unpack(gold_input),
+        **gold_inputs(MODELS),
         boxes=f"{RESULTS}/subsamples/n{{n}}/boxes.parquet",
         numba_cache=rules.numba_cache.output[0],
     output:
-        labels=f"{RESULTS}/aggregate/{{model}}/n{{n}}/labels.parquet",
-        subjects=f"{RESULTS}/aggregate/{{model}}/n{{n}}/subjects.parquet",
-        volunteers=f"{RESULTS}/aggregate/{{model}}/n{{n}}/volunteers.parquet",
-        assignments=f"{RESULTS}/aggregate/{{model}}/n{{n}}/assignments.parquet",
-        report=f"{RESULTS}/aggregate/{{model}}/n{{n}}/report.json",
+        **{
+            f"{m}_{name}": agg_path(m, "{n}", file)
+            for m in MODELS
+            for name, file in AGGREGATE_OUTPUTS.items()
+        },
     log:
-        f"{RESULTS}/logs/aggregate/{{model}}/n{{n}}.log",
+        f"{RESULTS}/logs/aggregate/n{{n}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/aggregate_{{model}}_n{{n}}.tsv"
+        f"{RESULTS}/benchmarks/aggregate_n{{n}}.tsv"
     wildcard_constraints:
         n=r"\d+",
-        model=MODEL_RE,
     conda:
         "../../envs/aggregate.yaml"
     threads: 1
     resources:
-        mem_mb=4000,
+        mem_mb=4000,  # one model's fit at a time (each freed before the next)
         runtime=30,
     params:
-        aggregate=aggregate_params,
+        fits=[
+            aggregation_fit(m, [f"{m}_{name}" for name in AGGREGATE_OUTPUTS])
+            for m in MODELS
+        ],
         per_tool=config["aggregate"]["per_tool"],
         assignment_columns=ASSIGNMENT_COLUMNS,
         calibration=config["calibration"],
-        gold=lambda wc: gold_settings(wc.model),
         seed=seed_for("aggregate"),
         code=code_digest("aggregate"),
     script:

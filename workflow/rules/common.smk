@@ -90,8 +90,10 @@ def gold_of(model):
     return {"gold": GOLD_FILE}
 
 
-def gold_input(wildcards):
-    return gold_of(wildcards.model)
+def gold_inputs(models):
+    """The gold-standard inputs of a job that aggregates every model of ``models`` (the
+    union of their :func:`gold_of`; one file at most: the project's gold)."""
+    return {k: v for m in models for k, v in gold_of(m).items()}
 
 
 def gold_settings(model="generative"):
@@ -119,8 +121,16 @@ def model_params(model):
     return {**params, "model": model}
 
 
-def aggregate_params(wildcards):
-    return model_params(wildcards.model)
+def aggregation_fit(model, outputs):
+    """One model's fit in a job of scripts/aggregate.py (which fits its list of them in
+    turn): the model, its hyper-parameters, its gold settings ({}: no gold) and the names of
+    the rule's outputs it writes (all in one folder)."""
+    return {
+        "model": model,
+        "aggregate": model_params(model),
+        "gold": gold_settings(model),
+        "outputs": list(outputs),
+    }
 
 
 def agg_path(model, n, name):

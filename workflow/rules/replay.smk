@@ -34,10 +34,9 @@ if not FLAT:
             mem_mb=4000,
             runtime=30,
         params:
-            aggregate=model_params("generative"),
+            fits=[aggregation_fit("generative", ["labels", "report"])],
             per_tool=False,
             calibration=config["calibration"],
-            gold=gold_settings(),
             seed=seed_for("aggregate"),
             code=code_digest("aggregate"),
         script:
