@@ -402,6 +402,25 @@ def test_a_parquet_file_read_in_blocks_gives_the_frames_bytes(toy, tmp_path, mon
     assert (a.loc[no_box, "assignment"] == "empty").all() and a.loc[no_box, "cluster"].isna().all()
 
 
+def test_one_source_is_read_once_for_several_fits(toy, tmp_path):
+    """Fits on one BoxSource (the workflow's job of both models) share one prepared table,
+    read-only, and give the bytes of fits that each read the file."""
+    from clumpscout.model.prepare import prepare
+    from clumpscout.model.source import box_source
+
+    boxes = tmp_path / "boxes.parquet"
+    toy.to_parquet(boxes, row_group_size=10)
+    src = box_source(boxes)
+    first = prepare(src)
+    assert prepare(src) is first and not first.box_px.flags.writeable
+    assert prepare(boxes) is not first  # a path is a new source: read again
+    for model in ("generative", "paper"):
+        params = Params(model=model, min_batch_classifications=15)
+        Aggregator(params, seed=5).fit(src).write(tmp_path / f"{model}_shared")
+        Aggregator(params, seed=5).fit(boxes).write(tmp_path / f"{model}_alone")
+        assert _digests(tmp_path / f"{model}_shared") == _digests(tmp_path / f"{model}_alone")
+
+
 def test_assignment_columns_keep_those_in_input_order(toy, tmp_path, monkeypatch):
     """``assignment_columns`` keeps those input columns (in the input's order, whatever order
     they are asked in), then cluster and assignment: the full table's columns, row for row,

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from clumpscout import cli, config
+from clumpscout.io import parquet_options
 from clumpscout.simulation.universe import (
     DEFAULTS,
     cutout_geometry,
@@ -791,8 +792,9 @@ def test_streamed_click_truth_is_the_whole_table_write(tmp_path):
     for c in ("task", "source"):
         whole[c] = whole[c].astype("category")
     table = pa.Table.from_pandas(whole, preserve_index=False)
-    pq.write_table(table, tmp_path / "whole.parquet", compression="zstd", row_group_size=500)
-    assert (tmp_path / "stream.parquet").read_bytes() == (tmp_path / "whole.parquet").read_bytes()
+    whole_file = tmp_path / "whole.parquet"
+    pq.write_table(table, whole_file, row_group_size=500, **parquet_options(table.schema))
+    assert (tmp_path / "stream.parquet").read_bytes() == whole_file.read_bytes()
     # the click index restarts in every classification and task
     assert (
         whole.groupby(["classification_id", "task"], observed=True)["click"]

@@ -371,9 +371,28 @@ def prepare(boxes, path=None) -> Prepared:
     :class:`InputError` naming the row (0-based position in the table). A row with NaN
     coordinates is an empty classification (never a box, decisions.md#skill-probabilities); a
     row with some but not all coordinates is an error.
+
+    A source is prepared once: its result is kept on it (``BoxSource.prepared``, arrays
+    read-only), so the fits of several models on one source read and index the table once
+    (docs/decisions.md#aggregate-per-n).
     """
     src = box_source(boxes, path)
-    path = path if path is not None else src.path
+    if src.prepared is None:
+        src.prepared = _read_only(_prepare(src, path if path is not None else src.path))
+    else:
+        log.info("the table of %s rows was prepared by an earlier fit: reused", f"{src.n_rows:,}")
+    return src.prepared
+
+
+def _read_only(prep: Prepared) -> Prepared:
+    """``prep`` with every array read-only (it may be shared by several fits)."""
+    for value in vars(prep).values():
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+    return prep
+
+
+def _prepare(src: BoxSource, path) -> Prepared:
     n = src.n_rows
     rows = _read_rows(src, path)
     volunteer_names, vol_nameless = _sorted_volunteers(rows)

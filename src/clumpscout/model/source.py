@@ -38,6 +38,9 @@ class BoxSource:
     path: str | os.PathLike | None = None
     n_rows: int
     columns: list[str]
+    #: the table prepared for the aggregation (clumpscout.model.prepare.prepare keeps it
+    #: here, so that several fits on one source read the table once)
+    prepared = None
 
     def blocks(
         self, columns: list[str] | None = None, rows: int | None = None

@@ -18,7 +18,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from clumpscout.io import atomic_path
+from clumpscout.io import atomic_path, parquet_options
 from clumpscout.simulation.export import format_times, write_table_csv
 
 log = logging.getLogger(__name__)
@@ -179,7 +179,7 @@ def write_click_truth(path: Path, parts: list, sid: np.ndarray, row_group: int |
                     ct[c] = ct[c].astype(cats[c])
                 table = pa.Table.from_pandas(ct, preserve_index=False)
                 if writer is None:
-                    writer = pq.ParquetWriter(tmp, table.schema, compression="zstd")
+                    writer = pq.ParquetWriter(tmp, table.schema, **parquet_options(table.schema))
                 writer.write_table(table)
         finally:
             if writer is not None:
