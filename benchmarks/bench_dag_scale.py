@@ -172,6 +172,28 @@ def aggregation_split(log: Path) -> dict[str, float]:
 # ------------------------------------------------------------------ the run's jobs
 
 
+_FIT = re.compile(
+    r"INFO \S+: aggregation by the (\S+) model \(\d+ of \d+\) done in ([0-9.]+) s "
+    r"\(CPU ([0-9.]+) s\)"
+)
+
+
+def fit_table(jobs: list[dict]) -> pd.DataFrame:
+    """Per aggregation job, each model's fit (its ``aggregation by the <model> model ... done``
+    line: reading, preparing, cycles, calibration and writing of that model): wall and CPU
+    seconds, one column pair per model, rows by n."""
+    rows = []
+    for j in jobs:
+        wc = dict(kv.split("=", 1) for kv in j["wildcards"].split(", ") if "=" in kv)
+        if j["rule"] != "aggregate" or "n" not in wc or j["log"] is None or not j["log"].exists():
+            continue
+        row = {"n": int(wc["n"])}
+        for model, wall, cpu in _FIT.findall(Path(j["log"]).read_text(errors="replace")):
+            row[f"{model} wall_s"], row[f"{model} cpu_s"] = float(wall), float(cpu)
+        rows.append(row)
+    return pd.DataFrame(rows).sort_values("n").reset_index(drop=True) if rows else pd.DataFrame()
+
+
 def _log_jobs(project: Path) -> dict:
     """The jobs of the project's Snakemake logs (bench_scale.parse_log) by benchmark file (a
     job run again in a later log replaces the earlier)."""
@@ -314,9 +336,22 @@ def report(project: Path, wall: float | None = None) -> tuple[str, pd.DataFrame,
             markdown_table(split, floatfmt="{:,.1f}"),
             "",
         ]
+    fits = fit_table(jobs)
+    if not fits.empty:
+        head += [
+            "Per model fit in those jobs (wall and CPU seconds of each model's fit: reading, "
+            "preparing, cycles, calibration, writing; not the job's start-up):",
+            "",
+            markdown_table(fits, floatfmt="{:,.1f}"),
+            "",
+        ]
     head += ["| what limits a run on many cores | |", "|---|---|"]
     head += [f"| {what} | {value} |" for what, value in critical_path_rows(project / "results")]
     return "\n".join(head) + "\n", rules, split
+
+
+#: the snakemake command's wall seconds, kept in the project folder by :func:`run`
+WALL_FILE = "bench_wall_seconds.txt"
 
 
 def run(project: Path, cores: int) -> float:
@@ -328,7 +363,14 @@ def run(project: Path, cores: int) -> float:
     if r.returncode != 0:
         print(r.stdout[-3000:], r.stderr[-5000:], file=sys.stderr)
         raise SystemExit(f"the run in {project} failed")
+    (project / WALL_FILE).write_text(f"{wall:.1f}\n")  # for --report of this run later
     return wall
+
+
+def _kept_wall(project: Path) -> float | None:
+    """The wall seconds :func:`run` kept for a finished run, if it did."""
+    f = project / WALL_FILE
+    return float(f.read_text()) if f.exists() else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -344,7 +386,7 @@ def main(argv: list[str] | None = None) -> int:
         "--note", default="", help="a sentence for the docs (the code, the machine's load)"
     )
     args = ap.parse_args(argv)
-    runs = [(p, None) for p in args.report] if args.report else []
+    runs = [(p, _kept_wall(p)) for p in args.report] if args.report else []
     for n in [] if args.report else args.sizes:
         project = make_project(args.out / f"s{n}", n, args.cores)
         print(f"{n:,} subjects: running the DAG in {project} ...", flush=True)

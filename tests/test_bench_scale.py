@@ -208,3 +208,25 @@ def test_a_job_that_fits_two_models_gives_one_row_with_their_phases_summed(tmp_p
     assert row["other"] == pytest.approx(0.85)
     assert row["start-up+IO %"] == pytest.approx(29.5)
     assert table.iloc[1]["start-up+IO %"] == pytest.approx(25.0)
+
+
+def test_each_model_fit_of_a_job_gets_its_own_seconds(tmp_path):
+    """The per-fit table reads each model's "aggregation by the <model> model ... done" line
+    of a job's log: the wall and CPU seconds of that fit, one column pair per model."""
+    log = tmp_path / "n3.log"
+    log.write_text(
+        "09:00:01 INFO clumpscout: start-up done in 1.00 s (CPU 1.00 s)\n"
+        "09:00:20 INFO clumpscout: aggregation by the generative model (1 of 2) done in "
+        "19.50 s (CPU 18.25 s)\n"
+        "09:00:31 INFO clumpscout: aggregation by the paper model (2 of 2) done in 11.00 s "
+        "(CPU 10.50 s)\n"
+    )
+    jobs = [
+        {"rule": "aggregate", "wildcards": "n=3", "s": 32.0, "cpu_s": 30.0, "log": log},
+        {"rule": "replay_labels", "wildcards": "", "s": 5.0, "cpu_s": 4.0, "log": log},
+    ]
+    t = bench_dag_scale.fit_table(jobs)
+    assert t["n"].tolist() == [3]
+    row = t.iloc[0]
+    assert (row["generative wall_s"], row["generative cpu_s"]) == (19.5, 18.25)
+    assert (row["paper wall_s"], row["paper cpu_s"]) == (11.0, 10.5)
