@@ -241,7 +241,7 @@ def test_held_subjects_keep_their_partition_and_the_rest_match_the_whole_batch(s
     engine = GenerativeEngine(prep, Params(), seed=0)
     whole = engine.partition(b, skills)
     held = rng.random(len(b.subjects)) < 0.5
-    got = engine.partition_holding(b, skills, Held(held, np.full(len(whole), -1)))
+    got = engine.partition_holding(b, skills, Held.build(prep, b, held, np.full(len(whole), -1)))
     on_held = held[b.box_subject]
     np.testing.assert_array_equal(got[on_held], -1)
     np.testing.assert_array_equal(got[~on_held], whole[~on_held])

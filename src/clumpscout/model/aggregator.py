@@ -723,7 +723,7 @@ def _run_cycles(
         )
         tag = f"cycle {cycle + 1}"
         b = Batch.build(prep, batch_subj)
-        held = _held(b, prog)
+        held = _held(prep, b, prog)
         t0 = time.perf_counter()
         key = (batch_subj.tobytes(), cache.version)
         if memo is not None and memo[0] == key:
@@ -764,7 +764,7 @@ def _run_cycles(
         cycle += 1
 
 
-def _held(b: Batch, prog: _Progress) -> Held | None:
+def _held(prep: Prepared, b: Batch, prog: _Progress) -> Held | None:
     """The batch's subjects whose partition is held in this cycle: the leftovers whose last
     cycle gave the partition of the cycle before (decisions.md#hold-unchanged); None when
     subjects are not held."""
@@ -775,7 +775,7 @@ def _held(b: Batch, prog: _Progress) -> Held | None:
         return None
     g = prog.facility[b.box_idx]  # a box's facility is a box of its own subject: same offset
     rows = np.arange(len(b.box_idx), dtype=np.int64)
-    return Held(subjects, np.where(g >= 0, rows + (g - b.box_idx), g))
+    return Held.build(prep, b, subjects, np.where(g >= 0, rows + (g - b.box_idx), g))
 
 
 def _remember_partitions(b: Batch, state: Clustering, prog: _Progress) -> None:

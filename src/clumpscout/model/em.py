@@ -177,10 +177,22 @@ class Held:
     """The subjects of a working batch whose partition is held fixed in this cycle
     (docs/decisions.md#hold-unchanged): ``subjects`` (bool per local subject) and
     ``facility_of`` (the kernel's, over the batch's boxes; only the held subjects' rows are
-    read)."""
+    read); :meth:`build` adds the batch of the other subjects (``free``) and their boxes'
+    rows in the whole batch (``rows``), made once per cycle."""
 
     subjects: np.ndarray
     facility_of: np.ndarray
+    free: Batch
+    rows: np.ndarray
+
+    @classmethod
+    def build(cls, prep: Prepared, b: Batch, subjects, facility_of) -> Held:
+        subjects = np.asarray(subjects, bool)
+        free = ~subjects
+        rows = ranges(b.box_off[:-1][free], b.box_off[1:][free])
+        return cls(
+            subjects, np.asarray(facility_of, np.int64), Batch.build(prep, b.subjects[free]), rows
+        )
 
 
 def _clusters_from_facilities(facility_of: np.ndarray):
@@ -266,12 +278,10 @@ class Engine(ABC):
         only, so the others get the partition of the whole batch."""
         if held is None or not held.subjects.any():
             return self.partition(b, skills, init=init)
-        fac = np.array(held.facility_of, dtype=np.int64)
-        free = ~held.subjects
-        if free.any():
-            rows = ranges(b.box_off[:-1][free], b.box_off[1:][free])  # their boxes' rows
-            f = self.partition(Batch.build(self.prep, b.subjects[free]), skills, init=init)
-            fac[rows] = np.where(f >= 0, rows[np.maximum(f, 0)], f)
+        fac = held.facility_of.copy()
+        if len(held.free.subjects):
+            f = self.partition(held.free, skills, init=init)
+            fac[held.rows] = np.where(f >= 0, held.rows[np.maximum(f, 0)], f)
         return fac
 
     def clusters(self, b: Batch, facility_of: np.ndarray, sigma2_in: np.ndarray) -> Partition:
